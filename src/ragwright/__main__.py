@@ -1,0 +1,3 @@
+from ragwright.cli import main
+
+main()

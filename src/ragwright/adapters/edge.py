@@ -1,0 +1,239 @@
+"""``EdgeIndex``: Qdrant's own engine in-process (qdrant-edge), the embedded default.
+
+Layout under the index directory::
+
+    contract.json   the collection contract (edge shards keep no collection metadata)
+    shard/          the edge shard: WAL, segments, payload indexes
+    .lock           held with flock while a process has the index open
+
+qdrant-edge allows one process per shard path. We take our own ``flock`` first so a
+second process gets :class:`IndexBusy` at once instead of an engine error string.
+A process that dies releases the lock with its file descriptors, and the WAL replays
+every acknowledged update on the next open.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import threading
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import qdrant_edge as qe
+
+from ragwright.core.contracts import (
+    contract_from_metadata,
+    contract_to_metadata,
+    reconcile_contract,
+)
+from ragwright.core.points import KEYWORD_INDEX_FIELDS
+from ragwright.errors import ContractMismatch, IndexBusy
+from ragwright.types import CollectionContract, IndexPoint, PointFilter, StoredPoint
+
+_DISTANCES = {"cosine": qe.Distance.Cosine, "dot": qe.Distance.Dot, "euclid": qe.Distance.Euclid}
+_SCROLL_PAGE = 2048
+
+
+class EdgeIndex:
+    """A collection stored by qdrant-edge under ``path`` (created on first open)."""
+
+    def __init__(
+        self, path: Path, contract: CollectionContract, *, add_chunking_version: bool = False
+    ) -> None:
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._lock_file = (self.path / ".lock").open("a+")
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as error:
+            self._lock_file.close()
+            raise IndexBusy(str(self.path)) from error
+        # Serialises this process's writes against its own reads; see docs/ingestion.md.
+        self._mutex = threading.RLock()
+        try:
+            self.contract = self._open(contract, add_chunking_version)
+        except BaseException:
+            self._release()
+            raise
+
+    def _open(self, expected: CollectionContract, add_chunking_version: bool) -> CollectionContract:
+        shard_path = self.path / "shard"
+        contract_path = self.path / "contract.json"
+        if contract_path.exists():
+            stored = contract_from_metadata(json.loads(contract_path.read_text("utf-8")))
+            contract = reconcile_contract(expected, stored, add_chunking_version=add_chunking_version)
+            self._shard = qe.EdgeShard.load(str(shard_path))
+            self._check_vectors(shard_path, contract)
+        else:
+            # First open, or a crash before the contract was written: creating the
+            # shard again is safe only if it holds nothing.
+            if shard_path.exists():
+                self._shard = qe.EdgeShard.load(str(shard_path))
+                if self._shard.info().points_count:
+                    raise ContractMismatch("contract.json", "present", "missing on a non-empty shard")
+            else:
+                params = qe.EdgeVectorParams(
+                    size=expected.dimensions, distance=_DISTANCES[expected.distance]
+                )
+                self._shard = qe.EdgeShard.create(
+                    str(shard_path), qe.EdgeConfig(vectors={expected.vector_name: params})
+                )
+            contract = expected
+        self._ensure_payload_indexes()
+        _write_json_atomically(contract_path, contract_to_metadata(contract))
+        return contract
+
+    def _check_vectors(self, shard_path: Path, contract: CollectionContract) -> None:
+        config = json.loads((shard_path / "edge_config.json").read_text("utf-8"))
+        vector = config.get("vectors", {}).get(contract.vector_name)
+        if vector is None:
+            raise ContractMismatch("vector_name", contract.vector_name, sorted(config.get("vectors", {})))
+        if vector.get("size") != contract.dimensions:
+            raise ContractMismatch("dimensions", contract.dimensions, vector.get("size"))
+        if str(vector.get("distance", "")).lower() != contract.distance:
+            raise ContractMismatch("distance", contract.distance, vector.get("distance"))
+
+    def _ensure_payload_indexes(self) -> None:
+        schema = self._shard.info().payload_schema
+        for field in KEYWORD_INDEX_FIELDS:
+            info = schema.get(field)
+            if info is None:
+                self._shard.update(
+                    qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword)
+                )
+            elif info.data_type != qe.PayloadSchemaType.Keyword:
+                raise ContractMismatch(f"payload_index.{field}", "keyword", str(info.data_type))
+
+    def payload_index_types(self) -> dict[str, str]:
+        """Field name → index type, as the engine reports it."""
+        return {
+            name: str(info.data_type).rsplit(".", 1)[-1].lower()
+            for name, info in self._shard.info().payload_schema.items()
+        }
+
+    def upsert(self, points: Sequence[IndexPoint]) -> None:
+        if not points:
+            return
+        edge_points = [
+            qe.Point(p.point_id, {self.contract.vector_name: list(p.vector)}, dict(p.payload))
+            for p in points
+        ]
+        with self._mutex:
+            self._shard.update(qe.UpdateOperation.upsert_points(edge_points))
+
+    def retrieve(self, ids: Sequence[uuid.UUID], *, with_vectors: bool = False) -> list[StoredPoint]:
+        if not ids:
+            return []
+        with self._mutex:
+            records = self._shard.retrieve(list(ids), True, with_vectors)
+        return [_stored(r.id, r.payload, None, r.vector, self.contract.vector_name) for r in records]
+
+    def scroll(
+        self, point_filter: PointFilter | None = None, *, payload_fields: Sequence[str] | None = None
+    ) -> Iterator[StoredPoint]:
+        offset: Any = None
+        with_payload: bool | list[str] = True if payload_fields is None else list(payload_fields)
+        while True:
+            with self._mutex:
+                records, offset = self._shard.scroll(
+                    qe.ScrollRequest(
+                        offset=offset,
+                        limit=_SCROLL_PAGE,
+                        filter=_edge_filter(point_filter),
+                        with_payload=with_payload,
+                        with_vector=False,
+                    )
+                )
+            for record in records:
+                yield _stored(record.id, record.payload, None, None, "")
+            if offset is None:
+                return
+
+    def set_payload(self, ids: Sequence[uuid.UUID], payload: Mapping[str, Any]) -> None:
+        if ids:
+            with self._mutex:
+                self._shard.update(qe.UpdateOperation.set_payload(list(ids), dict(payload)))
+
+    def delete_payload_keys(self, ids: Sequence[uuid.UUID], keys: Sequence[str]) -> None:
+        if ids and keys:
+            with self._mutex:
+                self._shard.update(qe.UpdateOperation.delete_payload(list(ids), list(keys)))
+
+    def delete(self, ids: Sequence[uuid.UUID]) -> None:
+        if ids:
+            with self._mutex:
+                self._shard.update(qe.UpdateOperation.delete_points(list(ids)))
+
+    def count(self, point_filter: PointFilter | None = None) -> int:
+        with self._mutex:
+            return self._shard.count(qe.CountRequest(exact=True, filter=_edge_filter(point_filter)))
+
+    def search(
+        self, vector: Sequence[float], point_filter: PointFilter, *, limit: int
+    ) -> list[StoredPoint]:
+        request = qe.QueryRequest(
+            limit=limit,
+            query=qe.Query.Nearest(list(vector), using=self.contract.vector_name),
+            filter=_edge_filter(point_filter),
+            with_payload=True,
+            with_vector=False,
+        )
+        with self._mutex:
+            results = self._shard.query(request)
+        return [_stored(r.id, r.payload, r.score, None, "") for r in results]
+
+    def close(self) -> None:
+        if getattr(self, "_shard", None) is not None:
+            self._shard.flush()
+            self._shard.close()
+            self._shard = None
+        self._release()
+
+    def _release(self) -> None:
+        if not self._lock_file.closed:
+            fcntl.flock(self._lock_file, fcntl.LOCK_UN)
+            self._lock_file.close()
+
+    def __enter__(self) -> EdgeIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _edge_filter(point_filter: PointFilter | None) -> qe.Filter | None:
+    if point_filter is None or not (point_filter.must or point_filter.must_not):
+        return None
+
+    def condition(key: str, values: tuple[str, ...]) -> qe.FieldCondition:
+        match = qe.MatchValue(values[0]) if len(values) == 1 else qe.MatchAny(list(values))
+        return qe.FieldCondition(key, match=match)
+
+    return qe.Filter(
+        must=[condition(m.key, m.values) for m in point_filter.must] or None,
+        must_not=[condition(m.key, m.values) for m in point_filter.must_not] or None,
+    )
+
+
+def _stored(
+    point_id: Any, payload: Any, score: float | None, vector: Any, vector_name: str
+) -> StoredPoint:
+    dense = vector.get(vector_name) if isinstance(vector, dict) else vector
+    return StoredPoint(
+        point_id=point_id if isinstance(point_id, uuid.UUID) else uuid.UUID(str(point_id)),
+        payload=payload or {},
+        score=score,
+        vector=list(dense) if dense is not None else None,
+    )
+
+
+def _write_json_atomically(path: Path, data: Mapping[str, Any]) -> None:
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(data, indent=2, sort_keys=True), "utf-8")
+    with temporary.open("rb") as handle:
+        os.fsync(handle.fileno())
+    temporary.replace(path)

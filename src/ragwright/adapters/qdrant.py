@@ -1,0 +1,221 @@
+"""``QdrantIndex``: a collection on a Qdrant server or cluster, through qdrant-client.
+
+``location`` is a server URL (``http://host:6333``), or for tests and small setups a
+directory path or ``:memory:`` (qdrant-client's pure-Python local mode). The contract is
+stored as collection metadata. In local mode payload indexes do not exist (the client
+warns that they have no effect), so they are created only on a server, where an existing
+index of the wrong type is a contract mismatch.
+
+Writes pass ``wait=True``. Between two separate requests a server gives no atomicity;
+ingestion orders its operations so a concurrent reader sees at most a momentary gap in a
+document being replaced, never a mix of two revisions (docs/ingestion.md).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from qdrant_client import QdrantClient, models
+
+from ragwright.core.contracts import (
+    contract_from_metadata,
+    contract_to_metadata,
+    reconcile_contract,
+)
+from ragwright.core.points import KEYWORD_INDEX_FIELDS
+from ragwright.errors import ContractMismatch
+from ragwright.types import CollectionContract, IndexPoint, PointFilter, StoredPoint
+
+_DISTANCES = {
+    "cosine": models.Distance.COSINE,
+    "dot": models.Distance.DOT,
+    "euclid": models.Distance.EUCLID,
+}
+_SCROLL_PAGE = 1024
+
+
+class QdrantIndex:
+    """A collection named ``collection`` at ``location`` (created on first open)."""
+
+    def __init__(
+        self,
+        location: str,
+        collection: str,
+        contract: CollectionContract,
+        *,
+        api_key: str | None = None,
+        add_chunking_version: bool = False,
+    ) -> None:
+        self.local = not location.startswith(("http://", "https://"))
+        if location == ":memory:":
+            self._client = QdrantClient(location=":memory:")
+        elif self.local:
+            self._client = QdrantClient(path=location)
+        else:
+            self._client = QdrantClient(url=location, api_key=api_key)
+        self.collection = collection
+        self.contract = self._open(contract, add_chunking_version)
+
+    def _open(self, expected: CollectionContract, add_chunking_version: bool) -> CollectionContract:
+        if not self._client.collection_exists(self.collection):
+            self._client.create_collection(
+                self.collection,
+                vectors_config={
+                    expected.vector_name: models.VectorParams(
+                        size=expected.dimensions, distance=_DISTANCES[expected.distance]
+                    )
+                },
+                metadata=contract_to_metadata(expected),
+            )
+            contract = expected
+        else:
+            info = self._client.get_collection(self.collection)
+            stored = contract_from_metadata(info.config.metadata or {})
+            contract = reconcile_contract(expected, stored, add_chunking_version=add_chunking_version)
+            vectors = info.config.params.vectors
+            params = vectors.get(contract.vector_name) if isinstance(vectors, dict) else None
+            if params is None:
+                raise ContractMismatch("vector_name", contract.vector_name, vectors)
+            if params.size != contract.dimensions:
+                raise ContractMismatch("dimensions", contract.dimensions, params.size)
+            if params.distance != _DISTANCES[contract.distance]:
+                raise ContractMismatch("distance", contract.distance, str(params.distance))
+            if contract != stored:
+                self._client.update_collection(
+                    self.collection, metadata=contract_to_metadata(contract)
+                )
+        if not self.local:
+            self._ensure_payload_indexes()
+        return contract
+
+    def _ensure_payload_indexes(self) -> None:
+        schema = self._client.get_collection(self.collection).payload_schema
+        for field in KEYWORD_INDEX_FIELDS:
+            info = schema.get(field)
+            if info is None:
+                self._client.create_payload_index(
+                    self.collection, field, models.PayloadSchemaType.KEYWORD, wait=True
+                )
+            elif info.data_type != models.PayloadSchemaType.KEYWORD:
+                raise ContractMismatch(f"payload_index.{field}", "keyword", str(info.data_type))
+
+    def payload_index_types(self) -> dict[str, str]:
+        """Field name → index type, as the server reports it (empty in local mode)."""
+        schema = self._client.get_collection(self.collection).payload_schema
+        return {name: str(info.data_type.value).lower() for name, info in schema.items()}
+
+    def upsert(self, points: Sequence[IndexPoint]) -> None:
+        if not points:
+            return
+        self._client.upsert(
+            self.collection,
+            points=[
+                models.PointStruct(
+                    id=str(p.point_id),
+                    vector={self.contract.vector_name: list(p.vector)},
+                    payload=dict(p.payload),
+                )
+                for p in points
+            ],
+            wait=True,
+        )
+
+    def retrieve(self, ids: Sequence[uuid.UUID], *, with_vectors: bool = False) -> list[StoredPoint]:
+        if not ids:
+            return []
+        records = self._client.retrieve(
+            self.collection, ids=[str(i) for i in ids], with_payload=True, with_vectors=with_vectors
+        )
+        return [self._stored(r.id, r.payload, None, r.vector) for r in records]
+
+    def scroll(
+        self, point_filter: PointFilter | None = None, *, payload_fields: Sequence[str] | None = None
+    ) -> Iterator[StoredPoint]:
+        offset: Any = None
+        while True:
+            records, offset = self._client.scroll(
+                self.collection,
+                scroll_filter=_client_filter(point_filter),
+                limit=_SCROLL_PAGE,
+                offset=offset,
+                with_payload=True if payload_fields is None else list(payload_fields),
+                with_vectors=False,
+            )
+            for record in records:
+                yield self._stored(record.id, record.payload, None, None)
+            if offset is None:
+                return
+
+    def set_payload(self, ids: Sequence[uuid.UUID], payload: Mapping[str, Any]) -> None:
+        if ids:
+            self._client.set_payload(
+                self.collection, payload=dict(payload), points=[str(i) for i in ids], wait=True
+            )
+
+    def delete_payload_keys(self, ids: Sequence[uuid.UUID], keys: Sequence[str]) -> None:
+        if ids and keys:
+            self._client.delete_payload(
+                self.collection, keys=list(keys), points=[str(i) for i in ids], wait=True
+            )
+
+    def delete(self, ids: Sequence[uuid.UUID]) -> None:
+        if ids:
+            self._client.delete(
+                self.collection,
+                points_selector=models.PointIdsList(points=[str(i) for i in ids]),
+                wait=True,
+            )
+
+    def count(self, point_filter: PointFilter | None = None) -> int:
+        return self._client.count(
+            self.collection, count_filter=_client_filter(point_filter), exact=True
+        ).count
+
+    def search(
+        self, vector: Sequence[float], point_filter: PointFilter, *, limit: int
+    ) -> list[StoredPoint]:
+        response = self._client.query_points(
+            self.collection,
+            query=list(vector),
+            using=self.contract.vector_name,
+            query_filter=_client_filter(point_filter),
+            limit=limit,
+            with_payload=True,
+        )
+        return [self._stored(p.id, p.payload, p.score, None) for p in response.points]
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> QdrantIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _stored(self, point_id: Any, payload: Any, score: float | None, vector: Any) -> StoredPoint:
+        dense = vector.get(self.contract.vector_name) if isinstance(vector, dict) else vector
+        return StoredPoint(
+            point_id=uuid.UUID(str(point_id)),
+            payload=payload or {},
+            score=score,
+            vector=list(dense) if dense is not None else None,
+        )
+
+
+def _client_filter(point_filter: PointFilter | None) -> models.Filter | None:
+    if point_filter is None or not (point_filter.must or point_filter.must_not):
+        return None
+
+    def condition(key: str, values: tuple[str, ...]) -> models.FieldCondition:
+        match: models.MatchValue | models.MatchAny = (
+            models.MatchValue(value=values[0]) if len(values) == 1 else models.MatchAny(any=list(values))
+        )
+        return models.FieldCondition(key=key, match=match)
+
+    return models.Filter(
+        must=[condition(m.key, m.values) for m in point_filter.must] or None,
+        must_not=[condition(m.key, m.values) for m in point_filter.must_not] or None,
+    )

@@ -1,0 +1,283 @@
+"""The ``ragwright`` command.
+
+Exit status: 0 success, 1 invalid input or configuration (the error goes to stderr and
+nothing already stored is lost), 2 usage errors (from the argument parser).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ragwright import __version__
+from ragwright.adapters.sources import SourceDefaults, load_sources
+from ragwright.core.chunking import build_chunks
+from ragwright.core.points import LIVE
+from ragwright.errors import RagwrightError
+from ragwright.settings import Settings, load_settings
+from ragwright.types import ChunkingPolicy, SourceDocument
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Answer questions from your own documents with evidence you can check.",
+)
+_err = Console(stderr=True)
+
+Sources = Annotated[list[Path], typer.Argument(help="Markdown/JSON files, BEIR corpus.jsonl, or directories.")]
+MaxWords = Annotated[
+    int | None, typer.Option("--max-words", min=1, help="Word budget per chunk, heading included [default: 80].")
+]
+NoOverlap = Annotated[bool, typer.Option("--no-overlap", help="Do not repeat a paragraph across windows.")]
+Policy = Annotated[
+    str | None,
+    typer.Option(
+        "--policy",
+        help="section-paragraphs (refuses oversize paragraphs) or sentence-blocks "
+        "(splits them at sentence/line boundaries) [default: section-paragraphs].",
+    ),
+]
+DocType = Annotated[str | None, typer.Option("--type", help="document_type for files that do not set it.")]
+DocState = Annotated[
+    str | None, typer.Option("--state", help="publication_state for files that do not set it.")
+]
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+
+
+def _settings(max_words: int | None, no_overlap: bool, policy: str | None) -> Settings:
+    overrides: dict[str, Any] = {}
+    if max_words is not None:
+        overrides["max_words"] = max_words
+    if no_overlap:
+        overrides["overlap"] = False
+    if policy is not None:
+        overrides["chunking"] = policy
+    return load_settings(**overrides)
+
+
+def _documents(sources: list[Path], settings: Settings, doc_type: str | None, state: str | None) -> list[SourceDocument]:
+    defaults = SourceDefaults(
+        document_type=doc_type, publication_state=state, document_types=settings.document_types
+    )
+    return load_sources(sources, defaults)
+
+
+@app.command()
+def chunks(
+    sources: Sources,
+    max_words: MaxWords = None,
+    no_overlap: NoOverlap = False,
+    policy: Policy = None,
+    doc_type: DocType = None,
+    state: DocState = None,
+    as_json: AsJson = False,
+) -> None:
+    """Preview the chunks SOURCES produce. Needs no index and no embedding provider."""
+    settings = _settings(max_words, no_overlap, policy)
+    chunking = settings.chunking_policy()
+    rows = []
+    for document in _documents(sources, settings, doc_type, state):
+        for chunk in build_chunks(document, chunking):
+            rows.append(
+                {
+                    "document_id": chunk.document_id,
+                    "chunk_id": chunk.chunk_id,
+                    "point_id": str(chunk.point_id),
+                    "section_id": chunk.section_id,
+                    "chunking_version": chunk.chunking_version,
+                    "word_count": chunk.word_count,
+                    "document_type": document.document_type,
+                    "publication_state": document.publication_state,
+                    "paragraphs": list(chunk.positions.paragraph_indexes),
+                    "text": chunk.text,
+                }
+            )
+    if as_json:
+        print(json.dumps(rows, ensure_ascii=False, indent=2))
+        return
+    for row in rows:
+        print(
+            f"{row['document_id']}/{row['chunk_id']} ({row['word_count']} words) "
+            f"[{row['document_type']}, {row['publication_state']}] {row['chunking_version']}"
+        )
+        print(f"point {row['point_id']}")
+        print(row["text"])
+        print()
+    print(f"{len(rows)} chunks, {chunking.version}")
+
+
+@app.command()
+def ingest(
+    sources: Sources,
+    prune: Annotated[bool, typer.Option("--prune", help="Delete indexed documents missing from SOURCES.")] = False,
+    max_words: MaxWords = None,
+    no_overlap: NoOverlap = False,
+    policy: Policy = None,
+    doc_type: DocType = None,
+    state: DocState = None,
+    add_chunking_version: Annotated[
+        bool,
+        typer.Option(
+            "--add-chunking-version",
+            help="Allow writing a chunking version the collection does not hold yet.",
+        ),
+    ] = False,
+    as_json: AsJson = False,
+) -> None:
+    """Index SOURCES: chunk, embed what changed, upsert, switch, verify.
+
+    Prints a summary: documents, chunks, embedded, unchanged, payload_updated,
+    deleted, verified. Re-running on unchanged input embeds and writes nothing.
+    """
+    from ragwright.pipeline.ingest import ingest as run_ingest
+    from ragwright.runtime import embedding_profile, open_embedder, open_index
+
+    settings = _settings(max_words, no_overlap, policy)
+    documents = _documents(sources, settings, doc_type, state)
+    profile = embedding_profile(settings)
+    embedder = open_embedder(settings)
+    index = open_index(settings, profile, add_chunking_version=add_chunking_version)
+    try:
+        with _progress(enabled=sys.stderr.isatty() and not as_json) as bar:
+            report = run_ingest(
+                documents,
+                policy=settings.chunking_policy(),
+                embedder=embedder,
+                index=index,
+                prune=prune,
+                batch_size=settings.batch_size,
+                progress=bar,
+            )
+    finally:
+        index.close()
+    summary = asdict(report)
+    summary["chunking_version"] = settings.chunking_policy().version
+    summary["embedding_profile"] = profile.profile_id
+    if as_json:
+        print(json.dumps(summary, indent=2))
+        return
+    print(
+        f"{report.documents} documents, {report.chunks} chunks ({summary['chunking_version']}, "
+        f"{profile.profile_id}): {report.embedded} embedded, {report.unchanged} unchanged, "
+        f"{report.payload_updated} payload updated, {report.deleted} deleted, "
+        f"{report.verified} verified"
+    )
+
+
+@app.command()
+def status(as_json: AsJson = False) -> None:
+    """List what the index holds: documents, chunks, types, states, versions."""
+    from ragwright.core.points import read_payload
+    from ragwright.runtime import embedding_profile, open_index
+
+    settings = load_settings()
+    index = open_index(settings, embedding_profile(settings), add_chunking_version=True)
+    try:
+        per_document: dict[tuple[str, str], dict[str, Any]] = {}
+        states: Counter[str] = Counter()
+        for point in index.scroll():
+            payload = read_payload(point.point_id, point.payload)
+            states[payload.index_state] += 1
+            key = (payload.document_id, payload.chunking_version)
+            row = per_document.setdefault(
+                key,
+                {
+                    "document_id": payload.document_id,
+                    "title": payload.title,
+                    "document_type": payload.document_type,
+                    "publication_state": payload.publication_state,
+                    "chunking_version": payload.chunking_version,
+                    "tenant": payload.tenant,
+                    "live_chunks": 0,
+                    "staged_chunks": 0,
+                },
+            )
+            row["live_chunks" if payload.index_state == LIVE else "staged_chunks"] += 1
+        rows = sorted(per_document.values(), key=lambda r: (r["chunking_version"], r["document_id"]))
+        contract = index.contract
+    finally:
+        index.close()
+    if as_json:
+        print(json.dumps({"collection": settings.collection, "documents": rows, "points": dict(states),
+                          "embedding_profile": contract.profile_id,
+                          "chunking_versions": list(contract.chunking_versions)}, indent=2))
+        return
+    print(f"collection {settings.collection} ({contract.profile_id}, {contract.dimensions} dims, {contract.distance})")
+    for row in rows:
+        print(
+            f"  {row['document_id']:<40} {row['document_type']:<8} {row['publication_state']:<10} "
+            f"{row['live_chunks']:>3} chunks  {row['title']}"
+        )
+    print(f"{len(rows)} documents, {sum(states.values())} points ({dict(states)})")
+
+
+class _progress:
+    """A rich progress bar fed by ingestion events; silent when not on a terminal."""
+
+    def __init__(self, *, enabled: bool) -> None:
+        self.enabled = enabled
+        self._bar = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=_err, transient=True,
+        )
+        self._task: Any = None
+
+    def __enter__(self) -> _progress:
+        if self.enabled:
+            self._bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self._bar.stop()
+
+    def __call__(self, event: str, count: int) -> None:
+        if not self.enabled:
+            return
+        if event == "plan":
+            self._task = self._bar.add_task("chunks", total=count)
+        elif self._task is not None and event in ("unchanged", "embedded"):
+            self._bar.advance(self._task, count)
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        print(f"ragwright {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=version_callback, is_eager=True, help="Show the version.")
+    ] = False,
+) -> None:
+    """Answer questions from your own documents with evidence you can check."""
+
+
+def main() -> None:
+    """Entry point: run the app, turning ragwright errors into one line on stderr."""
+    try:
+        app(standalone_mode=False)
+    except RagwrightError as error:
+        _err.print(f"error: {error}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(1)
+    except typer.Exit as done:
+        sys.exit(done.exit_code)
+    except Exception as error:
+        import click
+
+        if isinstance(error, click.exceptions.ClickException):
+            error.show()
+            sys.exit(error.exit_code)
+        if isinstance(error, click.exceptions.Abort):
+            sys.exit(130)
+        raise

@@ -1,0 +1,92 @@
+"""The collection contract: what every point in a collection was made with.
+
+A collection binds one embedding profile (id and artifact digest), one vector size and
+distance, and the chunking versions written into it. Opening a collection with a
+different configuration stops with :class:`ContractMismatch` before anything is read or
+written; a new chunking version is accepted only when the caller asks for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ragwright.errors import ContractMismatch
+from ragwright.types import CollectionContract, EmbeddingProfile
+
+DENSE_VECTOR = "dense"
+
+
+def contract_for(profile: EmbeddingProfile, chunking_version: str) -> CollectionContract:
+    """The contract a collection written with ``profile`` and ``chunking_version`` has."""
+    return CollectionContract(
+        vector_name=DENSE_VECTOR,
+        dimensions=profile.dimensions,
+        distance=profile.distance,
+        profile_id=profile.profile_id,
+        profile_digest=profile.artifact_digest,
+        chunking_versions=(chunking_version,),
+    )
+
+
+def contract_to_metadata(contract: CollectionContract) -> dict[str, Any]:
+    """Plain JSON form, stored as collection metadata or in the sidecar file."""
+    return {
+        "vector_name": contract.vector_name,
+        "dimensions": contract.dimensions,
+        "distance": contract.distance,
+        "embedding_profile_id": contract.profile_id,
+        "embedding_profile_digest": contract.profile_digest,
+        "chunking_versions": list(contract.chunking_versions),
+    }
+
+
+def contract_from_metadata(metadata: Mapping[str, Any]) -> CollectionContract:
+    """Parse stored metadata; a missing or malformed field is a contract mismatch."""
+    try:
+        return CollectionContract(
+            vector_name=str(metadata["vector_name"]),
+            dimensions=int(metadata["dimensions"]),
+            distance=metadata["distance"],
+            profile_id=str(metadata["embedding_profile_id"]),
+            profile_digest=str(metadata["embedding_profile_digest"]),
+            chunking_versions=tuple(str(v) for v in metadata["chunking_versions"]),
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise ContractMismatch("metadata", "a ragwright collection contract", dict(metadata)) from error
+
+
+def reconcile_contract(
+    expected: CollectionContract, stored: CollectionContract, *, add_chunking_version: bool
+) -> CollectionContract:
+    """Check ``stored`` against ``expected``; return the contract to keep.
+
+    Every field must match, except that a chunking version missing from the stored list
+    is appended when ``add_chunking_version`` is true (an explicit decision, so a typo in
+    a budget never silently starts a second index inside the collection).
+
+    Raises:
+        ContractMismatch: naming the first field that differs.
+    """
+    for field, want, have in (
+        ("vector_name", expected.vector_name, stored.vector_name),
+        ("dimensions", expected.dimensions, stored.dimensions),
+        ("distance", expected.distance, stored.distance),
+        ("embedding_profile_id", expected.profile_id, stored.profile_id),
+        ("embedding_profile_digest", expected.profile_digest, stored.profile_digest),
+    ):
+        if want != have:
+            raise ContractMismatch(field, want, have)
+    missing = [v for v in expected.chunking_versions if v not in stored.chunking_versions]
+    if not missing:
+        return stored
+    if not add_chunking_version:
+        raise ContractMismatch("chunking_versions", missing[0], list(stored.chunking_versions))
+    return CollectionContract(
+        vector_name=stored.vector_name,
+        dimensions=stored.dimensions,
+        distance=stored.distance,
+        profile_id=stored.profile_id,
+        profile_digest=stored.profile_digest,
+        chunking_versions=(*stored.chunking_versions, *missing),
+    )

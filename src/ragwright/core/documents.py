@@ -1,0 +1,129 @@
+"""Source document validation and content revisions.
+
+Validation happens once, at the boundary, and names the document and field it rejects:
+blank ids and titles, unknown document types or publication states (exact spelling:
+``Published`` is not ``published``), duplicate section ids, empty sections or
+paragraphs, and duplicate document ids within one run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+
+from ragwright.errors import DocumentError
+from ragwright.types import (
+    DEFAULT_DOCUMENT_TYPES,
+    PUBLICATION_STATES,
+    SourceDocument,
+    SourceSection,
+)
+
+
+def content_revision(title: str, sections: Sequence[SourceSection]) -> str:
+    """Hash of the content that shapes chunks: title, section ids, headings, paragraphs.
+
+    Metadata (type, state, tenant, source) is deliberately outside it, so publishing a
+    draft is a metadata change, not a new revision.
+    """
+    canonical = json.dumps(
+        [title, [[s.section_id, s.heading, list(s.paragraphs)] for s in sections]],
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _require_text(document_id: str, field: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise DocumentError(document_id, field, f"must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise DocumentError(document_id, field, "must not be blank")
+    return value
+
+
+def validate_document(
+    *,
+    document_id: object,
+    title: object,
+    document_type: object,
+    publication_state: object,
+    sections: Sequence[SourceSection],
+    revision: object = None,
+    source_uri: str = "",
+    tenant: object = None,
+    document_types: Sequence[str] = DEFAULT_DOCUMENT_TYPES,
+) -> SourceDocument:
+    """Build a :class:`SourceDocument`, rejecting anything the contract forbids.
+
+    Raises:
+        DocumentError: naming the document, the field and the rule it breaks.
+    """
+    doc_id = _require_text(str(document_id or "<missing id>"), "document_id", document_id)
+    if doc_id != doc_id.strip():
+        raise DocumentError(doc_id, "document_id", "must not start or end with whitespace")
+    doc_title = _require_text(doc_id, "title", title)
+    doc_type = _require_text(doc_id, "document_type", document_type)
+    if doc_type not in document_types:
+        raise DocumentError(
+            doc_id,
+            "document_type",
+            f"{doc_type!r} is not one of {list(document_types)} (exact spelling)",
+        )
+    state = _require_text(doc_id, "publication_state", publication_state)
+    if state not in PUBLICATION_STATES:
+        raise DocumentError(
+            doc_id,
+            "publication_state",
+            f"{state!r} is not one of {list(PUBLICATION_STATES)} (exact spelling)",
+        )
+    doc_tenant = None if tenant is None else _require_text(doc_id, "tenant", tenant)
+    if not sections:
+        raise DocumentError(doc_id, "sections", "a document needs at least one section")
+    seen: set[str] = set()
+    for index, section in enumerate(sections):
+        where = f"sections[{index}]"
+        section_id = _require_text(doc_id, f"{where}.section_id", section.section_id)
+        if section_id in seen:
+            raise DocumentError(doc_id, f"{where}.section_id", f"duplicate section id {section_id!r}")
+        seen.add(section_id)
+        _require_text(doc_id, f"{where}.heading", section.heading)
+        if not section.paragraphs:
+            raise DocumentError(
+                doc_id, f"{where}.paragraphs", f"section {section_id!r} has no paragraphs"
+            )
+        for p_index, paragraph in enumerate(section.paragraphs):
+            _require_text(doc_id, f"{where}.paragraphs[{p_index}]", paragraph)
+    doc_revision = (
+        content_revision(doc_title, sections)
+        if revision is None
+        else _require_text(doc_id, "revision", revision)
+    )
+    return SourceDocument(
+        document_id=doc_id,
+        title=doc_title,
+        document_type=doc_type,
+        publication_state=state,
+        sections=tuple(sections),
+        revision=doc_revision,
+        source_uri=source_uri,
+        tenant=doc_tenant,
+    )
+
+
+def ensure_unique_ids(documents: Iterable[SourceDocument]) -> list[SourceDocument]:
+    """Return the documents as a list, rejecting a document id seen twice in one run."""
+    seen: dict[str, str] = {}
+    result: list[SourceDocument] = []
+    for document in documents:
+        earlier = seen.get(document.document_id)
+        if earlier is not None:
+            raise DocumentError(
+                document.document_id,
+                "document_id",
+                f"duplicate document id in this run (also in {earlier or 'another source'})",
+            )
+        seen[document.document_id] = document.source_uri
+        result.append(document)
+    return result

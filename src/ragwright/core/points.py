@@ -1,0 +1,244 @@
+"""What a chunk looks like inside the index: stored ids, payload, digests, validation.
+
+Two identities, on purpose (see docs/ingestion.md):
+
+* ``chunk_point_id`` is the seeds' chunk identity (version, document, chunk id). It is
+  what ``chunks --json`` shows and what citations resolve to.
+* the **stored** point id is derived from it and the content hash of the exact embedding
+  input: ``uuid(sha256(f"{chunk_point_id}\\n{content_hash}")[:16])``. An edited chunk
+  therefore gets a new point that can be written *staged* (invisible) next to the old one,
+  and the switch to the new revision never shows a mix of old and new text. An unchanged
+  chunk keeps its stored id, so it is neither re-embedded nor rewritten.
+
+``document_digest`` is one hash over everything the index should hold for a document;
+every point of the document carries it, so an unchanged re-run compares digests from a
+single payload-light scroll instead of reading texts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ragwright.errors import PayloadError
+from ragwright.types import Chunk, EmbeddingProfile, ParagraphPositions, SourceDocument
+
+LIVE = "live"
+STAGED = "staged"
+
+KEYWORD_INDEX_FIELDS: tuple[str, ...] = (
+    "document_id",
+    "chunking_version",
+    "document_type",
+    "publication_state",
+    "tenant",
+    "index_state",
+)
+REQUIRED_STRING_FIELDS: tuple[str, ...] = (
+    "document_id",
+    "chunk_id",
+    "chunk_point_id",
+    "chunking_version",
+    "section_id",
+    "title",
+    "heading",
+    "text",
+    "document_type",
+    "publication_state",
+    "revision",
+    "content_hash",
+    "index_state",
+    "document_digest",
+)
+OPTIONAL_STRING_FIELDS: tuple[str, ...] = ("tenant", "source_uri")
+# Fields that are the same on every point of a document; switching a document to a new
+# revision sets them on all its points in one operation.
+DOCUMENT_FIELDS: tuple[str, ...] = (
+    "title",
+    "document_type",
+    "publication_state",
+    "revision",
+    "source_uri",
+    "tenant",
+    "document_digest",
+    "index_state",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedPoint:
+    """One chunk as it should be stored: stored id, embedding input and final payload."""
+
+    stored_id: uuid.UUID
+    chunk: Chunk
+    embedding_input: str
+    payload: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentPlan:
+    """Everything the index should hold for one document under one chunking version."""
+
+    document: SourceDocument
+    points: tuple[PlannedPoint, ...]
+    digest: str
+
+    @property
+    def document_fields(self) -> dict[str, Any]:
+        """The document-level payload, as set on every point at the switch."""
+        first = self.points[0].payload
+        return {key: first[key] for key in DOCUMENT_FIELDS if key in first}
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkPayload:
+    """A stored payload that passed validation."""
+
+    point_id: uuid.UUID
+    document_id: str
+    chunk_id: str
+    chunk_point_id: str
+    chunking_version: str
+    section_id: str
+    title: str
+    heading: str
+    text: str
+    document_type: str
+    publication_state: str
+    revision: str
+    content_hash: str
+    index_state: str
+    document_digest: str
+    positions: ParagraphPositions
+    tenant: str | None
+    source_uri: str | None
+
+
+def format_document_input(profile: EmbeddingProfile, title: str, text: str) -> str:
+    """The exact string the embedding model receives for a chunk."""
+    return profile.document_format.format(title=title, text=text)
+
+
+def format_query_input(profile: EmbeddingProfile, query: str) -> str:
+    """The exact string the embedding model receives for a question."""
+    return profile.query_format.format(query=query)
+
+
+def sha256_text(text: str) -> str:
+    """``sha256:`` + hex digest of the UTF-8 text."""
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def stored_point_id(chunk_point_id: uuid.UUID, content_hash: str) -> uuid.UUID:
+    """Revision-specific id derived from the chunk identity and its content hash."""
+    digest = hashlib.sha256(f"{chunk_point_id}\n{content_hash}".encode()).digest()
+    return uuid.UUID(bytes=digest[:16])
+
+
+def plan_document(
+    document: SourceDocument, chunks: Sequence[Chunk], profile: EmbeddingProfile
+) -> DocumentPlan:
+    """Compute stored ids, embedding inputs, payloads and the document digest."""
+    planned: list[tuple[uuid.UUID, Chunk, str, dict[str, Any]]] = []
+    for chunk in chunks:
+        embedding_input = format_document_input(profile, document.title, chunk.text)
+        content_hash = sha256_text(embedding_input)
+        payload: dict[str, Any] = {
+            "document_id": document.document_id,
+            "chunk_id": chunk.chunk_id,
+            "chunk_point_id": str(chunk.point_id),
+            "chunking_version": chunk.chunking_version,
+            "section_id": chunk.section_id,
+            "title": document.title,
+            "heading": chunk.heading,
+            "text": chunk.text,
+            "document_type": document.document_type,
+            "publication_state": document.publication_state,
+            "revision": document.revision,
+            "content_hash": content_hash,
+            "positions": {
+                "section_index": chunk.positions.section_index,
+                "paragraphs": list(chunk.positions.paragraph_indexes),
+            },
+        }
+        if document.source_uri:
+            payload["source_uri"] = document.source_uri
+        if document.tenant is not None:
+            payload["tenant"] = document.tenant
+        planned.append(
+            (stored_point_id(chunk.point_id, content_hash), chunk, embedding_input, payload)
+        )
+    canonical = json.dumps(
+        sorted((str(stored), payload) for stored, _, _, payload in planned),
+        ensure_ascii=False,
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    digest = sha256_text(canonical)
+    points = tuple(
+        PlannedPoint(
+            stored,
+            chunk,
+            embedding_input,
+            {**payload, "document_digest": digest, "index_state": LIVE},
+        )
+        for stored, chunk, embedding_input, payload in planned
+    )
+    return DocumentPlan(document=document, points=points, digest=digest)
+
+
+def read_payload(point_id: uuid.UUID, payload: Mapping[str, Any] | None) -> ChunkPayload:
+    """Validate a stored payload, failing closed.
+
+    Raises:
+        PayloadError: a required field is missing, not a scalar string, or blank; an
+            optional field is present but not a non-blank string; positions are malformed.
+    """
+    pid = str(point_id)
+    if payload is None:
+        raise PayloadError(pid, "*", "is missing: the point has no payload")
+    values: dict[str, str] = {}
+    for field in REQUIRED_STRING_FIELDS:
+        if field not in payload:
+            raise PayloadError(pid, field, "is missing")
+        values[field] = _scalar_string(pid, field, payload[field])
+    optional: dict[str, str | None] = {}
+    for field in OPTIONAL_STRING_FIELDS:
+        optional[field] = (
+            _scalar_string(pid, field, payload[field]) if field in payload else None
+        )
+    return ChunkPayload(
+        point_id=point_id,
+        positions=_positions(pid, payload.get("positions")),
+        tenant=optional["tenant"],
+        source_uri=optional["source_uri"],
+        **values,
+    )
+
+
+def _scalar_string(pid: str, field: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise PayloadError(pid, field, f"must be a scalar string, found {type(value).__name__}")
+    if not value.strip():
+        raise PayloadError(pid, field, "must not be blank")
+    return value
+
+
+def _positions(pid: str, value: object) -> ParagraphPositions:
+    if not isinstance(value, Mapping):
+        raise PayloadError(pid, "positions", "must be an object with section_index and paragraphs")
+    section_index = value.get("section_index")
+    paragraphs = value.get("paragraphs")
+    if not isinstance(section_index, int) or isinstance(section_index, bool) or section_index < 0:
+        raise PayloadError(pid, "positions.section_index", "must be a non-negative integer")
+    if (
+        not isinstance(paragraphs, list)
+        or not paragraphs
+        or not all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in paragraphs)
+    ):
+        raise PayloadError(pid, "positions.paragraphs", "must be a non-empty list of indexes")
+    return ParagraphPositions(section_index, tuple(paragraphs))

@@ -1,0 +1,180 @@
+"""The one exception tree of ragwright.
+
+Every error the project raises on purpose derives from :class:`RagwrightError` and
+carries the fields a caller needs to act on it, so nobody has to parse messages::
+
+    RagwrightError
+    ├── ConfigError(setting, reason)            a setting is missing or invalid
+    ├── SourceError(source, reason)             a source file cannot be read or parsed
+    ├── DocumentError(document_id, field, rule) a document breaks a validation rule
+    ├── ChunkingError(document_id, section_id, paragraph_index, reason)
+    ├── EmbeddingError                          the embedding stage failed
+    │   ├── ArtifactMismatch(path, expected, actual)   bundled model file changed
+    │   ├── InputTooLong(item, tokens, limit)   rejected before embedding
+    │   ├── DimensionMismatch(expected, actual)
+    │   └── ProviderError(provider, category, retryable)
+    └── IndexError_                              the vector index failed
+        ├── ContractMismatch(field, expected, actual)
+        ├── IndexBusy(path)                     another process holds the embedded index
+        ├── PayloadError(point_id, field, rule) a stored payload is not what we wrote
+        └── ReadBackError(point_id, reason)     a written point did not read back
+
+``IndexError_`` has a trailing underscore so it never shadows the builtin.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class RagwrightError(Exception):
+    """Root of every error ragwright raises on purpose."""
+
+
+class ConfigError(RagwrightError):
+    """A setting is missing or invalid; ``setting`` names it as the user spells it."""
+
+    def __init__(self, setting: str, reason: str) -> None:
+        self.setting = setting
+        self.reason = reason
+        super().__init__(f"setting {setting!r}: {reason}")
+
+
+class SourceError(RagwrightError):
+    """A source file cannot be read or parsed into documents."""
+
+    def __init__(self, source: str, reason: str) -> None:
+        self.source = source
+        self.reason = reason
+        super().__init__(f"{source}: {reason}")
+
+
+class DocumentError(RagwrightError):
+    """A source document breaks a validation rule."""
+
+    def __init__(self, document_id: str, field: str, rule: str) -> None:
+        self.document_id = document_id
+        self.field = field
+        self.rule = rule
+        super().__init__(f"document {document_id!r}, field {field!r}: {rule}")
+
+
+class ChunkingError(RagwrightError):
+    """A section cannot be chunked under the policy (never silently cut)."""
+
+    def __init__(
+        self, document_id: str, section_id: str, paragraph_index: int, reason: str
+    ) -> None:
+        self.document_id = document_id
+        self.section_id = section_id
+        self.paragraph_index = paragraph_index
+        self.reason = reason
+        super().__init__(
+            f"document {document_id!r}, section {section_id!r}, "
+            f"paragraph {paragraph_index}: {reason}"
+        )
+
+
+class EmbeddingError(RagwrightError):
+    """The embedding stage failed."""
+
+
+class ArtifactMismatch(EmbeddingError):
+    """A bundled model file does not have the digest the profile declares."""
+
+    def __init__(self, path: str, expected: str, actual: str) -> None:
+        self.path = path
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"model artifact {path} has sha256 {actual}, the profile expects {expected}; "
+            "refusing to embed with an unverified model"
+        )
+
+
+class InputTooLong(EmbeddingError):
+    """An embedding input exceeds the profile's token limit (no silent truncation)."""
+
+    def __init__(self, item: str, tokens: int, limit: int) -> None:
+        self.item = item
+        self.tokens = tokens
+        self.limit = limit
+        super().__init__(
+            f"{item}: embedding input has {tokens} tokens, the profile allows {limit}; "
+            "use a smaller chunk budget or a profile with a larger limit"
+        )
+
+
+class DimensionMismatch(EmbeddingError):
+    """A provider returned a vector of the wrong size."""
+
+    def __init__(self, expected: int, actual: int) -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(f"expected {expected}-dimensional vectors, received {actual}")
+
+
+class FailureCategory(enum.Enum):
+    """Stable provider failure categories; branch on these, never on message text."""
+
+    TRANSIENT = "transient"
+    THROTTLED = "throttled"
+    TIMEOUT = "timeout"
+    INVALID_CONFIGURATION = "invalid_configuration"
+    INVALID_INPUT = "invalid_input"
+    INVALID_OUTPUT = "invalid_output"
+
+
+class ProviderError(EmbeddingError):
+    """A remote provider call failed, classified into a stable category."""
+
+    def __init__(
+        self, provider: str, category: FailureCategory, detail: str, *, retryable: bool
+    ) -> None:
+        self.provider = provider
+        self.category = category
+        self.retryable = retryable
+        super().__init__(f"{provider}: {category.value}: {detail}")
+
+
+class IndexError_(RagwrightError):  # noqa: N801 - trailing underscore avoids the builtin
+    """The vector index failed."""
+
+
+class ContractMismatch(IndexError_):
+    """An existing collection does not match the configured contract."""
+
+    def __init__(self, field: str, expected: object, actual: object) -> None:
+        self.field = field
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"collection contract mismatch on {field}: expected {expected!r}, found {actual!r}"
+        )
+
+
+class IndexBusy(IndexError_):
+    """The embedded index is held by another process (one process per path)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"the embedded index at {path} is in use by another process")
+
+
+class PayloadError(IndexError_):
+    """A stored payload fails validation; reading fails closed."""
+
+    def __init__(self, point_id: str, field: str, rule: str) -> None:
+        self.point_id = point_id
+        self.field = field
+        self.rule = rule
+        super().__init__(f"point {point_id}: payload field {field!r} {rule}")
+
+
+class ReadBackError(IndexError_):
+    """A written point did not read back as written."""
+
+    def __init__(self, point_id: str, reason: str) -> None:
+        self.point_id = point_id
+        self.reason = reason
+        super().__init__(f"read-back failed for point {point_id}: {reason}")

@@ -1,0 +1,291 @@
+"""Ingestion: documents → chunks → batched embeddings → staged upsert → switch → verify.
+
+The run is planned before anything is written, so bad input (a chunking error, an input
+over the embedding limit) stops it with the index untouched. Then, per document:
+
+1. **Scan** — one payload-light scroll reads ``document_id``, ``document_digest`` and
+   ``index_state`` of every point with this chunking version. A document whose stored ids,
+   digests and states already equal the plan is *unchanged*: no embedding, no write.
+2. **Stage** — chunks whose stored id is absent (new or edited text) are embedded in
+   length-sorted batches and upserted with ``index_state="staged"``; queries only ever
+   match ``live`` points, so staged points are invisible. Every written point is read
+   back. Embedding of batch *n+1* overlaps the write and read-back of batch *n*.
+3. **Switch** — obsolete points of the document are deleted, then one ``set_payload``
+   sets the document-level fields (revision, metadata, digest, ``index_state="live"``) on
+   all its desired points. Until the delete the visible set is the old revision; between
+   delete and flip it is the unchanged chunks (a subset of both revisions); after the
+   flip it is the new revision. A reader never sees a mix (docs/ingestion.md).
+4. **Verify** — the document's points are read back and validated fail-closed.
+
+A run killed at any moment leaves staged points (reused by the next run without
+re-embedding) or a half-switched document (finished by the next run): re-running
+converges to the same index as one uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragwright.core.chunking import build_chunks
+from ragwright.core.points import (
+    DOCUMENT_FIELDS,
+    LIVE,
+    STAGED,
+    DocumentPlan,
+    PlannedPoint,
+    plan_document,
+    read_payload,
+)
+from ragwright.errors import ContractMismatch, DimensionMismatch, InputTooLong, ReadBackError
+from ragwright.protocols import Embedder, VectorIndex
+from ragwright.types import (
+    ChunkingPolicy,
+    FieldMatch,
+    IndexPoint,
+    IngestReport,
+    PointFilter,
+    SourceDocument,
+)
+
+# Called with a phase name and a count: ("plan", total_chunks), ("embedded", n),
+# ("switched", 1) … The CLI drives its progress bar from these; tests record them.
+ProgressCallback = Callable[[str, int], None]
+_READBACK_FIELDS = ("text", "document_id", "chunking_version", "document_type", "publication_state")
+
+
+@dataclass(slots=True)
+class _DocumentWork:
+    plan: DocumentPlan
+    to_embed: list[PlannedPoint] = field(default_factory=list)
+    kept: list[uuid.UUID] = field(default_factory=list)
+    obsolete: list[uuid.UUID] = field(default_factory=list)
+
+
+def plan_documents(
+    documents: Sequence[SourceDocument], policy: ChunkingPolicy, embedder: Embedder
+) -> list[DocumentPlan]:
+    """Chunk and plan every document; raises before anything touches the index."""
+    return [plan_document(d, build_chunks(d, policy), embedder.profile) for d in documents]
+
+
+def ingest(
+    documents: Sequence[SourceDocument],
+    *,
+    policy: ChunkingPolicy,
+    embedder: Embedder,
+    index: VectorIndex,
+    prune: bool = False,
+    batch_size: int = 64,
+    progress: ProgressCallback | None = None,
+    phase_hook: Callable[[str, str], None] | None = None,
+) -> IngestReport:
+    """Bring the index in line with ``documents`` for ``policy``'s chunking version.
+
+    Args:
+        documents: validated documents, unique ids.
+        policy: the chunking policy; its version must be in the index contract.
+        embedder: must carry the index contract's embedding profile.
+        index: the open collection.
+        prune: delete documents of this chunking version that are not in ``documents``.
+        batch_size: chunks per embedding call and per upsert.
+        progress: receives (event, count) pairs for progress display.
+        phase_hook: called as (document_id, phase) at each switch step; tests use it to
+            observe what a reader sees mid-replacement.
+
+    Raises:
+        ChunkingError, InputTooLong, ContractMismatch: before any write.
+        DimensionMismatch, ReadBackError, ProviderError: during the run; everything
+            already written stays consistent and the next run resumes.
+    """
+    notify = progress or (lambda _event, _count: None)
+    hook = phase_hook or (lambda _doc, _phase: None)
+    _check_contract(policy, embedder, index)
+    plans = plan_documents(documents, policy, embedder)
+    notify("plan", sum(len(p.points) for p in plans))
+
+    existing = _scan(index, policy.version)
+    work: list[_DocumentWork] = []
+    unchanged = 0
+    for plan in plans:
+        stored = existing.pop(plan.document.document_id, {})
+        desired = {p.stored_id for p in plan.points}
+        if stored.keys() == desired and all(v == (plan.digest, LIVE) for v in stored.values()):
+            unchanged += len(desired)
+            continue
+        work.append(
+            _DocumentWork(
+                plan,
+                to_embed=[p for p in plan.points if p.stored_id not in stored],
+                kept=[p.stored_id for p in plan.points if p.stored_id in stored],
+                obsolete=[sid for sid in stored if sid not in desired],
+            )
+        )
+    notify("unchanged", unchanged)
+
+    pending = [p for item in work for p in item.to_embed]
+    lengths = _check_lengths(embedder, pending)
+    embedded_tokens = _stage(embedder, index, pending, lengths, batch_size, notify)
+
+    payload_updated = deleted = verified = 0
+    for item in work:
+        payload_updated += _refresh_kept(index, item)
+        deleted += len(item.obsolete)
+        verified += _switch(index, item, hook)
+        notify("switched", len(item.plan.points))
+
+    pruned_documents = 0
+    if prune:
+        for stale in existing.values():
+            index.delete(list(stale))
+            deleted += len(stale)
+            pruned_documents += 1
+    return IngestReport(
+        documents=len(plans),
+        chunks=sum(len(p.points) for p in plans),
+        embedded=len(pending),
+        unchanged=unchanged,
+        payload_updated=payload_updated,
+        deleted=deleted,
+        verified=verified,
+        documents_changed=len(work),
+        documents_pruned=pruned_documents,
+        embedding_tokens=embedded_tokens,
+    )
+
+
+def _check_contract(policy: ChunkingPolicy, embedder: Embedder, index: VectorIndex) -> None:
+    contract = index.contract
+    profile = embedder.profile
+    if profile.profile_id != contract.profile_id:
+        raise ContractMismatch("embedding_profile_id", profile.profile_id, contract.profile_id)
+    if profile.artifact_digest != contract.profile_digest:
+        raise ContractMismatch("embedding_profile_digest", profile.artifact_digest, contract.profile_digest)
+    if profile.dimensions != contract.dimensions:
+        raise ContractMismatch("dimensions", profile.dimensions, contract.dimensions)
+    if policy.version not in contract.chunking_versions:
+        raise ContractMismatch("chunking_versions", policy.version, list(contract.chunking_versions))
+
+
+def _scan(index: VectorIndex, version: str) -> dict[str, dict[uuid.UUID, tuple[Any, Any]]]:
+    """document_id → {stored id: (document_digest, index_state)} for this version."""
+    found: dict[str, dict[uuid.UUID, tuple[Any, Any]]] = {}
+    points = index.scroll(
+        PointFilter(must=(FieldMatch("chunking_version", (version,)),)),
+        payload_fields=("document_id", "document_digest", "index_state"),
+    )
+    for point in points:
+        document_id = point.payload.get("document_id")
+        # A point without a readable document id cannot be reconciled; keep it visible
+        # to read-time validation rather than guessing which document owns it.
+        if isinstance(document_id, str):
+            found.setdefault(document_id, {})[point.point_id] = (
+                point.payload.get("document_digest"),
+                point.payload.get("index_state"),
+            )
+    return found
+
+
+def _check_lengths(embedder: Embedder, pending: Sequence[PlannedPoint]) -> list[int]:
+    """Token counts of every pending input; the first over the limit stops the run."""
+    if not embedder.counts_tokens:
+        return [len(p.embedding_input) for p in pending]
+    lengths = embedder.count_tokens([p.embedding_input for p in pending])
+    limit = embedder.profile.max_input_tokens
+    for point, tokens in zip(pending, lengths, strict=True):
+        if tokens > limit:
+            raise InputTooLong(f"document {point.chunk.document_id!r}, chunk {point.chunk.chunk_id!r}", tokens, limit)
+    return lengths
+
+
+def _stage(
+    embedder: Embedder,
+    index: VectorIndex,
+    pending: Sequence[PlannedPoint],
+    lengths: Sequence[int],
+    batch_size: int,
+    notify: ProgressCallback,
+) -> int:
+    """Embed in length-sorted batches and write them staged, overlapping the two."""
+    order = sorted(range(len(pending)), key=lambda i: lengths[i])
+    dimensions = embedder.profile.dimensions
+    tokens = 0
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragwright-writer") as writer:
+        in_flight: Future[None] | None = None
+        for start in range(0, len(order), batch_size):
+            batch = [pending[i] for i in order[start : start + batch_size]]
+            vectors = embedder.embed_documents([p.embedding_input for p in batch])
+            for vector in vectors:
+                if len(vector) != dimensions:
+                    raise DimensionMismatch(dimensions, len(vector))
+            if embedder.counts_tokens:
+                tokens += sum(lengths[i] for i in order[start : start + batch_size])
+            points = [
+                IndexPoint(p.stored_id, v, {**p.payload, "index_state": STAGED})
+                for p, v in zip(batch, vectors, strict=True)
+            ]
+            if in_flight is not None:
+                in_flight.result()
+            in_flight = writer.submit(_write_and_verify, index, points)
+            notify("embedded", len(batch))
+        if in_flight is not None:
+            in_flight.result()
+    return tokens
+
+
+def _write_and_verify(index: VectorIndex, points: Sequence[IndexPoint]) -> None:
+    index.upsert(points)
+    stored = {p.point_id: p.payload for p in index.retrieve([p.point_id for p in points])}
+    for point in points:
+        payload = stored.get(point.point_id)
+        if payload is None:
+            raise ReadBackError(str(point.point_id), "not found after upsert")
+        for name in _READBACK_FIELDS:
+            if payload.get(name) != point.payload[name]:
+                raise ReadBackError(str(point.point_id), f"payload field {name!r} differs")
+
+
+def _refresh_kept(index: VectorIndex, item: _DocumentWork) -> int:
+    """Bring chunk-level fields of reused points up to date (e.g. shifted positions)."""
+    if not item.kept:
+        return 0
+    wanted = {p.stored_id: p.payload for p in item.plan.points}
+    for point in index.retrieve(item.kept):
+        chunk_fields = {
+            k: v for k, v in wanted[point.point_id].items() if k not in DOCUMENT_FIELDS
+        }
+        if any(point.payload.get(k) != v for k, v in chunk_fields.items()):
+            index.set_payload([point.point_id], chunk_fields)
+    return len(item.kept)
+
+
+def _switch(index: VectorIndex, item: _DocumentWork, hook: Callable[[str, str], None]) -> int:
+    document = item.plan.document
+    ids = [p.stored_id for p in item.plan.points]
+    hook(document.document_id, "staged")
+    index.delete(item.obsolete)
+    hook(document.document_id, "obsolete-deleted")
+    index.set_payload(ids, item.plan.document_fields)
+    # Removing a key widens nothing: a document losing its tenant becomes visible to
+    # more callers only after this last step, never before the switch.
+    absent = [k for k in ("tenant", "source_uri") if k not in item.plan.document_fields]
+    index.delete_payload_keys(ids, absent)
+    hook(document.document_id, "live")
+    return _verify(index, item.plan, ids)
+
+
+def _verify(index: VectorIndex, plan: DocumentPlan, ids: Iterable[uuid.UUID]) -> int:
+    wanted = {p.stored_id: p.payload for p in plan.points}
+    stored = index.retrieve(list(ids))
+    if len(stored) != len(wanted):
+        raise ReadBackError(plan.document.document_id, f"{len(stored)} of {len(wanted)} points found")
+    for point in stored:
+        payload = read_payload(point.point_id, point.payload)
+        if payload.index_state != LIVE or payload.document_digest != plan.digest:
+            raise ReadBackError(str(point.point_id), "not live with the planned digest after switch")
+        if payload.text != wanted[point.point_id]["text"]:
+            raise ReadBackError(str(point.point_id), "text differs after switch")
+    return len(stored)

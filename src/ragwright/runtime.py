@@ -1,0 +1,79 @@
+"""Wiring: settings → embedder and index. The one place that picks adapters."""
+
+from __future__ import annotations
+
+from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.embedders.onnx import MINILM_PROFILE, OnnxEmbedder
+from ragwright.adapters.embedders.remote import OllamaEmbedder, OpenAIEmbedder
+from ragwright.adapters.qdrant import QdrantIndex
+from ragwright.core.contracts import contract_for
+from ragwright.errors import ConfigError
+from ragwright.protocols import Embedder, VectorIndex
+from ragwright.settings import Settings
+from ragwright.types import EmbeddingProfile
+
+
+def embedding_profile(settings: Settings) -> EmbeddingProfile:
+    """The profile the settings describe (the bundled one for ``onnx``)."""
+    if settings.embedding_provider == "onnx":
+        return MINILM_PROFILE
+    missing = [
+        name
+        for name in ("embedding_profile_id", "embedding_model", "embedding_digest", "embedding_dimensions")
+        if getattr(settings, name) is None
+    ]
+    if missing:
+        raise ConfigError(
+            f"RAGWRIGHT_{missing[0].upper()}",
+            f"required when RAGWRIGHT_EMBEDDING_PROVIDER={settings.embedding_provider}",
+        )
+    return EmbeddingProfile(
+        profile_id=str(settings.embedding_profile_id),
+        provider=settings.embedding_provider,
+        model=str(settings.embedding_model),
+        artifact_digest=str(settings.embedding_digest),
+        dimensions=int(settings.embedding_dimensions or 0),
+        distance="cosine",
+        document_format=settings.embedding_document_format,
+        query_format=settings.embedding_query_format,
+        max_input_tokens=settings.embedding_max_input_tokens,
+    )
+
+
+def open_embedder(settings: Settings) -> Embedder:
+    """Create the configured embedder (verifies model artifacts or identity first)."""
+    if settings.embedding_provider == "onnx":
+        return OnnxEmbedder(batch_size=32, threads=settings.embedding_threads)
+    profile = embedding_profile(settings)
+    if settings.embedding_provider == "ollama":
+        return OllamaEmbedder(profile, base_url=settings.ollama_url)
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    if settings.embedding_provider == "azure-openai":
+        if not settings.azure_deployment:
+            raise ConfigError("RAGWRIGHT_AZURE_DEPLOYMENT", "required for azure-openai")
+        return OpenAIEmbedder(
+            profile,
+            api_key=key,
+            base_url=settings.openai_base_url,
+            azure_deployment=settings.azure_deployment,
+            azure_api_version=settings.azure_api_version,
+        )
+    return OpenAIEmbedder(profile, api_key=key, base_url=settings.openai_base_url)
+
+
+def open_index(
+    settings: Settings, profile: EmbeddingProfile, *, add_chunking_version: bool = False
+) -> VectorIndex:
+    """Open (creating if needed) the configured collection, checking its contract."""
+    contract = contract_for(profile, settings.chunking_policy().version)
+    if settings.backend == "edge":
+        return EdgeIndex(settings.index_path, contract, add_chunking_version=add_chunking_version)
+    if not settings.qdrant_location:
+        raise ConfigError("RAGWRIGHT_QDRANT_LOCATION", "required when RAGWRIGHT_BACKEND=qdrant")
+    return QdrantIndex(
+        settings.qdrant_location,
+        settings.collection,
+        contract,
+        api_key=settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None,
+        add_chunking_version=add_chunking_version,
+    )

@@ -1,0 +1,98 @@
+"""Settings: environment (``RAGWRIGHT_*``), then an optional ``ragwright.toml``, then defaults.
+
+The TOML file is ``./ragwright.toml`` or the path in ``RAGWRIGHT_CONFIG``. Everything is
+validated at start-up; an invalid value raises :class:`ConfigError` naming the setting
+as the user would spell it (``RAGWRIGHT_MAX_WORDS``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from ragwright.errors import ConfigError
+from ragwright.types import DEFAULT_DOCUMENT_TYPES, ChunkingPolicy
+
+
+class Settings(BaseSettings):
+    """Every setting ragwright reads. Field docs double as ``docs/configuration.md``."""
+
+    model_config = SettingsConfigDict(env_prefix="RAGWRIGHT_", extra="forbid", frozen=True)
+
+    home: Path = Field(Path(".ragwright"), description="Where indexes and run data live.")
+    backend: Literal["edge", "qdrant"] = Field(
+        "edge", description="edge: Qdrant's engine in-process; qdrant: a server, cluster or local path."
+    )
+    qdrant_location: str | None = Field(
+        None, description="Server URL, directory, or :memory: (backend=qdrant)."
+    )
+    qdrant_api_key: SecretStr | None = None
+    collection: str = Field("support-documents", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    chunking: Literal["section-paragraphs", "sentence-blocks"] = "section-paragraphs"
+    max_words: int = Field(80, gt=0, le=2000)
+    overlap: bool = True
+    batch_size: int = Field(64, gt=0, le=4096)
+    document_types: tuple[str, ...] = Field(DEFAULT_DOCUMENT_TYPES, min_length=1)
+    embedding_provider: Literal["onnx", "ollama", "openai", "azure-openai"] = "onnx"
+    embedding_profile_id: str | None = None
+    embedding_model: str | None = None
+    embedding_digest: str | None = None
+    embedding_dimensions: int | None = Field(None, gt=0)
+    embedding_document_format: str = "{text}"
+    embedding_query_format: str = "{query}"
+    embedding_max_input_tokens: int = Field(8192, gt=0)
+    embedding_threads: int | None = Field(None, gt=0)
+    ollama_url: str = "http://127.0.0.1:11434"
+    openai_base_url: str = "https://api.openai.com"
+    openai_api_key: SecretStr | None = None
+    azure_deployment: str | None = None
+    azure_api_version: str = "2024-10-21"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml_path = Path(os.environ.get("RAGWRIGHT_CONFIG", "ragwright.toml"))
+        return (
+            init_settings,
+            env_settings,
+            TomlConfigSettingsSource(settings_cls, toml_file=toml_path),
+        )
+
+    def chunking_policy(self) -> ChunkingPolicy:
+        """The chunking policy these settings select."""
+        return ChunkingPolicy(kind=self.chunking, max_words=self.max_words, overlap=self.overlap)
+
+    @property
+    def index_path(self) -> Path:
+        """Directory of the embedded index for this collection."""
+        return self.home / "index" / self.collection
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Validated settings; raises :class:`ConfigError` naming the first bad setting."""
+    config = os.environ.get("RAGWRIGHT_CONFIG")
+    if config and not Path(config).is_file():
+        raise ConfigError("RAGWRIGHT_CONFIG", f"no such file: {config}")
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as error:
+        first = error.errors()[0]
+        name = str(first["loc"][0]) if first["loc"] else "settings"
+        raise ConfigError(f"RAGWRIGHT_{name.upper()}", first["msg"]) from error
+    except ValueError as error:  # malformed TOML
+        raise ConfigError("ragwright.toml", str(error)) from error

@@ -1,0 +1,177 @@
+"""Frozen records shared by every layer.
+
+Core records are frozen, slotted dataclasses; pydantic lives only at the boundaries
+(settings, provider JSON, source files). Sequences are tuples so records stay hashable
+and cannot be changed behind a caller's back.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+PUBLICATION_STATES: tuple[str, ...] = ("published", "draft")
+DEFAULT_DOCUMENT_TYPES: tuple[str, ...] = ("runbook", "note")
+Distance = Literal["cosine", "dot", "euclid"]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSection:
+    """A section of a source document: a stable id, a heading and ordered paragraphs."""
+
+    section_id: str
+    heading: str
+    paragraphs: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceDocument:
+    """A validated source document (see ``core.documents.validate_document``).
+
+    ``revision`` identifies the content; when the source gives none it is the content
+    hash computed by ``core.documents.content_revision``.
+    """
+
+    document_id: str
+    title: str
+    document_type: str
+    publication_state: str
+    sections: tuple[SourceSection, ...]
+    revision: str
+    source_uri: str = ""
+    tenant: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ParagraphPositions:
+    """Where a chunk's paragraphs sit in the source: section index and paragraph indexes.
+
+    Later stages use this to tell true overlap (same position) from repeated text.
+    """
+
+    section_index: int
+    paragraph_indexes: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkingPolicy:
+    """An inspectable chunking policy; its ``version`` names every rule that shapes text.
+
+    ``kind`` is ``section-paragraphs`` (the seed policy: refuses oversize paragraphs) or
+    ``sentence-blocks`` (splits oversize blocks at sentence or line boundaries first).
+    """
+
+    kind: Literal["section-paragraphs", "sentence-blocks"] = "section-paragraphs"
+    max_words: int = 80
+    overlap: bool = True
+    revision: int = 1
+
+    @property
+    def version(self) -> str:
+        """E.g. ``section-paragraphs-80w-overlap1-v1``."""
+        return f"{self.kind}-{self.max_words}w-overlap{int(self.overlap)}-v{self.revision}"
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One window of complete paragraphs from one section.
+
+    ``point_id`` is the chunk identity of the seeds: SHA-256 of
+    ``"{version}\\n{document_id}\\n{chunk_id}"``, first 16 bytes as a big-endian UUID.
+    ``text`` is the heading, a blank line, then the paragraphs joined by blank lines.
+    """
+
+    document_id: str
+    chunk_id: str
+    point_id: uuid.UUID
+    chunking_version: str
+    section_id: str
+    heading: str
+    text: str
+    positions: ParagraphPositions
+    word_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingProfile:
+    """Everything that decides which vector a text gets. A change is a new ``profile_id``.
+
+    ``document_format`` may use ``{title}`` and ``{text}``; ``query_format`` uses
+    ``{query}``. ``artifact_digest`` pins the exact model files (``sha256:...``) or the
+    provider's model digest; ``max_input_tokens`` is enforced before embedding.
+    """
+
+    profile_id: str
+    provider: str
+    model: str
+    artifact_digest: str
+    dimensions: int
+    distance: Distance
+    document_format: str
+    query_format: str
+    max_input_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionContract:
+    """What a collection promises about its vectors; checked on every open."""
+
+    vector_name: str
+    dimensions: int
+    distance: Distance
+    profile_id: str
+    profile_digest: str
+    chunking_versions: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FieldMatch:
+    """Keyword equality on a payload field; several values mean any of them."""
+
+    key: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PointFilter:
+    """All ``must`` conditions hold and no ``must_not`` condition holds."""
+
+    must: tuple[FieldMatch, ...] = ()
+    must_not: tuple[FieldMatch, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class IndexPoint:
+    """A point to write: id, dense vector and the complete payload."""
+
+    point_id: uuid.UUID
+    vector: Sequence[float]
+    payload: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPoint:
+    """A point as read from the index; ``score`` is set by queries only."""
+
+    point_id: uuid.UUID
+    payload: Mapping[str, Any]
+    score: float | None = None
+    vector: Sequence[float] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IngestReport:
+    """What one ingestion run did, in counts of chunks unless named otherwise."""
+
+    documents: int
+    chunks: int
+    embedded: int
+    unchanged: int
+    payload_updated: int
+    deleted: int
+    verified: int
+    documents_changed: int = 0
+    documents_pruned: int = 0
+    embedding_tokens: int = 0
