@@ -56,7 +56,11 @@ class QdrantIndex:
         else:
             self._client = QdrantClient(url=location, api_key=api_key)
         self.collection = collection
-        self.contract = self._open(contract, add_chunking_version)
+        try:
+            self.contract = self._open(contract, add_chunking_version)
+        except BaseException:
+            self._client.close()
+            raise
 
     def _open(self, expected: CollectionContract, add_chunking_version: bool) -> CollectionContract:
         if not self._client.collection_exists(self.collection):

@@ -147,7 +147,6 @@ def load_markdown(path: Path, defaults: SourceDefaults, *, document_id: str | No
     built: list[SourceSection] = []
     used: dict[str, int] = {}
     for index, (heading, blocks) in enumerate(sections):
-        heading = heading or str(doc_title)
         base = "intro" if heading is _INTRO else (slugify(heading) or f"section-{index + 1}")
         used[base] = used.get(base, 0) + 1
         section_id = base if used[base] == 1 else f"{base}-{used[base]}"

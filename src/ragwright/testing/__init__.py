@@ -1,0 +1,1 @@
+"""Fakes and conformance suites shipped with the package, for our tests and yours."""

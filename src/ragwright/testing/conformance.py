@@ -1,0 +1,148 @@
+"""The conformance suite every ``VectorIndex`` backend must pass.
+
+Subclass :class:`VectorIndexConformance` in a test module and implement ``open_index``;
+pytest collects the inherited tests. The suite checks behaviour the ingestion pipeline
+and retrieval rely on: writes are visible when they return, filters apply inside the
+search, payload survives exactly, the contract is enforced on reopen.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragwright.core.contracts import contract_for
+from ragwright.errors import ContractMismatch
+from ragwright.protocols import VectorIndex
+from ragwright.testing.fakes import HASHING_PROFILE
+from ragwright.types import CollectionContract, FieldMatch, IndexPoint, PointFilter
+
+VERSION = "section-paragraphs-80w-overlap1-v1"
+
+
+def _vector(seed: int, dims: int = 64) -> list[float]:
+    raw = [((seed * 31 + i * 17) % 13) - 6.0 for i in range(dims)]
+    norm = sum(x * x for x in raw) ** 0.5 or 1.0
+    return [x / norm for x in raw]
+
+
+def _point(seed: int, **payload: Any) -> IndexPoint:
+    base = {"document_id": f"doc-{seed % 3}", "chunking_version": VERSION, "index_state": "live"}
+    return IndexPoint(uuid.UUID(int=seed + 1), _vector(seed), {**base, **payload})
+
+
+class VectorIndexConformance:
+    """Inherit and implement :meth:`open_index`; every test gets a fresh location."""
+
+    def open_index(
+        self, location: Path, contract: CollectionContract, *, add_chunking_version: bool = False
+    ) -> VectorIndex:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def location(self, tmp_path: Path) -> Path:
+        return tmp_path / "index"
+
+    @pytest.fixture
+    def index(self, location: Path) -> Iterator[VectorIndex]:
+        index = self.open_index(location, contract_for(HASHING_PROFILE, VERSION))
+        yield index
+        index.close()
+
+    def test_upsert_is_visible_and_payload_round_trips(self, index: VectorIndex) -> None:
+        nested = {"section_index": 2, "paragraphs": [0, 1]}
+        index.upsert([_point(1, text="Zwölf Boxkämpfer \"jagen\" Viktor", positions=nested)])
+        (stored,) = index.retrieve([uuid.UUID(int=2)])
+        assert stored.payload["text"] == "Zwölf Boxkämpfer \"jagen\" Viktor"
+        assert stored.payload["positions"] == nested
+
+    def test_retrieve_skips_missing_ids(self, index: VectorIndex) -> None:
+        index.upsert([_point(1)])
+        found = index.retrieve([uuid.UUID(int=2), uuid.UUID(int=999)])
+        assert [p.point_id for p in found] == [uuid.UUID(int=2)]
+
+    def test_upsert_replaces_whole_point(self, index: VectorIndex) -> None:
+        index.upsert([_point(1, extra="old")])
+        index.upsert([_point(1)])
+        (stored,) = index.retrieve([uuid.UUID(int=2)])
+        assert "extra" not in stored.payload
+
+    def test_search_applies_filter_inside_the_query(self, index: VectorIndex) -> None:
+        # 30 points; the single eligible one is the least similar to the query.
+        query = _vector(5)
+        points = [_point(i, publication_state="draft") for i in range(30)]
+        far = min(range(30), key=lambda i: sum(a * b for a, b in zip(_vector(i), query, strict=True)))
+        points[far] = _point(far, publication_state="published")
+        index.upsert(points)
+        flt = PointFilter(must=(FieldMatch("publication_state", ("published",)),))
+        results = index.search(query, flt, limit=3)
+        assert [r.point_id for r in results] == [uuid.UUID(int=far + 1)]
+        assert results[0].score is not None
+
+    def test_search_orders_by_similarity(self, index: VectorIndex) -> None:
+        index.upsert([_point(i) for i in range(10)])
+        results = index.search(_vector(4), PointFilter(), limit=3)
+        assert results[0].point_id == uuid.UUID(int=5)
+        scores = [r.score or 0.0 for r in results]
+        assert scores == sorted(scores, reverse=True)
+
+    def test_match_any_and_must_not(self, index: VectorIndex) -> None:
+        index.upsert([_point(i, document_type=t) for i, t in enumerate(["runbook", "note", "faq"])])
+        assert index.count(PointFilter(must=(FieldMatch("document_type", ("runbook", "note")),))) == 2
+        assert index.count(PointFilter(must_not=(FieldMatch("document_type", ("faq",)),))) == 2
+
+    def test_scroll_returns_every_point_with_selected_fields(self, index: VectorIndex) -> None:
+        index.upsert([_point(i, text=f"t{i}") for i in range(2500)])
+        seen = list(index.scroll(payload_fields=["document_id"]))
+        assert len(seen) == 2500
+        assert len({p.point_id for p in seen}) == 2500
+        assert set(seen[0].payload) == {"document_id"}
+
+    def test_set_payload_merges_and_delete_payload_keys_removes(self, index: VectorIndex) -> None:
+        index.upsert([_point(1, tenant="acme", text="kept")])
+        index.set_payload([uuid.UUID(int=2)], {"index_state": "staged"})
+        index.delete_payload_keys([uuid.UUID(int=2)], ["tenant"])
+        (stored,) = index.retrieve([uuid.UUID(int=2)])
+        assert stored.payload["index_state"] == "staged"
+        assert stored.payload["text"] == "kept"
+        assert "tenant" not in stored.payload
+
+    def test_delete_removes_points(self, index: VectorIndex) -> None:
+        index.upsert([_point(i) for i in range(3)])
+        index.delete([uuid.UUID(int=1), uuid.UUID(int=3)])
+        assert index.count() == 1
+
+    def test_reopen_with_other_profile_is_a_contract_mismatch(self, location: Path) -> None:
+        index = self.open_index(location, contract_for(HASHING_PROFILE, VERSION))
+        index.upsert([_point(1)])
+        index.close()
+        other = CollectionContract("dense", 64, "cosine", "other-profile", "sha256:0", (VERSION,))
+        with pytest.raises(ContractMismatch) as caught:
+            self.open_index(location, other)
+        assert caught.value.field == "embedding_profile_id"
+
+    def test_reopen_with_other_dimensions_is_a_contract_mismatch(self, location: Path) -> None:
+        self.open_index(location, contract_for(HASHING_PROFILE, VERSION)).close()
+        wide = CollectionContract(
+            "dense", 128, "cosine", HASHING_PROFILE.profile_id, HASHING_PROFILE.artifact_digest, (VERSION,)
+        )
+        with pytest.raises(ContractMismatch) as caught:
+            self.open_index(location, wide)
+        assert caught.value.field == "dimensions"
+
+    def test_new_chunking_version_needs_explicit_consent(self, location: Path) -> None:
+        self.open_index(location, contract_for(HASHING_PROFILE, VERSION)).close()
+        other = contract_for(HASHING_PROFILE, "section-paragraphs-40w-overlap0-v1")
+        with pytest.raises(ContractMismatch) as caught:
+            self.open_index(location, other)
+        assert caught.value.field == "chunking_versions"
+        index = self.open_index(location, other, add_chunking_version=True)
+        assert index.contract.chunking_versions == (VERSION, "section-paragraphs-40w-overlap0-v1")
+        index.close()
+        reopened = self.open_index(location, contract_for(HASHING_PROFILE, VERSION))
+        assert "section-paragraphs-40w-overlap0-v1" in reopened.contract.chunking_versions
+        reopened.close()

@@ -1,0 +1,67 @@
+"""Deterministic fakes that record what was asked of them.
+
+``HashingEmbedder`` is a real (if crude) embedding: a signed feature-hashing bag of words,
+L2-normalised, so similar texts get similar vectors and tests can assert on ranking
+without loading a model. It records every call so tests can assert what was embedded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ragwright.errors import InputTooLong
+from ragwright.types import EmbeddingProfile
+
+HASHING_PROFILE = EmbeddingProfile(
+    profile_id="hashing-64-v1",
+    provider="fake",
+    model="feature-hashing bag of words",
+    artifact_digest="sha256:" + hashlib.sha256(b"hashing-64-v1").hexdigest(),
+    dimensions=64,
+    distance="cosine",
+    document_format="{title}\n\n{text}",
+    query_format="{query}",
+    max_input_tokens=512,
+)
+
+
+@dataclass
+class HashingEmbedder:
+    """Feature-hashing embedder; ``calls`` lists the batches it embedded."""
+
+    profile: EmbeddingProfile = HASHING_PROFILE
+    counts_tokens: bool = True
+    calls: list[list[str]] = field(default_factory=list)
+    fail_after_calls: int | None = None
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return [len(re.findall(r"\w+|[^\w\s]", t)) for t in texts]
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if self.fail_after_calls is not None and len(self.calls) >= self.fail_after_calls:
+            raise RuntimeError("scripted embedder failure")
+        for text, tokens in zip(texts, self.count_tokens(texts), strict=True):
+            if tokens > self.profile.max_input_tokens:
+                raise InputTooLong(text[:40], tokens, self.profile.max_input_tokens)
+        self.calls.append(list(texts))
+        return [self._vector(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+    @property
+    def embedded_texts(self) -> list[str]:
+        return [t for call in self.calls for t in call]
+
+    def _vector(self, text: str) -> list[float]:
+        vector = [0.0] * self.profile.dimensions
+        for word in re.findall(r"\w+", text.lower()):
+            digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+            slot = int.from_bytes(digest[:4], "big") % self.profile.dimensions
+            vector[slot] += 1.0 if digest[4] & 1 else -1.0
+        norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+        return [x / norm for x in vector]

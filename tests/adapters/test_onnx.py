@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragwright.adapters.embedders.onnx import MINILM_PROFILE, OnnxEmbedder, bundled_model_files
+from ragwright.errors import ArtifactMismatch, InputTooLong
+
+
+@pytest.fixture(scope="module")
+def embedder() -> OnnxEmbedder:
+    return OnnxEmbedder(batch_size=4)
+
+
+def test_vectors_are_unit_length_with_profile_dimensions(embedder: OnnxEmbedder) -> None:
+    vectors = np.array(embedder.embed_documents(["Drain the queue before shutdown.", "Rotate certificates."]))
+    assert vectors.shape == (2, MINILM_PROFILE.dimensions)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_related_texts_are_closer_than_unrelated(embedder: OnnxEmbedder) -> None:
+    query, near, far = embedder.embed_documents(
+        [
+            "How do I stop a background worker during shutdown?",
+            "When the host shuts down, stop the worker and drain its queue.",
+            "Refunds are paid back to the original payment method.",
+        ]
+    )
+    assert np.dot(query, near) > np.dot(query, far) + 0.2
+
+
+def test_padding_does_not_change_a_vector(embedder: OnnxEmbedder) -> None:
+    short = "Bound the channel."
+    alone = np.array(embedder.embed_documents([short])[0])
+    long_text = " ".join(["The queue must stay bounded while producers wait for capacity."] * 12)
+    batched = np.array(embedder.embed_documents([long_text, short])[1])
+    assert np.allclose(alone, batched, atol=1e-5)
+
+
+def test_order_is_preserved_across_length_sorted_batches(embedder: OnnxEmbedder) -> None:
+    texts = [("word " * n).strip() for n in (50, 3, 20, 1, 9, 33, 2)]
+    together = np.array(embedder.embed_documents(texts))
+    one_by_one = np.array([embedder.embed_documents([t])[0] for t in texts])
+    assert np.allclose(together, one_by_one, atol=1e-5)
+
+
+def test_input_over_256_tokens_is_rejected_not_truncated(embedder: OnnxEmbedder) -> None:
+    text = "token " * 300
+    assert embedder.count_tokens([text]) == [302]  # [CLS] + 300 + [SEP]
+    with pytest.raises(InputTooLong) as caught:
+        embedder.embed_documents(["fine", text])
+    assert (caught.value.tokens, caught.value.limit) == (302, 256)
+
+
+def test_tokenizer_no_longer_truncates_to_128(embedder: OnnxEmbedder) -> None:
+    assert embedder.count_tokens(["word " * 200]) == [202]
+
+
+def test_a_changed_model_file_is_refused(tmp_path: Path) -> None:
+    model, tokenizer = bundled_model_files()
+    copy = tmp_path / "model.onnx"
+    shutil.copyfile(model, copy)
+    with copy.open("r+b") as handle:
+        handle.seek(1000)
+        byte = handle.read(1)
+        handle.seek(1000)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(ArtifactMismatch) as caught:
+        OnnxEmbedder(model_path=copy, tokenizer_path=tokenizer)
+    assert caught.value.path == str(copy)
+
+
+def test_a_missing_tokenizer_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ArtifactMismatch) as caught:
+        OnnxEmbedder(tokenizer_path=tmp_path / "tokenizer.json")
+    assert caught.value.actual == "missing"

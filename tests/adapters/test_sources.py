@@ -1,0 +1,181 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ragwright.adapters.sources import SourceDefaults, load_markdown, load_sources
+from ragwright.core.chunking import build_chunks
+from ragwright.errors import DocumentError, RagwrightError, SourceError
+from ragwright.types import ChunkingPolicy
+from tests.conftest import SAMPLES, shared_data
+
+DEFAULTS = SourceDefaults(document_type="runbook", publication_state="published")
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, "utf-8")
+    return path
+
+
+def test_markdown_sections_blocks_and_front_matter(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "svc.md",
+        "---\ndocument_id: svc\npublication_state: draft\ntenant: acme\n---\n"
+        "# Restart the service\n\nIntro text.\n\n"
+        "## Diagnosis\n\nFirst paragraph\nwraps here.\n\n### Logs\n\nCheck the logs.\n\n"
+        "```bash\necho one\n\necho two\n```\n\n- item one\n\n- item two\n\n"
+        "| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+        "## Diagnosis\n\nSecond section with the same heading.\n",
+    )
+    doc = load_markdown(path, DEFAULTS, document_id="fallback")
+    assert (doc.document_id, doc.title, doc.publication_state, doc.document_type, doc.tenant) == (
+        "svc",
+        "Restart the service",
+        "draft",
+        "runbook",
+        "acme",
+    )
+    assert [s.section_id for s in doc.sections] == ["intro", "diagnosis", "diagnosis-2"]
+    assert doc.sections[0].heading == "Restart the service"
+    assert doc.sections[1].paragraphs == (
+        "First paragraph\nwraps here.",
+        "### Logs\nCheck the logs.",
+        "```bash\necho one\n\necho two\n```",
+        "- item one\n\n- item two",
+        "| a | b |\n|---|---|\n| 1 | 2 |",
+    )
+
+
+def test_section_ids_are_stable_slugs(tmp_path: Path) -> None:
+    path = write(tmp_path, "a.md", "# T\n\n## Queue capacity & limits!\n\nText.\n")
+    assert load_markdown(path, DEFAULTS).sections[0].section_id == "queue-capacity-limits"
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("No heading at all.\n", "no title"),
+        ("---\ntitle: [unclosed\n---\n# T\n\nx\n", "not valid YAML"),
+        ("---\npublication_sate: draft\n---\n# T\n\nx\n", "unknown front matter keys"),
+        ("---\ntitle: T\n# T\n", "never closes"),
+    ],
+)
+def test_markdown_problems_are_source_errors_with_reasons(tmp_path: Path, text: str, fragment: str) -> None:
+    with pytest.raises(SourceError) as caught:
+        load_markdown(write(tmp_path, "bad.md", text), DEFAULTS)
+    assert fragment in str(caught.value)
+    assert "bad.md" in str(caught.value)
+
+
+def test_empty_section_is_rejected_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(DocumentError) as caught:
+        load_markdown(write(tmp_path, "e.md", "# T\n\n## Empty\n\n## Full\n\nText.\n"), DEFAULTS)
+    assert "Empty" in str(caught.value)
+
+
+def test_missing_metadata_without_defaults_names_the_field(tmp_path: Path) -> None:
+    with pytest.raises(DocumentError) as caught:
+        load_markdown(write(tmp_path, "m.md", "# T\n\nText.\n"), SourceDefaults())
+    assert caught.value.field == "document_type"
+
+
+def test_json_in_the_seed_shape_with_camel_case(tmp_path: Path) -> None:
+    doc = {
+        "documentId": "worker-shutdown",
+        "title": "Stop a worker",
+        "documentType": "runbook",
+        "publicationState": "published",
+        "sections": [{"sectionId": "shutdown", "heading": "Shutdown", "paragraphs": ["One.", "Two."]}],
+    }
+    write(tmp_path, "docs.json", json.dumps({"documents": [doc]}))
+    (loaded,) = load_sources([tmp_path], SourceDefaults())
+    assert loaded.sections[0].paragraphs == ("One.", "Two.")
+
+
+def test_json_unknown_field_is_named(tmp_path: Path) -> None:
+    write(tmp_path, "docs.json", json.dumps([{"document_id": "d", "title": "T", "sections": [], "colour": 1}]))
+    with pytest.raises(SourceError) as caught:
+        load_sources([tmp_path], DEFAULTS)
+    assert "colour" in str(caught.value)
+
+
+def test_beir_corpus_lines_become_documents(tmp_path: Path) -> None:
+    rows = [{"_id": "1", "title": "A title", "text": "Para one.\n\nPara two."}, {"_id": "2", "title": "", "text": "x"}]
+    write(tmp_path, "corpus.jsonl", "\n".join(json.dumps(r) for r in rows) + "\n")
+    docs = load_sources([tmp_path / "corpus.jsonl"], SourceDefaults("note", "published"))
+    assert [d.document_id for d in docs] == ["1", "2"]
+    assert docs[0].sections[0].paragraphs == ("Para one.", "Para two.")
+    assert docs[1].title == "2"
+
+
+def test_beir_bad_line_names_the_line(tmp_path: Path) -> None:
+    write(tmp_path, "corpus.jsonl", '{"_id": "1", "title": "t", "text": "x"}\n{"title": "no id"}\n')
+    with pytest.raises(SourceError) as caught:
+        load_sources([tmp_path / "corpus.jsonl"], SourceDefaults("note", "published"))
+    assert caught.value.source.endswith("corpus.jsonl:2")
+
+
+def test_duplicate_ids_across_files_are_rejected(tmp_path: Path) -> None:
+    write(tmp_path, "a.md", "---\ndocument_id: same\n---\n# A\n\nx\n")
+    write(tmp_path, "b.md", "---\ndocument_id: same\n---\n# B\n\ny\n")
+    with pytest.raises(DocumentError) as caught:
+        load_sources([tmp_path], DEFAULTS)
+    assert caught.value.document_id == "same"
+
+
+def test_missing_path_is_a_source_error(tmp_path: Path) -> None:
+    with pytest.raises(SourceError):
+        load_sources([tmp_path / "nope"], DEFAULTS)
+
+
+def test_sample_corpus_loads_and_chunks_under_the_seed_policy() -> None:
+    docs = {d.document_id: d for d in load_sources([SAMPLES])}
+    assert 8 <= len(docs) <= 15
+    assert docs["worker-shutdown"].publication_state == "published"
+    assert docs["worker-shutdown-draft"].publication_state == "draft"
+    assert docs["worker-shutdown-draft"].sections == docs["worker-shutdown"].sections
+    assert docs["queue-capacity-note"].document_type == "note"
+    chunks = build_chunks(docs["worker-shutdown"], ChunkingPolicy())
+    # The deadline condition (paragraph 1) is repeated by the overlapping windows.
+    shutdown = [c for c in chunks if c.section_id == "shutdown-and-the-queue"]
+    assert [c.positions.paragraph_indexes for c in shutdown] == [(0, 1), (1, 2)]
+    assert all("only while the shutdown deadline allows" in c.text for c in shutdown)
+
+
+def _normalised(text: str) -> str:
+    return "\n".join(line.strip() for line in text.split("\n"))
+
+
+@pytest.mark.shared_data
+def test_every_openshift_runbook_loads_and_no_code_fence_is_split() -> None:
+    from markdown_it import MarkdownIt
+
+    parser = MarkdownIt("commonmark").enable("table")
+    root = shared_data("runbooks", "openshift", "alerts")
+    files = sorted(root.rglob("*.md"))
+    assert len(files) >= 270
+    failures: dict[str, str] = {}
+    fences_checked = 0
+    for path in files:
+        try:
+            document = load_markdown(path, DEFAULTS, document_id=path.relative_to(root).with_suffix("").as_posix())
+        except RagwrightError as error:
+            failures[path.name] = str(error)
+            continue
+        source = path.read_text("utf-8")
+        lines = source.split("\n")
+        blocks = [_normalised(b) for s in document.sections for b in s.paragraphs]
+        for token in parser.parse(source):
+            if token.type != "fence" or token.map is None:
+                continue
+            fence = _normalised("\n".join(lines[token.map[0] : token.map[1]]).strip())
+            holders = [b for b in blocks if fence in b]
+            assert holders, f"{path}: the fence at line {token.map[0] + 1} is split across blocks"
+            fences_checked += 1
+    assert fences_checked > 400
+    # Every file loads; a failure would have to carry a reason naming the file.
+    assert not failures, failures

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from ragwright.core.contracts import (
+    contract_for,
+    contract_from_metadata,
+    contract_to_metadata,
+    reconcile_contract,
+)
+from ragwright.errors import ContractMismatch
+from ragwright.testing.fakes import HASHING_PROFILE
+
+V1 = "section-paragraphs-80w-overlap1-v1"
+
+
+def test_metadata_round_trip() -> None:
+    contract = contract_for(HASHING_PROFILE, V1)
+    assert contract_from_metadata(contract_to_metadata(contract)) == contract
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "name"),
+    [
+        ("dimensions", 65, "dimensions"),
+        ("distance", "dot", "distance"),
+        ("profile_id", "other", "embedding_profile_id"),
+        ("profile_digest", "sha256:other", "embedding_profile_digest"),
+    ],
+)
+def test_any_difference_is_a_mismatch_naming_the_field(field: str, value: object, name: str) -> None:
+    stored = contract_for(HASHING_PROFILE, V1)
+    expected = dataclasses.replace(stored, **{field: value})
+    with pytest.raises(ContractMismatch) as caught:
+        reconcile_contract(expected, stored, add_chunking_version=True)
+    assert (caught.value.field, caught.value.expected, caught.value.actual) == (name, value, getattr(stored, field))
+
+
+def test_malformed_metadata_is_a_mismatch() -> None:
+    with pytest.raises(ContractMismatch):
+        contract_from_metadata({"dimensions": 3})

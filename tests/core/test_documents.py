@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ragwright.core.documents import content_revision, ensure_unique_ids, validate_document
+from ragwright.errors import DocumentError
+from ragwright.types import SourceSection
+
+SECTION = SourceSection("s", "Heading", ("A paragraph.",))
+
+
+def valid(**changes: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "document_id": "doc",
+        "title": "Title",
+        "document_type": "runbook",
+        "publication_state": "published",
+        "sections": [SECTION],
+    }
+    fields.update(changes)
+    return fields
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "rule"),
+    [
+        ({"document_id": "  "}, "document_id", "blank"),
+        ({"document_id": None}, "document_id", "string"),
+        ({"title": ""}, "title", "blank"),
+        ({"document_type": "Runbook"}, "document_type", "exact spelling"),
+        ({"document_type": "faq"}, "document_type", "not one of"),
+        ({"publication_state": "Published"}, "publication_state", "exact spelling"),
+        ({"publication_state": "archived"}, "publication_state", "not one of"),
+        ({"sections": []}, "sections", "at least one section"),
+        ({"sections": [SECTION, SECTION]}, "sections[1].section_id", "duplicate section id"),
+        ({"sections": [SourceSection("s", "H", ())]}, "sections[0].paragraphs", "no paragraphs"),
+        ({"sections": [SourceSection("s", "H", ("ok", " "))]}, "sections[0].paragraphs[1]", "blank"),
+        ({"sections": [SourceSection("s", "", ("ok",))]}, "sections[0].heading", "blank"),
+        ({"tenant": ""}, "tenant", "blank"),
+    ],
+)
+def test_validation_names_document_field_and_rule(changes: dict[str, Any], field: str, rule: str) -> None:
+    with pytest.raises(DocumentError) as caught:
+        validate_document(**valid(**changes))
+    assert caught.value.field == field
+    assert rule in caught.value.rule
+    assert field in str(caught.value)
+
+
+def test_custom_document_types_are_respected() -> None:
+    doc = validate_document(**valid(document_type="faq"), document_types=("faq",))
+    assert doc.document_type == "faq"
+
+
+def test_revision_defaults_to_content_hash_and_ignores_metadata() -> None:
+    published = validate_document(**valid())
+    draft = validate_document(**valid(publication_state="draft", tenant="acme"))
+    assert published.revision == draft.revision == content_revision("Title", [SECTION])
+    edited = validate_document(**valid(sections=[SourceSection("s", "Heading", ("Changed.",))]))
+    assert edited.revision != published.revision
+    assert validate_document(**valid(revision="r7")).revision == "r7"
+
+
+def test_duplicate_document_ids_in_one_run_are_rejected() -> None:
+    a = validate_document(**valid(), source_uri="a.md")
+    b = validate_document(**valid(), source_uri="b.md")
+    with pytest.raises(DocumentError) as caught:
+        ensure_unique_ids([a, b])
+    assert caught.value.document_id == "doc"
+    assert "a.md" in str(caught.value)
