@@ -23,7 +23,7 @@ from ragwright.core.chunking import build_chunks
 from ragwright.core.points import LIVE
 from ragwright.errors import RagwrightError
 from ragwright.settings import Settings, load_settings
-from ragwright.types import ChunkingPolicy, SourceDocument
+from ragwright.types import SourceDocument
 
 app = typer.Typer(
     add_completion=False,
@@ -32,11 +32,18 @@ app = typer.Typer(
 )
 _err = Console(stderr=True)
 
-Sources = Annotated[list[Path], typer.Argument(help="Markdown/JSON files, BEIR corpus.jsonl, or directories.")]
-MaxWords = Annotated[
-    int | None, typer.Option("--max-words", min=1, help="Word budget per chunk, heading included [default: 80].")
+Sources = Annotated[
+    list[Path], typer.Argument(help="Markdown/JSON files, BEIR corpus.jsonl, or directories.")
 ]
-NoOverlap = Annotated[bool, typer.Option("--no-overlap", help="Do not repeat a paragraph across windows.")]
+MaxWords = Annotated[
+    int | None,
+    typer.Option(
+        "--max-words", min=1, help="Word budget per chunk, heading included [default: 80]."
+    ),
+]
+NoOverlap = Annotated[
+    bool, typer.Option("--no-overlap", help="Do not repeat a paragraph across windows.")
+]
 Policy = Annotated[
     str | None,
     typer.Option(
@@ -45,7 +52,9 @@ Policy = Annotated[
         "(splits them at sentence/line boundaries) [default: section-paragraphs].",
     ),
 ]
-DocType = Annotated[str | None, typer.Option("--type", help="document_type for files that do not set it.")]
+DocType = Annotated[
+    str | None, typer.Option("--type", help="document_type for files that do not set it.")
+]
 DocState = Annotated[
     str | None, typer.Option("--state", help="publication_state for files that do not set it.")
 ]
@@ -63,7 +72,9 @@ def _settings(max_words: int | None, no_overlap: bool, policy: str | None) -> Se
     return load_settings(**overrides)
 
 
-def _documents(sources: list[Path], settings: Settings, doc_type: str | None, state: str | None) -> list[SourceDocument]:
+def _documents(
+    sources: list[Path], settings: Settings, doc_type: str | None, state: str | None
+) -> list[SourceDocument]:
     defaults = SourceDefaults(
         document_type=doc_type, publication_state=state, document_types=settings.document_types
     )
@@ -117,7 +128,9 @@ def chunks(
 @app.command()
 def ingest(
     sources: Sources,
-    prune: Annotated[bool, typer.Option("--prune", help="Delete indexed documents missing from SOURCES.")] = False,
+    prune: Annotated[
+        bool, typer.Option("--prune", help="Delete indexed documents missing from SOURCES.")
+    ] = False,
     max_words: MaxWords = None,
     no_overlap: NoOverlap = False,
     policy: Policy = None,
@@ -146,7 +159,7 @@ def ingest(
     embedder = open_embedder(settings)
     index = open_index(settings, profile, add_chunking_version=add_chunking_version)
     try:
-        with _progress(enabled=sys.stderr.isatty() and not as_json) as bar:
+        with _Progress(enabled=sys.stderr.isatty() and not as_json) as bar:
             report = run_ingest(
                 documents,
                 policy=settings.chunking_policy(),
@@ -201,16 +214,30 @@ def status(as_json: AsJson = False) -> None:
                 },
             )
             row["live_chunks" if payload.index_state == LIVE else "staged_chunks"] += 1
-        rows = sorted(per_document.values(), key=lambda r: (r["chunking_version"], r["document_id"]))
+        rows = sorted(
+            per_document.values(), key=lambda r: (r["chunking_version"], r["document_id"])
+        )
         contract = index.contract
     finally:
         index.close()
     if as_json:
-        print(json.dumps({"collection": settings.collection, "documents": rows, "points": dict(states),
-                          "embedding_profile": contract.profile_id,
-                          "chunking_versions": list(contract.chunking_versions)}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "collection": settings.collection,
+                    "documents": rows,
+                    "points": dict(states),
+                    "embedding_profile": contract.profile_id,
+                    "chunking_versions": list(contract.chunking_versions),
+                },
+                indent=2,
+            )
+        )
         return
-    print(f"collection {settings.collection} ({contract.profile_id}, {contract.dimensions} dims, {contract.distance})")
+    print(
+        f"collection {settings.collection} "
+        f"({contract.profile_id}, {contract.dimensions} dims, {contract.distance})"
+    )
     for row in rows:
         print(
             f"  {row['document_id']:<40} {row['document_type']:<8} {row['publication_state']:<10} "
@@ -219,18 +246,22 @@ def status(as_json: AsJson = False) -> None:
     print(f"{len(rows)} documents, {sum(states.values())} points ({dict(states)})")
 
 
-class _progress:
+class _Progress:
     """A rich progress bar fed by ingestion events; silent when not on a terminal."""
 
     def __init__(self, *, enabled: bool) -> None:
         self.enabled = enabled
         self._bar = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=_err, transient=True,
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=_err,
+            transient=True,
         )
         self._task: Any = None
 
-    def __enter__(self) -> _progress:
+    def __enter__(self) -> _Progress:
         if self.enabled:
             self._bar.start()
         return self
@@ -257,7 +288,10 @@ def version_callback(value: bool) -> None:
 @app.callback()
 def _root(
     version: Annotated[
-        bool, typer.Option("--version", callback=version_callback, is_eager=True, help="Show the version.")
+        bool,
+        typer.Option(
+            "--version", callback=version_callback, is_eager=True, help="Show the version."
+        ),
     ] = False,
 ) -> None:
     """Answer questions from your own documents with evidence you can check."""

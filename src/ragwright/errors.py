@@ -13,13 +13,11 @@ carries the fields a caller needs to act on it, so nobody has to parse messages:
     │   ├── InputTooLong(item, tokens, limit)   rejected before embedding
     │   ├── DimensionMismatch(expected, actual)
     │   └── ProviderError(provider, category, retryable)
-    └── IndexError_                              the vector index failed
+    └── VectorIndexError                        the vector index failed
         ├── ContractMismatch(field, expected, actual)
         ├── IndexBusy(path)                     another process holds the embedded index
         ├── PayloadError(point_id, field, rule) a stored payload is not what we wrote
         └── ReadBackError(point_id, reason)     a written point did not read back
-
-``IndexError_`` has a trailing underscore so it never shadows the builtin.
 """
 
 from __future__ import annotations
@@ -137,11 +135,11 @@ class ProviderError(EmbeddingError):
         super().__init__(f"{provider}: {category.value}: {detail}")
 
 
-class IndexError_(RagwrightError):  # noqa: N801 - trailing underscore avoids the builtin
+class VectorIndexError(RagwrightError):
     """The vector index failed."""
 
 
-class ContractMismatch(IndexError_):
+class ContractMismatch(VectorIndexError):
     """An existing collection does not match the configured contract."""
 
     def __init__(self, field: str, expected: object, actual: object) -> None:
@@ -153,7 +151,7 @@ class ContractMismatch(IndexError_):
         )
 
 
-class IndexBusy(IndexError_):
+class IndexBusy(VectorIndexError):
     """The embedded index is held by another process (one process per path)."""
 
     def __init__(self, path: str) -> None:
@@ -161,7 +159,7 @@ class IndexBusy(IndexError_):
         super().__init__(f"the embedded index at {path} is in use by another process")
 
 
-class PayloadError(IndexError_):
+class PayloadError(VectorIndexError):
     """A stored payload fails validation; reading fails closed."""
 
     def __init__(self, point_id: str, field: str, rule: str) -> None:
@@ -171,7 +169,7 @@ class PayloadError(IndexError_):
         super().__init__(f"point {point_id}: payload field {field!r} {rule}")
 
 
-class ReadBackError(IndexError_):
+class ReadBackError(VectorIndexError):
     """A written point did not read back as written."""
 
     def __init__(self, point_id: str, reason: str) -> None:

@@ -9,7 +9,13 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from ragwright.types import CollectionContract, EmbeddingProfile, IndexPoint, PointFilter, StoredPoint
+from ragwright.types import (
+    CollectionContract,
+    EmbeddingProfile,
+    IndexPoint,
+    PointFilter,
+    StoredPoint,
+)
 
 
 class Embedder(Protocol):
@@ -50,12 +56,17 @@ class VectorIndex(Protocol):
         """Insert or replace points (vector and complete payload)."""
         ...
 
-    def retrieve(self, ids: Sequence[uuid.UUID], *, with_vectors: bool = False) -> list[StoredPoint]:
+    def retrieve(
+        self, ids: Sequence[uuid.UUID], *, with_vectors: bool = False
+    ) -> list[StoredPoint]:
         """Points by id with full payload; missing ids are absent from the result."""
         ...
 
     def scroll(
-        self, point_filter: PointFilter | None = None, *, payload_fields: Sequence[str] | None = None
+        self,
+        point_filter: PointFilter | None = None,
+        *,
+        payload_fields: Sequence[str] | None = None,
     ) -> Iterator[StoredPoint]:
         """Every point matching the filter, with the selected payload fields (None: all)."""
         ...

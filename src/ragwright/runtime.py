@@ -19,7 +19,12 @@ def embedding_profile(settings: Settings) -> EmbeddingProfile:
         return MINILM_PROFILE
     missing = [
         name
-        for name in ("embedding_profile_id", "embedding_model", "embedding_digest", "embedding_dimensions")
+        for name in (
+            "embedding_profile_id",
+            "embedding_model",
+            "embedding_digest",
+            "embedding_dimensions",
+        )
         if getattr(settings, name) is None
     ]
     if missing:

@@ -30,7 +30,8 @@ class Settings(BaseSettings):
 
     home: Path = Field(Path(".ragwright"), description="Where indexes and run data live.")
     backend: Literal["edge", "qdrant"] = Field(
-        "edge", description="edge: Qdrant's engine in-process; qdrant: a server, cluster or local path."
+        "edge",
+        description="edge: Qdrant's engine in-process; qdrant: a server, cluster or local path.",
     )
     qdrant_location: str | None = Field(
         None, description="Server URL, directory, or :memory: (backend=qdrant)."

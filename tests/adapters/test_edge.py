@@ -26,7 +26,13 @@ def test_keyword_payload_indexes_exist_before_the_first_write(tmp_path: Path) ->
     with EdgeIndex(tmp_path, contract_for(HASHING_PROFILE, VERSION)) as index:
         assert index.count() == 0
         types = index.payload_index_types()
-    for field in ("document_id", "chunking_version", "document_type", "publication_state", "tenant"):
+    for field in (
+        "document_id",
+        "chunking_version",
+        "document_type",
+        "publication_state",
+        "tenant",
+    ):
         assert types[field] == "keyword"
 
 
@@ -56,7 +62,9 @@ def test_second_process_gets_index_busy(tmp_path: Path) -> None:
             "    print('busy', e.path); sys.exit(0)\n"
             "sys.exit(3)\n"
         )
-        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+        result = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=False
+        )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("busy")
     # Released on close: this process can open it again.

@@ -16,7 +16,9 @@ def embedder() -> OnnxEmbedder:
 
 
 def test_vectors_are_unit_length_with_profile_dimensions(embedder: OnnxEmbedder) -> None:
-    vectors = np.array(embedder.embed_documents(["Drain the queue before shutdown.", "Rotate certificates."]))
+    vectors = np.array(
+        embedder.embed_documents(["Drain the queue before shutdown.", "Rotate certificates."])
+    )
     assert vectors.shape == (2, MINILM_PROFILE.dimensions)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
 

@@ -12,11 +12,19 @@ from ragwright.testing.fakes import HASHING_PROFILE
 
 DIGEST = "sha256:" + "ab" * 32
 OLLAMA = dataclasses.replace(
-    HASHING_PROFILE, profile_id="gemma-v1", provider="ollama", model="embeddinggemma:300m",
-    artifact_digest=DIGEST, dimensions=3,
+    HASHING_PROFILE,
+    profile_id="gemma-v1",
+    provider="ollama",
+    model="embeddinggemma:300m",
+    artifact_digest=DIGEST,
+    dimensions=3,
 )
 OPENAI = dataclasses.replace(
-    HASHING_PROFILE, profile_id="oai-v1", provider="openai", model="text-embedding-3-small", dimensions=3
+    HASHING_PROFILE,
+    profile_id="oai-v1",
+    provider="openai",
+    model="text-embedding-3-small",
+    dimensions=3,
 )
 
 
@@ -69,7 +77,9 @@ def test_ollama_missing_model_is_a_configuration_error() -> None:
         (401, FailureCategory.INVALID_CONFIGURATION, False),
     ],
 )
-def test_ollama_failures_are_classified_by_status(status: int, category: FailureCategory, retryable: bool) -> None:
+def test_ollama_failures_are_classified_by_status(
+    status: int, category: FailureCategory, retryable: bool
+) -> None:
     fake = Recorder(tags(), httpx.Response(status, json={"error": "input length exceeds context"}))
     embedder = OllamaEmbedder(OLLAMA, transport=httpx.MockTransport(fake))
     with pytest.raises(ProviderError) as caught:
@@ -102,8 +112,11 @@ def test_openai_orders_by_index_and_authenticates_with_bearer() -> None:
 def test_azure_uses_the_deployment_path_api_version_and_key_header() -> None:
     fake = Recorder(_openai_response())
     embedder = OpenAIEmbedder(
-        OPENAI, api_key="k", base_url="https://example.openai.azure.com",
-        azure_deployment="support-embeddings", transport=httpx.MockTransport(fake),
+        OPENAI,
+        api_key="k",
+        base_url="https://example.openai.azure.com",
+        azure_deployment="support-embeddings",
+        transport=httpx.MockTransport(fake),
     )
     embedder.embed_documents(["a", "b"])
     request = fake.requests[0]

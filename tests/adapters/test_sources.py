@@ -64,7 +64,9 @@ def test_section_ids_are_stable_slugs(tmp_path: Path) -> None:
         ("---\ntitle: T\n# T\n", "never closes"),
     ],
 )
-def test_markdown_problems_are_source_errors_with_reasons(tmp_path: Path, text: str, fragment: str) -> None:
+def test_markdown_problems_are_source_errors_with_reasons(
+    tmp_path: Path, text: str, fragment: str
+) -> None:
     with pytest.raises(SourceError) as caught:
         load_markdown(write(tmp_path, "bad.md", text), DEFAULTS)
     assert fragment in str(caught.value)
@@ -89,7 +91,9 @@ def test_json_in_the_seed_shape_with_camel_case(tmp_path: Path) -> None:
         "title": "Stop a worker",
         "documentType": "runbook",
         "publicationState": "published",
-        "sections": [{"sectionId": "shutdown", "heading": "Shutdown", "paragraphs": ["One.", "Two."]}],
+        "sections": [
+            {"sectionId": "shutdown", "heading": "Shutdown", "paragraphs": ["One.", "Two."]}
+        ],
     }
     write(tmp_path, "docs.json", json.dumps({"documents": [doc]}))
     (loaded,) = load_sources([tmp_path], SourceDefaults())
@@ -97,14 +101,21 @@ def test_json_in_the_seed_shape_with_camel_case(tmp_path: Path) -> None:
 
 
 def test_json_unknown_field_is_named(tmp_path: Path) -> None:
-    write(tmp_path, "docs.json", json.dumps([{"document_id": "d", "title": "T", "sections": [], "colour": 1}]))
+    write(
+        tmp_path,
+        "docs.json",
+        json.dumps([{"document_id": "d", "title": "T", "sections": [], "colour": 1}]),
+    )
     with pytest.raises(SourceError) as caught:
         load_sources([tmp_path], DEFAULTS)
     assert "colour" in str(caught.value)
 
 
 def test_beir_corpus_lines_become_documents(tmp_path: Path) -> None:
-    rows = [{"_id": "1", "title": "A title", "text": "Para one.\n\nPara two."}, {"_id": "2", "title": "", "text": "x"}]
+    rows = [
+        {"_id": "1", "title": "A title", "text": "Para one.\n\nPara two."},
+        {"_id": "2", "title": "", "text": "x"},
+    ]
     write(tmp_path, "corpus.jsonl", "\n".join(json.dumps(r) for r in rows) + "\n")
     docs = load_sources([tmp_path / "corpus.jsonl"], SourceDefaults("note", "published"))
     assert [d.document_id for d in docs] == ["1", "2"]
@@ -162,7 +173,9 @@ def test_every_openshift_runbook_loads_and_no_code_fence_is_split() -> None:
     fences_checked = 0
     for path in files:
         try:
-            document = load_markdown(path, DEFAULTS, document_id=path.relative_to(root).with_suffix("").as_posix())
+            document = load_markdown(
+                path, DEFAULTS, document_id=path.relative_to(root).with_suffix("").as_posix()
+            )
         except RagwrightError as error:
             failures[path.name] = str(error)
             continue

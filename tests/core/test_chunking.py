@@ -132,8 +132,16 @@ def test_split_block_refences_code_and_keeps_every_line() -> None:
     assert kept == lines
 
 
+def test_fence_wider_than_the_budget_falls_back_to_word_cuts() -> None:
+    pieces = split_block("```bash\necho a b c d\n```", 2)
+    assert all(word_count(p) <= 2 for p in pieces)
+    assert " ".join(pieces).split() == ["```bash", "echo", "a", "b", "c", "d", "```"]
+
+
 def test_split_block_keeps_list_items_whole_and_markers_attached() -> None:
-    block = "\n".join(f"{i}. Run step {i} of the procedure and then check it." for i in range(1, 12))
+    block = "\n".join(
+        f"{i}. Run step {i} of the procedure and then check it." for i in range(1, 12)
+    )
     pieces = split_block(block, 25)
     assert all(word_count(p) <= 25 for p in pieces)
     items = [line for piece in pieces for line in piece.split("\n")]
@@ -149,7 +157,10 @@ def test_a_heading_longer_than_the_budget_is_an_error_under_sentence_blocks() ->
 words = st.text(alphabet="abcdefgh", min_size=1, max_size=6)
 paragraphs = st.lists(words, min_size=1, max_size=12).map(" ".join)
 sections = st.lists(
-    st.tuples(st.lists(words, min_size=1, max_size=3).map(" ".join), st.lists(paragraphs, min_size=1, max_size=8)),
+    st.tuples(
+        st.lists(words, min_size=1, max_size=3).map(" ".join),
+        st.lists(paragraphs, min_size=1, max_size=8),
+    ),
     min_size=1,
     max_size=4,
 )
@@ -160,7 +171,12 @@ def _doc(raw: list[tuple[str, list[str]]]) -> SourceDocument:
 
 
 @settings(max_examples=200, deadline=None)
-@given(sections, st.integers(min_value=15, max_value=60), st.booleans(), st.sampled_from(["section-paragraphs", "sentence-blocks"]))
+@given(
+    sections,
+    st.integers(min_value=15, max_value=60),
+    st.booleans(),
+    st.sampled_from(["section-paragraphs", "sentence-blocks"]),
+)
 def test_chunks_cover_every_paragraph_within_budget_with_unique_stable_ids(
     raw: list[tuple[str, list[str]]], budget: int, overlap: bool, kind: str
 ) -> None:
@@ -181,7 +197,10 @@ def test_chunks_cover_every_paragraph_within_budget_with_unique_stable_ids(
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(words, min_size=1, max_size=30).map(" ".join), min_size=1, max_size=6), st.integers(5, 40))
+@given(
+    st.lists(st.lists(words, min_size=1, max_size=30).map(" ".join), min_size=1, max_size=6),
+    st.integers(5, 40),
+)
 def test_split_block_pieces_fit_and_preserve_all_words(sentences: list[str], budget: int) -> None:
     block = " ".join(s[:1].upper() + s[1:] + "." for s in sentences)
     pieces = split_block(block, budget)

@@ -30,12 +30,18 @@ def test_metadata_round_trip() -> None:
         ("profile_digest", "sha256:other", "embedding_profile_digest"),
     ],
 )
-def test_any_difference_is_a_mismatch_naming_the_field(field: str, value: object, name: str) -> None:
+def test_any_difference_is_a_mismatch_naming_the_field(
+    field: str, value: object, name: str
+) -> None:
     stored = contract_for(HASHING_PROFILE, V1)
     expected = dataclasses.replace(stored, **{field: value})
     with pytest.raises(ContractMismatch) as caught:
         reconcile_contract(expected, stored, add_chunking_version=True)
-    assert (caught.value.field, caught.value.expected, caught.value.actual) == (name, value, getattr(stored, field))
+    assert (caught.value.field, caught.value.expected, caught.value.actual) == (
+        name,
+        value,
+        getattr(stored, field),
+    )
 
 
 def test_malformed_metadata_is_a_mismatch() -> None:

@@ -36,12 +36,18 @@ def valid(**changes: Any) -> dict[str, Any]:
         ({"sections": []}, "sections", "at least one section"),
         ({"sections": [SECTION, SECTION]}, "sections[1].section_id", "duplicate section id"),
         ({"sections": [SourceSection("s", "H", ())]}, "sections[0].paragraphs", "no paragraphs"),
-        ({"sections": [SourceSection("s", "H", ("ok", " "))]}, "sections[0].paragraphs[1]", "blank"),
+        (
+            {"sections": [SourceSection("s", "H", ("ok", " "))]},
+            "sections[0].paragraphs[1]",
+            "blank",
+        ),
         ({"sections": [SourceSection("s", "", ("ok",))]}, "sections[0].heading", "blank"),
         ({"tenant": ""}, "tenant", "blank"),
     ],
 )
-def test_validation_names_document_field_and_rule(changes: dict[str, Any], field: str, rule: str) -> None:
+def test_validation_names_document_field_and_rule(
+    changes: dict[str, Any], field: str, rule: str
+) -> None:
     with pytest.raises(DocumentError) as caught:
         validate_document(**valid(**changes))
     assert caught.value.field == field

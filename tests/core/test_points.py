@@ -24,7 +24,9 @@ def plan(paragraphs: tuple[str, ...] = ("First paragraph.", "Second one."), **me
     }
     fields.update(meta)
     document = validate_document(**fields)
-    return plan_document(document, build_chunks(document, ChunkingPolicy(max_words=4)), HASHING_PROFILE)
+    return plan_document(
+        document, build_chunks(document, ChunkingPolicy(max_words=4)), HASHING_PROFILE
+    )
 
 
 def test_stored_id_derives_from_chunk_identity_and_content() -> None:

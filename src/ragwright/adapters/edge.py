@@ -65,7 +65,9 @@ class EdgeIndex:
         contract_path = self.path / "contract.json"
         if contract_path.exists():
             stored = contract_from_metadata(json.loads(contract_path.read_text("utf-8")))
-            contract = reconcile_contract(expected, stored, add_chunking_version=add_chunking_version)
+            contract = reconcile_contract(
+                expected, stored, add_chunking_version=add_chunking_version
+            )
             self._shard = qe.EdgeShard.load(str(shard_path))
             self._check_vectors(shard_path, contract)
         else:
@@ -74,7 +76,9 @@ class EdgeIndex:
             if shard_path.exists():
                 self._shard = qe.EdgeShard.load(str(shard_path))
                 if self._shard.info().points_count:
-                    raise ContractMismatch("contract.json", "present", "missing on a non-empty shard")
+                    raise ContractMismatch(
+                        "contract.json", "present", "missing on a non-empty shard"
+                    )
             else:
                 params = qe.EdgeVectorParams(
                     size=expected.dimensions, distance=_DISTANCES[expected.distance]
@@ -91,7 +95,9 @@ class EdgeIndex:
         config = json.loads((shard_path / "edge_config.json").read_text("utf-8"))
         vector = config.get("vectors", {}).get(contract.vector_name)
         if vector is None:
-            raise ContractMismatch("vector_name", contract.vector_name, sorted(config.get("vectors", {})))
+            raise ContractMismatch(
+                "vector_name", contract.vector_name, sorted(config.get("vectors", {}))
+            )
         if vector.get("size") != contract.dimensions:
             raise ContractMismatch("dimensions", contract.dimensions, vector.get("size"))
         if str(vector.get("distance", "")).lower() != contract.distance:
@@ -125,15 +131,22 @@ class EdgeIndex:
         with self._mutex:
             self._shard.update(qe.UpdateOperation.upsert_points(edge_points))
 
-    def retrieve(self, ids: Sequence[uuid.UUID], *, with_vectors: bool = False) -> list[StoredPoint]:
+    def retrieve(
+        self, ids: Sequence[uuid.UUID], *, with_vectors: bool = False
+    ) -> list[StoredPoint]:
         if not ids:
             return []
         with self._mutex:
             records = self._shard.retrieve(list(ids), True, with_vectors)
-        return [_stored(r.id, r.payload, None, r.vector, self.contract.vector_name) for r in records]
+        return [
+            _stored(r.id, r.payload, None, r.vector, self.contract.vector_name) for r in records
+        ]
 
     def scroll(
-        self, point_filter: PointFilter | None = None, *, payload_fields: Sequence[str] | None = None
+        self,
+        point_filter: PointFilter | None = None,
+        *,
+        payload_fields: Sequence[str] | None = None,
     ) -> Iterator[StoredPoint]:
         offset: Any = None
         with_payload: bool | list[str] = True if payload_fields is None else list(payload_fields)
@@ -187,10 +200,11 @@ class EdgeIndex:
         return [_stored(r.id, r.payload, r.score, None, "") for r in results]
 
     def close(self) -> None:
-        if getattr(self, "_shard", None) is not None:
-            self._shard.flush()
-            self._shard.close()
-            self._shard = None
+        shard: qe.EdgeShard | None = getattr(self, "_shard", None)
+        if shard is not None:
+            shard.flush()
+            shard.close()
+            del self._shard
         self._release()
 
     def _release(self) -> None:

@@ -41,9 +41,13 @@ def post_json(
     try:
         response = client.post(url, json=body, headers=dict(headers or {}))
     except httpx.TimeoutException as error:
-        raise ProviderError(provider, FailureCategory.TIMEOUT, type(error).__name__, retryable=True) from error
+        raise ProviderError(
+            provider, FailureCategory.TIMEOUT, type(error).__name__, retryable=True
+        ) from error
     except httpx.TransportError as error:
-        raise ProviderError(provider, FailureCategory.TRANSIENT, type(error).__name__, retryable=True) from error
+        raise ProviderError(
+            provider, FailureCategory.TRANSIENT, type(error).__name__, retryable=True
+        ) from error
     return decode(provider, response)
 
 

@@ -77,7 +77,9 @@ class QdrantIndex:
         else:
             info = self._client.get_collection(self.collection)
             stored = contract_from_metadata(info.config.metadata or {})
-            contract = reconcile_contract(expected, stored, add_chunking_version=add_chunking_version)
+            contract = reconcile_contract(
+                expected, stored, add_chunking_version=add_chunking_version
+            )
             vectors = info.config.params.vectors
             params = vectors.get(contract.vector_name) if isinstance(vectors, dict) else None
             if params is None:
@@ -126,7 +128,9 @@ class QdrantIndex:
             wait=True,
         )
 
-    def retrieve(self, ids: Sequence[uuid.UUID], *, with_vectors: bool = False) -> list[StoredPoint]:
+    def retrieve(
+        self, ids: Sequence[uuid.UUID], *, with_vectors: bool = False
+    ) -> list[StoredPoint]:
         if not ids:
             return []
         records = self._client.retrieve(
@@ -135,7 +139,10 @@ class QdrantIndex:
         return [self._stored(r.id, r.payload, None, r.vector) for r in records]
 
     def scroll(
-        self, point_filter: PointFilter | None = None, *, payload_fields: Sequence[str] | None = None
+        self,
+        point_filter: PointFilter | None = None,
+        *,
+        payload_fields: Sequence[str] | None = None,
     ) -> Iterator[StoredPoint]:
         offset: Any = None
         while True:
@@ -215,7 +222,9 @@ def _client_filter(point_filter: PointFilter | None) -> models.Filter | None:
 
     def condition(key: str, values: tuple[str, ...]) -> models.FieldCondition:
         match: models.MatchValue | models.MatchAny = (
-            models.MatchValue(value=values[0]) if len(values) == 1 else models.MatchAny(any=list(values))
+            models.MatchValue(value=values[0])
+            if len(values) == 1
+            else models.MatchAny(any=list(values))
         )
         return models.FieldCondition(key=key, match=match)
 

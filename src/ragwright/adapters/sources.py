@@ -44,7 +44,15 @@ from ragwright.errors import DocumentError, SourceError
 from ragwright.types import DEFAULT_DOCUMENT_TYPES, SourceDocument, SourceSection
 
 FRONT_MATTER_KEYS = frozenset(
-    {"document_id", "title", "document_type", "publication_state", "tenant", "revision", "source_uri"}
+    {
+        "document_id",
+        "title",
+        "document_type",
+        "publication_state",
+        "tenant",
+        "revision",
+        "source_uri",
+    }
 )
 _SKIPPED_BLOCKS = frozenset({"hr"})
 _markdown = MarkdownIt("commonmark").enable("table")
@@ -60,7 +68,9 @@ class SourceDefaults:
     document_types: tuple[str, ...] = DEFAULT_DOCUMENT_TYPES
 
 
-def load_sources(paths: Sequence[Path], defaults: SourceDefaults = SourceDefaults()) -> list[SourceDocument]:
+def load_sources(
+    paths: Sequence[Path], defaults: SourceDefaults = SourceDefaults()
+) -> list[SourceDocument]:
     """Load every supported file under ``paths`` (directories are walked, sorted).
 
     Raises:
@@ -68,8 +78,8 @@ def load_sources(paths: Sequence[Path], defaults: SourceDefaults = SourceDefault
         DocumentError: a document breaks a validation rule (including duplicate ids).
     """
     documents: list[SourceDocument] = []
-    for root in paths:
-        root = Path(root)
+    for given in paths:
+        root = Path(given)
         if not root.exists():
             raise SourceError(str(root), "no such file or directory")
         for path, relative in _files(root):
@@ -100,7 +110,9 @@ def slugify(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def load_markdown(path: Path, defaults: SourceDefaults, *, document_id: str | None = None) -> SourceDocument:
+def load_markdown(
+    path: Path, defaults: SourceDefaults, *, document_id: str | None = None
+) -> SourceDocument:
     """Parse one Markdown file (see the module docstring for the rules)."""
     try:
         source = path.read_text("utf-8")
@@ -116,7 +128,11 @@ def load_markdown(path: Path, defaults: SourceDefaults, *, document_id: str | No
             continue
         text = "\n".join(lines[token.map[0] : token.map[1]]).strip()
         if token.type == "heading_open":
-            heading = re.sub(r"^#{1,6}\s*|\s*#*\s*$", "", text) if text.startswith("#") else text.split("\n")[0]
+            heading = (
+                re.sub(r"^#{1,6}\s*|\s*#*\s*$", "", text)
+                if text.startswith("#")
+                else text.split("\n")[0]
+            )
             if token.tag == "h1" and title is None and not sections:
                 title = heading
                 continue
@@ -130,7 +146,9 @@ def load_markdown(path: Path, defaults: SourceDefaults, *, document_id: str | No
                 _current(sections, title, path).append(pending_subheading)
             pending_subheading = text
             continue
-        if token.type in _SKIPPED_BLOCKS or (token.type == "html_block" and text.startswith("<!--")):
+        if token.type in _SKIPPED_BLOCKS or (
+            token.type == "html_block" and text.startswith("<!--")
+        ):
             continue
         if not text:
             continue
@@ -214,7 +232,9 @@ class _JsonDocument(BaseModel):
     model_config = ConfigDict(extra="forbid")
     document_id: str = Field(validation_alias=AliasChoices("document_id", "documentId"))
     title: str
-    document_type: str | None = Field(None, validation_alias=AliasChoices("document_type", "documentType"))
+    document_type: str | None = Field(
+        None, validation_alias=AliasChoices("document_type", "documentType")
+    )
     publication_state: str | None = Field(
         None, validation_alias=AliasChoices("publication_state", "publicationState")
     )
@@ -240,14 +260,19 @@ def load_json(path: Path, defaults: SourceDefaults) -> list[SourceDocument]:
         except ValidationError as error:
             first = error.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
-            raise SourceError(str(path), f"document {index}: field {where!r}: {first['msg']}") from error
+            raise SourceError(
+                str(path), f"document {index}: field {where!r}: {first['msg']}"
+            ) from error
         documents.append(
             validate_document(
                 document_id=parsed.document_id,
                 title=parsed.title,
                 document_type=parsed.document_type or defaults.document_type,
                 publication_state=parsed.publication_state or defaults.publication_state,
-                sections=[SourceSection(s.section_id, s.heading, tuple(s.paragraphs)) for s in parsed.sections],
+                sections=[
+                    SourceSection(s.section_id, s.heading, tuple(s.paragraphs))
+                    for s in parsed.sections
+                ],
                 revision=parsed.revision,
                 source_uri=parsed.source_uri or path.as_posix(),
                 tenant=parsed.tenant if parsed.tenant is not None else defaults.tenant,

@@ -85,7 +85,9 @@ def build_chunks(document: SourceDocument, policy: ChunkingPolicy) -> list[Chunk
                     f"the heading alone has {heading_words} words; budget is {policy.max_words}",
                 )
             blocks: Sequence[str] = [
-                piece for paragraph in section.paragraphs for piece in split_block(paragraph, budget)
+                piece
+                for paragraph in section.paragraphs
+                for piece in split_block(paragraph, budget)
             ]
         else:
             blocks = section.paragraphs
@@ -144,8 +146,7 @@ def split_block(block: str, budget: int) -> list[str]:
         if unit_words > budget:
             if index > first:
                 pieces.append(block[spans[first][0] : spans[index - 1][1]])
-            tokens = block[start:end].split()
-            pieces.extend(" ".join(tokens[i : i + budget]) for i in range(0, len(tokens), budget))
+            pieces.extend(_cut_words(block[start:end], budget))
             first, words = index + 1, 0
             continue
         if index > first and words + unit_words > budget:
@@ -194,7 +195,7 @@ def _split_fence(block: str, marker: str, budget: int) -> list[str]:
     frame = word_count(opening) + word_count(closing)
     room = budget - frame
     if room <= 0:
-        return _pack([block], budget)
+        return _cut_words(block, budget)
     pieces: list[str] = []
     current: list[str] = []
     current_words = 0
@@ -204,11 +205,7 @@ def _split_fence(block: str, marker: str, budget: int) -> list[str]:
             if current:
                 pieces.append("\n".join([opening, *current, closing]))
                 current, current_words = [], 0
-            tokens = line.split()
-            pieces.extend(
-                "\n".join([opening, " ".join(tokens[i : i + room]), closing])
-                for i in range(0, len(tokens), room)
-            )
+            pieces.extend("\n".join([opening, part, closing]) for part in _cut_words(line, room))
             continue
         if current and current_words + words > room:
             pieces.append("\n".join([opening, *current, closing]))
@@ -218,3 +215,9 @@ def _split_fence(block: str, marker: str, budget: int) -> list[str]:
     if current:
         pieces.append("\n".join([opening, *current, closing]))
     return pieces
+
+
+def _cut_words(text: str, size: int) -> list[str]:
+    """Last resort for one sentence or line longer than the budget: cut between words."""
+    words = text.split()
+    return [" ".join(words[i : i + size]) for i in range(0, len(words), size)]

@@ -53,7 +53,9 @@ def contract_from_metadata(metadata: Mapping[str, Any]) -> CollectionContract:
             chunking_versions=tuple(str(v) for v in metadata["chunking_versions"]),
         )
     except (KeyError, TypeError, ValueError) as error:
-        raise ContractMismatch("metadata", "a ragwright collection contract", dict(metadata)) from error
+        raise ContractMismatch(
+            "metadata", "a ragwright collection contract", dict(metadata)
+        ) from error
 
 
 def reconcile_contract(

@@ -86,7 +86,9 @@ def validate_document(
         where = f"sections[{index}]"
         section_id = _require_text(doc_id, f"{where}.section_id", section.section_id)
         if section_id in seen:
-            raise DocumentError(doc_id, f"{where}.section_id", f"duplicate section id {section_id!r}")
+            raise DocumentError(
+                doc_id, f"{where}.section_id", f"duplicate section id {section_id!r}"
+            )
         seen.add(section_id)
         _require_text(doc_id, f"{where}.heading", section.heading)
         if not section.paragraphs:

@@ -208,9 +208,7 @@ def read_payload(point_id: uuid.UUID, payload: Mapping[str, Any] | None) -> Chun
         values[field] = _scalar_string(pid, field, payload[field])
     optional: dict[str, str | None] = {}
     for field in OPTIONAL_STRING_FIELDS:
-        optional[field] = (
-            _scalar_string(pid, field, payload[field]) if field in payload else None
-        )
+        optional[field] = _scalar_string(pid, field, payload[field]) if field in payload else None
     return ChunkPayload(
         point_id=point_id,
         positions=_positions(pid, payload.get("positions")),

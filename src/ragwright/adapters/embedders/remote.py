@@ -32,7 +32,10 @@ def _vectors(provider: str, raw: object, count: int, dimensions: int) -> list[li
     for vector in raw:
         if not isinstance(vector, list) or not all(isinstance(x, int | float) for x in vector):
             raise ProviderError(
-                provider, FailureCategory.INVALID_OUTPUT, "a vector is not a list of numbers", retryable=False
+                provider,
+                FailureCategory.INVALID_OUTPUT,
+                "a vector is not a list of numbers",
+                retryable=False,
             )
         if len(vector) != dimensions:
             raise DimensionMismatch(dimensions, len(vector))
@@ -68,7 +71,11 @@ class OllamaEmbedder:
             ) from error
         models = decode("ollama", response).get("models", [])
         found = next(
-            (m for m in models if m.get("name") == self.profile.model or m.get("model") == self.profile.model),
+            (
+                m
+                for m in models
+                if m.get("name") == self.profile.model or m.get("model") == self.profile.model
+            ),
             None,
         )
         if found is None:
@@ -81,7 +88,9 @@ class OllamaEmbedder:
         digest = str(found.get("digest", ""))
         actual = digest if digest.startswith("sha256:") else f"sha256:{digest}"
         if actual != self.profile.artifact_digest:
-            raise ArtifactMismatch(f"ollama:{self.profile.model}", self.profile.artifact_digest, actual)
+            raise ArtifactMismatch(
+                f"ollama:{self.profile.model}", self.profile.artifact_digest, actual
+            )
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         raise NotImplementedError("Ollama cannot count tokens locally; it rejects over-long input")
@@ -92,7 +101,9 @@ class OllamaEmbedder:
             batch = list(texts[start : start + self.batch_size])
             body = {"model": self.profile.model, "input": batch, "truncate": False}
             data = post_json(self._client, "ollama", "/api/embed", body)
-            vectors.extend(_vectors("ollama", data.get("embeddings"), len(batch), self.profile.dimensions))
+            vectors.extend(
+                _vectors("ollama", data.get("embeddings"), len(batch), self.profile.dimensions)
+            )
         return vectors
 
     def embed_query(self, text: str) -> list[float]:
@@ -126,7 +137,10 @@ class OpenAIEmbedder:
     ) -> None:
         if not (api_key or bearer_token):
             raise ProviderError(
-                "openai", FailureCategory.INVALID_CONFIGURATION, "an API key or token is required", retryable=False
+                "openai",
+                FailureCategory.INVALID_CONFIGURATION,
+                "an API key or token is required",
+                retryable=False,
             )
         self.profile = profile
         self.batch_size = batch_size
@@ -140,7 +154,9 @@ class OpenAIEmbedder:
         else:
             headers["Authorization"] = f"Bearer {bearer_token or api_key}"
             self._path = (
-                f"/openai/deployments/{azure_deployment}/embeddings" if self._azure else "/v1/embeddings"
+                f"/openai/deployments/{azure_deployment}/embeddings"
+                if self._azure
+                else "/v1/embeddings"
             )
             params = {"api-version": azure_api_version} if self._azure else {}
         self._client = httpx.Client(
@@ -148,7 +164,9 @@ class OpenAIEmbedder:
         )
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        raise NotImplementedError("the hosted tokenizer is not available offline; the API rejects over-long input")
+        raise NotImplementedError(
+            "the hosted tokenizer is not available offline; the API rejects over-long input"
+        )
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
@@ -163,7 +181,12 @@ class OpenAIEmbedder:
                 raise ArtifactMismatch(f"{self.provider}:model", self.profile.model, str(reported))
             items = sorted(data.get("data", []), key=lambda item: item.get("index", 0))
             vectors.extend(
-                _vectors(self.provider, [i.get("embedding") for i in items], len(batch), self.profile.dimensions)
+                _vectors(
+                    self.provider,
+                    [i.get("embedding") for i in items],
+                    len(batch),
+                    self.profile.dimensions,
+                )
             )
         return vectors
 

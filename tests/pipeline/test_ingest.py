@@ -1,0 +1,268 @@
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragwright.adapters.edge import EdgeIndex
+from ragwright.core.contracts import contract_for
+from ragwright.core.documents import validate_document
+from ragwright.core.points import read_payload
+from ragwright.errors import ChunkingError, ContractMismatch, DimensionMismatch, InputTooLong
+from ragwright.pipeline.ingest import ingest
+from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
+from ragwright.types import ChunkingPolicy, FieldMatch, PointFilter, SourceDocument, SourceSection
+
+POLICY = ChunkingPolicy(max_words=30)
+P = [
+    "Stop accepting new work when shutdown begins and complete the writer.",
+    "Drain queued items only while the shutdown deadline allows it.",
+    "Pass the deadline token to every call made while draining.",
+    "A completed writer rejects writes; producers must stop retrying.",
+]
+
+
+def doc(
+    document_id: str = "runbook", paragraphs: list[str] | None = None, **meta: Any
+) -> SourceDocument:
+    fields: dict[str, Any] = {
+        "document_id": document_id,
+        "title": "Stop a worker",
+        "document_type": "runbook",
+        "publication_state": "published",
+        "sections": [SourceSection("shutdown", "Shutdown", tuple(paragraphs or P))],
+    }
+    fields.update(meta)
+    return validate_document(**fields)
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[EdgeIndex]:
+    with EdgeIndex(tmp_path / "index", contract_for(HASHING_PROFILE, POLICY.version)) as opened:
+        yield opened
+
+
+def live_texts(index: EdgeIndex, document_id: str) -> set[str]:
+    flt = PointFilter(
+        must=(FieldMatch("document_id", (document_id,)), FieldMatch("index_state", ("live",)))
+    )
+    return {read_payload(p.point_id, p.payload).text for p in index.scroll(flt)}
+
+
+def snapshot(index: EdgeIndex) -> list[tuple[str, str]]:
+    """Every point id with its payload, canonical and sorted."""
+    return sorted((str(p.point_id), json.dumps(p.payload, sort_keys=True)) for p in index.scroll())
+
+
+def run(
+    index: EdgeIndex,
+    documents: list[SourceDocument],
+    embedder: HashingEmbedder | None = None,
+    **kw: Any,
+):  # type: ignore[no-untyped-def]
+    return ingest(
+        documents,
+        policy=POLICY,
+        embedder=embedder or HashingEmbedder(),
+        index=index,
+        batch_size=2,
+        **kw,
+    )
+
+
+def test_first_run_embeds_writes_and_verifies_every_chunk(index: EdgeIndex) -> None:
+    embedder = HashingEmbedder()
+    report = run(index, [doc(), doc("note", document_type="note")], embedder)
+    assert (report.documents, report.embedded, report.verified, report.unchanged) == (
+        2,
+        report.chunks,
+        report.chunks,
+        0,
+    )
+    assert index.count() == report.chunks
+    assert len(embedder.embedded_texts) == report.chunks
+    assert all(text.startswith("Stop a worker\n\nShutdown\n\n") for text in embedder.embedded_texts)
+
+
+def test_identical_rerun_embeds_and_writes_nothing(index: EdgeIndex) -> None:
+    run(index, [doc()])
+    embedder = HashingEmbedder()
+    report = run(index, [doc()], embedder)
+    assert embedder.calls == []
+    assert (report.embedded, report.payload_updated, report.deleted, report.verified) == (
+        0,
+        0,
+        0,
+        0,
+    )
+    assert report.unchanged == report.chunks
+
+
+def test_publishing_a_draft_updates_payload_without_embedding(index: EdgeIndex) -> None:
+    run(index, [doc(publication_state="draft")])
+    embedder = HashingEmbedder()
+    report = run(index, [doc()], embedder)
+    assert embedder.calls == []
+    assert report.payload_updated == report.chunks
+    states = {p.payload["publication_state"] for p in index.scroll()}
+    assert states == {"published"}
+
+
+def test_editing_one_paragraph_reembeds_only_windows_containing_it(index: EdgeIndex) -> None:
+    first = run(index, [doc()])
+    edited = [*P[:3], "A completed writer rejects writes; producers stop and report."]
+    assert len(edited[3].split()) == len(P[3].split())  # same windows, one changed text
+    embedder = HashingEmbedder()
+    report = run(index, [doc(paragraphs=edited)], embedder)
+    assert 0 < report.embedded < first.chunks
+    assert all("producers stop and report" in t for t in embedder.embedded_texts)
+    assert report.deleted == report.embedded
+    assert index.count() == first.chunks
+    assert not any("producers must stop retrying" in t for t in live_texts(index, "runbook"))
+
+
+def test_chunks_that_no_longer_exist_are_deleted(index: EdgeIndex) -> None:
+    run(index, [doc()])
+    report = run(index, [doc(paragraphs=P[:1])])
+    assert index.count() == report.chunks == 1
+    assert report.deleted >= 1
+
+
+def test_prune_removes_documents_missing_from_the_source_set(index: EdgeIndex) -> None:
+    run(index, [doc("a"), doc("b")])
+    kept = run(index, [doc("a")])
+    assert kept.deleted == 0 and live_texts(index, "b")
+    pruned = run(index, [doc("a")], prune=True)
+    assert pruned.documents_pruned == 1
+    assert not live_texts(index, "b") and live_texts(index, "a")
+
+
+def test_other_chunking_versions_are_left_alone(tmp_path: Path) -> None:
+    other = ChunkingPolicy(max_words=30, overlap=False)
+    with EdgeIndex(tmp_path / "i", contract_for(HASHING_PROFILE, POLICY.version)) as index:
+        run(index, [doc()])
+    with EdgeIndex(
+        tmp_path / "i", contract_for(HASHING_PROFILE, other.version), add_chunking_version=True
+    ) as index:
+        ingest([doc()], policy=other, embedder=HashingEmbedder(), index=index, prune=True)
+        versions = {p.payload["chunking_version"] for p in index.scroll()}
+    assert versions == {POLICY.version, other.version}
+
+
+def test_reader_never_sees_a_mix_of_revisions_during_replacement(index: EdgeIndex) -> None:
+    run(index, [doc(publication_state="draft")])
+    old = live_texts(index, "runbook")
+    new_paragraphs = [
+        P[0],
+        "Drain queued items only until the deadline, then cancel I/O.",
+        P[2],
+        P[3],
+    ]
+    seen: list[tuple[str, set[str], set[str]]] = []
+
+    def observe(document_id: str, phase: str) -> None:
+        visible = live_texts(index, document_id)
+        published = {
+            read_payload(p.point_id, p.payload).text
+            for p in index.scroll(
+                PointFilter(
+                    must=(
+                        FieldMatch("document_id", (document_id,)),
+                        FieldMatch("index_state", ("live",)),
+                        FieldMatch("publication_state", ("published",)),
+                    )
+                )
+            )
+        }
+        seen.append((phase, visible, published))
+
+    run(index, [doc(paragraphs=new_paragraphs)], phase_hook=observe)
+    expected_new = live_texts(index, "runbook")
+    assert old != expected_new
+    assert [phase for phase, _, _ in seen] == ["staged", "obsolete-deleted", "live"]
+    for phase, visible, published in seen:
+        assert visible <= old or visible <= expected_new, phase
+        # The publication flip is one operation: published text is all-new or nothing.
+        assert published in (set(), expected_new), phase
+    assert seen[0][1] == old and seen[-1][1] == expected_new
+
+
+def test_embedding_failure_midway_then_rerun_converges_without_reembedding(
+    index: EdgeIndex, tmp_path: Path
+) -> None:
+    documents = [doc(f"d{i}") for i in range(4)]
+    failing = HashingEmbedder(fail_after_calls=2)
+    with pytest.raises(RuntimeError):
+        run(index, documents, failing)
+    staged = index.count(PointFilter(must=(FieldMatch("index_state", ("staged",)),)))
+    assert staged == len(failing.embedded_texts) > 0
+    assert index.count(PointFilter(must=(FieldMatch("index_state", ("live",)),))) == 0
+    resumed = HashingEmbedder()
+    report = run(index, documents, resumed)
+    assert report.embedded == report.chunks - staged
+    with EdgeIndex(tmp_path / "clean", contract_for(HASHING_PROFILE, POLICY.version)) as clean:
+        run(clean, documents)
+        expected = snapshot(clean)
+    assert snapshot(index) == expected
+
+
+def test_input_over_the_token_limit_is_rejected_before_any_embedding(index: EdgeIndex) -> None:
+    run(index, [doc("kept")])
+    before = index.count()
+    small = dataclasses.replace(HASHING_PROFILE, max_input_tokens=12)
+    embedder = HashingEmbedder(profile=small)
+    index.contract = dataclasses.replace(
+        index.contract, profile_id=small.profile_id, profile_digest=small.artifact_digest
+    )
+    with pytest.raises(InputTooLong) as caught:
+        run(index, [doc("kept"), doc("new")], embedder)
+    assert "new" in caught.value.item or "kept" in caught.value.item
+    assert embedder.calls == []
+    assert index.count() == before
+
+
+def test_chunking_error_loses_nothing_already_stored(index: EdgeIndex) -> None:
+    run(index, [doc()])
+    before = snapshot(index)
+    embedder = HashingEmbedder()
+    with pytest.raises(ChunkingError):
+        run(index, [doc(), doc("huge", paragraphs=["word " * 200])], embedder)
+    assert embedder.calls == []
+    assert snapshot(index) == before
+
+
+def test_profile_that_does_not_match_the_collection_stops_the_run(index: EdgeIndex) -> None:
+    other = dataclasses.replace(HASHING_PROFILE, profile_id="other-v1")
+    with pytest.raises(ContractMismatch) as caught:
+        run(index, [doc()], HashingEmbedder(profile=other))
+    assert caught.value.field == "embedding_profile_id"
+    assert index.count() == 0
+
+
+def test_wrong_vector_size_stops_the_run(index: EdgeIndex) -> None:
+    class ShortVectors(HashingEmbedder):
+        def embed_documents(self, texts):  # type: ignore[no-untyped-def]
+            return [v[:-1] for v in super().embed_documents(texts)]
+
+    with pytest.raises(DimensionMismatch):
+        run(index, [doc()], ShortVectors())
+    assert index.count() == 0
+
+
+def test_progress_events_account_for_every_chunk(index: EdgeIndex) -> None:
+    events: list[tuple[str, int]] = []
+    report = run(index, [doc(), doc("b")], progress=lambda event, n: events.append((event, n)))
+    assert events[0] == ("plan", report.chunks)
+    assert sum(n for e, n in events if e == "embedded") == report.embedded
+    run(index, [doc(), doc("b")], progress=lambda event, n: events.append((event, n)))
+    assert ("unchanged", report.chunks) in events
+
+
+def test_tenant_removal_drops_the_field(index: EdgeIndex) -> None:
+    run(index, [doc(tenant="acme")])
+    run(index, [doc()])
+    assert all("tenant" not in p.payload for p in index.scroll())

@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SAMPLES
+
+
+def ragwright(
+    *args: str, home: Path, check: bool = False, **env: str
+) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "RAGWRIGHT_HOME": str(home), **env}
+    return subprocess.run(
+        [sys.executable, "-m", "ragwright", *args],
+        capture_output=True,
+        text=True,
+        env=environment,
+        check=check,
+    )
+
+
+def test_chunks_json_previews_without_an_index(tmp_path: Path) -> None:
+    result = ragwright(
+        "chunks", str(SAMPLES / "worker-shutdown.md"), "--json", home=tmp_path / "h", check=True
+    )
+    rows = json.loads(result.stdout)
+    assert [r["chunk_id"] for r in rows] == [
+        "shutdown-and-the-queue/p0",
+        "shutdown-and-the-queue/p1",
+        "queue-capacity/p0",
+    ]
+    assert set(rows[0]) >= {
+        "document_id",
+        "chunk_id",
+        "point_id",
+        "section_id",
+        "chunking_version",
+        "word_count",
+        "text",
+    }
+    assert rows[0]["chunking_version"] == "section-paragraphs-80w-overlap1-v1"
+    assert not (tmp_path / "h").exists()
+
+
+def test_chunks_options_change_the_version(tmp_path: Path) -> None:
+    result = ragwright(
+        "chunks",
+        str(SAMPLES / "worker-shutdown.md"),
+        "--json",
+        "--max-words",
+        "40",
+        "--no-overlap",
+        home=tmp_path,
+        check=True,
+    )
+    rows = json.loads(result.stdout)
+    assert {r["chunking_version"] for r in rows} == {"section-paragraphs-40w-overlap0-v1"}
+    assert all(r["word_count"] <= 40 for r in rows)
+
+
+@pytest.mark.slow
+def test_ingest_then_rerun_then_status(tmp_path: Path) -> None:
+    first = json.loads(
+        ragwright("ingest", str(SAMPLES), "--json", home=tmp_path, check=True).stdout
+    )
+    assert first["embedded"] == first["chunks"] == first["verified"] > 0
+    again = json.loads(
+        ragwright("ingest", str(SAMPLES), "--json", home=tmp_path, check=True).stdout
+    )
+    assert (again["embedded"], again["unchanged"]) == (0, first["chunks"])
+    status = json.loads(ragwright("status", "--json", home=tmp_path, check=True).stdout)
+    ids = {row["document_id"] for row in status["documents"]}
+    assert {"worker-shutdown", "worker-shutdown-draft", "queue-capacity-note"} <= ids
+    assert status["points"] == {"live": first["chunks"]}
+
+
+def test_invalid_input_exits_non_zero_with_the_error_on_stderr(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.md"
+    bad.write_text(
+        "---\ndocument_id: x\ndocument_type: runbook\n"
+        "publication_state: Published\n---\n# T\n\nText.\n"
+    )
+    result = ragwright("ingest", str(bad), home=tmp_path / "h")
+    assert result.returncode == 1
+    assert "publication_state" in result.stderr and "exact spelling" in result.stderr
+    assert result.stdout == ""
+
+
+def test_oversize_paragraph_names_document_section_and_index(tmp_path: Path) -> None:
+    big = tmp_path / "big.md"
+    big.write_text(
+        "---\ndocument_type: note\npublication_state: draft\n---\n# T\n\n## Long\n\n"
+        + "word " * 100
+        + "\n"
+    )
+    result = ragwright("chunks", str(big), home=tmp_path)
+    assert result.returncode == 1
+    assert "document 'big', section 'long', paragraph 0" in result.stderr
+
+
+def test_invalid_setting_is_named(tmp_path: Path) -> None:
+    result = ragwright("chunks", str(SAMPLES), home=tmp_path, RAGWRIGHT_MAX_WORDS="-3")
+    assert result.returncode == 1
+    assert "RAGWRIGHT_MAX_WORDS" in result.stderr
+
+
+def test_help_lists_the_commands(tmp_path: Path) -> None:
+    result = ragwright("--help", home=tmp_path, check=True)
+    for command in ("chunks", "ingest", "status"):
+        assert command in result.stdout

@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ragwright.errors import ConfigError
+from ragwright.settings import load_settings
+
+
+def test_defaults() -> None:
+    settings = load_settings()
+    assert settings.home == Path(".ragwright")
+    assert settings.chunking_policy().version == "section-paragraphs-80w-overlap1-v1"
+    assert settings.index_path == Path(".ragwright/index/support-documents")
+
+
+def test_environment_overrides_toml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "ragwright.toml").write_text('max_words = 60\ncollection = "team-docs"\n')
+    monkeypatch.setenv("RAGWRIGHT_MAX_WORDS", "50")
+    settings = load_settings()
+    assert (settings.max_words, settings.collection) == (50, "team-docs")
+
+
+def test_explicit_config_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "conf" / "x.toml"
+    config.parent.mkdir()
+    config.write_text('chunking = "sentence-blocks"\n')
+    monkeypatch.setenv("RAGWRIGHT_CONFIG", str(config))
+    assert load_settings().chunking_policy().version.startswith("sentence-blocks-")
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("RAGWRIGHT_MAX_WORDS", "0"),
+        ("RAGWRIGHT_BACKEND", "pinecone"),
+        ("RAGWRIGHT_CHUNKING", "fixed"),
+        ("RAGWRIGHT_COLLECTION", "bad name/with slash"),
+    ],
+)
+def test_invalid_values_name_the_setting(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert caught.value.setting == name
+
+
+def test_unknown_toml_key_is_named(tmp_path: Path) -> None:
+    (tmp_path / "ragwright.toml").write_text("max_wrods = 10\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert caught.value.setting == "RAGWRIGHT_MAX_WRODS"
+
+
+def test_missing_config_file_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("RAGWRIGHT_CONFIG", str(tmp_path / "nope.toml"))
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert caught.value.setting == "RAGWRIGHT_CONFIG"
