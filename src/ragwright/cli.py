@@ -41,6 +41,14 @@ MaxWords = Annotated[
         "--max-words", min=1, help="Word budget per chunk, heading included [default: 80]."
     ),
 ]
+MaxTokens = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens",
+        min=1,
+        help="Token ceiling per embedding input, counted by the embedding model's tokenizer.",
+    ),
+]
 NoOverlap = Annotated[
     bool, typer.Option("--no-overlap", help="Do not repeat a paragraph across windows.")
 ]
@@ -61,10 +69,14 @@ DocState = Annotated[
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 
-def _settings(max_words: int | None, no_overlap: bool, policy: str | None) -> Settings:
+def _settings(
+    max_words: int | None, no_overlap: bool, policy: str | None, max_tokens: int | None = None
+) -> Settings:
     overrides: dict[str, Any] = {}
     if max_words is not None:
         overrides["max_words"] = max_words
+    if max_tokens is not None:
+        overrides["max_tokens"] = max_tokens
     if no_overlap:
         overrides["overlap"] = False
     if policy is not None:
@@ -85,18 +97,27 @@ def _documents(
 def chunks(
     sources: Sources,
     max_words: MaxWords = None,
+    max_tokens: MaxTokens = None,
     no_overlap: NoOverlap = False,
     policy: Policy = None,
     doc_type: DocType = None,
     state: DocState = None,
     as_json: AsJson = False,
 ) -> None:
-    """Preview the chunks SOURCES produce. Needs no index and no embedding provider."""
-    settings = _settings(max_words, no_overlap, policy)
+    """Preview the chunks SOURCES produce. Needs no index and no embedding provider
+    (with --max-tokens it loads the bundled model's tokenizer to count)."""
+    settings = _settings(max_words, no_overlap, policy, max_tokens)
     chunking = settings.chunking_policy()
+    embedder = None
+    if chunking.max_tokens is not None:
+        from ragwright.pipeline.ingest import token_counter
+        from ragwright.runtime import open_embedder
+
+        embedder = open_embedder(settings)
     rows = []
     for document in _documents(sources, settings, doc_type, state):
-        for chunk in build_chunks(document, chunking):
+        counter = token_counter(embedder, document) if embedder is not None else None
+        for chunk in build_chunks(document, chunking, count_tokens=counter):
             rows.append(
                 {
                     "document_id": chunk.document_id,
@@ -132,6 +153,7 @@ def ingest(
         bool, typer.Option("--prune", help="Delete indexed documents missing from SOURCES.")
     ] = False,
     max_words: MaxWords = None,
+    max_tokens: MaxTokens = None,
     no_overlap: NoOverlap = False,
     policy: Policy = None,
     doc_type: DocType = None,
@@ -153,7 +175,7 @@ def ingest(
     from ragwright.pipeline.ingest import ingest as run_ingest
     from ragwright.runtime import embedding_profile, open_embedder, open_index
 
-    settings = _settings(max_words, no_overlap, policy)
+    settings = _settings(max_words, no_overlap, policy, max_tokens)
     documents = _documents(sources, settings, doc_type, state)
     profile = embedding_profile(settings)
     embedder = open_embedder(settings)

@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     collection: str = Field("support-documents", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     chunking: Literal["section-paragraphs", "sentence-blocks"] = "section-paragraphs"
     max_words: int = Field(80, gt=0, le=2000)
+    max_tokens: int | None = Field(
+        None, gt=0, description="Token ceiling per embedding input (sentence-blocks splits to fit)."
+    )
     overlap: bool = True
     batch_size: int = Field(64, gt=0, le=4096)
     document_types: tuple[str, ...] = Field(DEFAULT_DOCUMENT_TYPES, min_length=1)
@@ -76,7 +79,12 @@ class Settings(BaseSettings):
 
     def chunking_policy(self) -> ChunkingPolicy:
         """The chunking policy these settings select."""
-        return ChunkingPolicy(kind=self.chunking, max_words=self.max_words, overlap=self.overlap)
+        return ChunkingPolicy(
+            kind=self.chunking,
+            max_words=self.max_words,
+            overlap=self.overlap,
+            max_tokens=self.max_tokens,
+        )
 
     @property
     def index_path(self) -> Path:

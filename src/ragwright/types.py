@@ -61,17 +61,21 @@ class ChunkingPolicy:
 
     ``kind`` is ``section-paragraphs`` (the seed policy: refuses oversize paragraphs) or
     ``sentence-blocks`` (splits oversize blocks at sentence or line boundaries first).
+    ``max_tokens`` adds a ceiling on the model tokens of the complete embedding input
+    (formatted by the profile); it needs a token counter when chunks are built.
     """
 
     kind: Literal["section-paragraphs", "sentence-blocks"] = "section-paragraphs"
     max_words: int = 80
     overlap: bool = True
     revision: int = 1
+    max_tokens: int | None = None
 
     @property
     def version(self) -> str:
-        """E.g. ``section-paragraphs-80w-overlap1-v1``."""
-        return f"{self.kind}-{self.max_words}w-overlap{int(self.overlap)}-v{self.revision}"
+        """E.g. ``section-paragraphs-80w-overlap1-v1``; with tokens ``...-80w-256t-overlap1-v1``."""
+        tokens = f"-{self.max_tokens}t" if self.max_tokens is not None else ""
+        return f"{self.kind}-{self.max_words}w{tokens}-overlap{int(self.overlap)}-v{self.revision}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -206,3 +206,37 @@ def test_split_block_pieces_fit_and_preserve_all_words(sentences: list[str], bud
     pieces = split_block(block, budget)
     assert all(word_count(p) <= budget for p in pieces)
     assert " ".join(pieces).split() == block.split()
+
+
+def _whitespace_tokens(text: str) -> int:
+    # A stand-in counter where every character of "=" counts as a token, so a line of
+    # formulas costs far more tokens than words, as code and notation do for real models.
+    return len(text.split()) + text.count("=")
+
+
+def test_token_ceiling_splits_blocks_that_fit_the_word_budget() -> None:
+    formula = " ".join(["x==y"] * 8) + "."
+    section = SourceSection(
+        "s", "Notes", (f"Intro sentence here. {formula} Closing sentence follows.",)
+    )
+    policy = ChunkingPolicy(kind="sentence-blocks", max_words=80, max_tokens=16)
+    assert policy.version == "sentence-blocks-80w-16t-overlap1-v1"
+    chunks = build_chunks(make_doc(section), policy, count_tokens=_whitespace_tokens)
+    assert len(chunks) > 1
+    assert all(_whitespace_tokens(c.text) <= 16 for c in chunks)
+    body = " ".join(c.text.split("\n\n", 1)[1] for c in chunks)
+    assert body.split() == section.paragraphs[0].split()
+
+
+def test_token_ceiling_makes_the_seed_policy_refuse() -> None:
+    section = SourceSection("s", "Notes", ("a==b c==d e==f",))
+    policy = ChunkingPolicy(max_words=80, max_tokens=5)
+    with pytest.raises(ChunkingError):
+        build_chunks(make_doc(section), policy, count_tokens=_whitespace_tokens)
+
+
+def test_token_ceiling_needs_a_counter() -> None:
+    from ragwright.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        build_chunks(make_doc(SHUTDOWN), ChunkingPolicy(kind="sentence-blocks", max_tokens=64))

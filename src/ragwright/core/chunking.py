@@ -20,6 +20,12 @@ boundaries with each piece re-fenced so it stays valid Markdown. Only a single s
 longer than the budget is cut between words. Its block indexes (chunk ids, positions)
 count the split blocks.
 
+Token ceiling (optional, ``max_tokens``): word budgets cannot bound model tokens (code
+and scientific notation run to three tokens a word), and the embedding stage refuses
+over-long inputs rather than truncating them. With ``max_tokens`` set, every window must
+also fit that many tokens as measured by the caller's counter on the exact embedding
+input; ``sentence-blocks`` splits blocks until they fit, ``section-paragraphs`` raises.
+
 Chunk identity (the seeds' mapping, byte-for-byte): SHA-256 of the UTF-8 string
 ``"{version}\\n{document_id}\\n{chunk_id}"``, first 16 bytes read as a big-endian UUID.
 """
@@ -29,9 +35,9 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from ragwright.errors import ChunkingError, DocumentError
+from ragwright.errors import ChunkingError, ConfigError, DocumentError
 from ragwright.types import Chunk, ChunkingPolicy, ParagraphPositions, SourceDocument
 
 _FENCE_OPEN = re.compile(r"^\s*(`{3,}|~{3,})")
@@ -55,7 +61,12 @@ def chunk_point_id(version: str, document_id: str, chunk_id: str) -> uuid.UUID:
     return uuid.UUID(bytes=hashlib.sha256(identity).digest()[:16])
 
 
-def build_chunks(document: SourceDocument, policy: ChunkingPolicy) -> list[Chunk]:
+TokenCounter = Callable[[str], int]
+
+
+def build_chunks(
+    document: SourceDocument, policy: ChunkingPolicy, *, count_tokens: TokenCounter | None = None
+) -> list[Chunk]:
     """Cut a validated document into chunks under ``policy``.
 
     Example:
@@ -65,13 +76,29 @@ def build_chunks(document: SourceDocument, policy: ChunkingPolicy) -> list[Chunk
         >>> [c.chunk_id for c in build_chunks(doc, ChunkingPolicy())]
         ['s/p0']
 
+    Args:
+        document: a validated document.
+        policy: the chunking policy.
+        count_tokens: model tokens of a chunk text *as embedded* (profile formatting
+            included); required when ``policy.max_tokens`` is set.
+
     Raises:
         ChunkingError: a block cannot fit beside its heading (seed policy), or a heading
             alone exhausts the budget.
     """
     if policy.max_words <= 0:
         raise DocumentError(document.document_id, "max_words", "the word budget must be positive")
+    if policy.max_tokens is not None and count_tokens is None:
+        raise ConfigError("max_tokens", "a token ceiling needs the embedding model's token counter")
     version = policy.version
+
+    def fits_tokens(text: str) -> bool:
+        return (
+            policy.max_tokens is None
+            or count_tokens is None
+            or count_tokens(text) <= policy.max_tokens
+        )
+
     chunks: list[Chunk] = []
     for section_index, section in enumerate(document.sections):
         heading_words = word_count(section.heading)
@@ -84,10 +111,15 @@ def build_chunks(document: SourceDocument, policy: ChunkingPolicy) -> list[Chunk
                     0,
                     f"the heading alone has {heading_words} words; budget is {policy.max_words}",
                 )
+            prefix = section.heading + "\n\n"
+
+            def fits(piece: str, prefix: str = prefix) -> bool:
+                return fits_tokens(prefix + piece)
+
             blocks: Sequence[str] = [
                 piece
                 for paragraph in section.paragraphs
-                for piece in split_block(paragraph, budget)
+                for piece in split_block(paragraph, budget, fits=fits)
             ]
         else:
             blocks = section.paragraphs
@@ -95,7 +127,11 @@ def build_chunks(document: SourceDocument, policy: ChunkingPolicy) -> list[Chunk
         while start < len(blocks):
             end = start
             words = heading_words
-            while end < len(blocks) and words + word_count(blocks[end]) <= policy.max_words:
+            while (
+                end < len(blocks)
+                and words + word_count(blocks[end]) <= policy.max_words
+                and fits_tokens(_chunk_text(section.heading, blocks[start : end + 1]))
+            ):
                 words += word_count(blocks[end])
                 end += 1
             if end == start:
@@ -104,8 +140,7 @@ def build_chunks(document: SourceDocument, policy: ChunkingPolicy) -> list[Chunk
                     section.section_id,
                     start,
                     f"paragraph of {word_count(blocks[start])} words cannot fit with its "
-                    f"{heading_words}-word heading under the {policy.max_words}-word budget "
-                    f"of {version}",
+                    f"{heading_words}-word heading under the budget of {version}",
                 )
             chunk_id = f"{section.section_id}/p{start}"
             chunks.append(
@@ -116,7 +151,7 @@ def build_chunks(document: SourceDocument, policy: ChunkingPolicy) -> list[Chunk
                     chunking_version=version,
                     section_id=section.section_id,
                     heading=section.heading,
-                    text=section.heading + "\n\n" + "\n\n".join(blocks[start:end]),
+                    text=_chunk_text(section.heading, blocks[start:end]),
                     positions=ParagraphPositions(section_index, tuple(range(start, end))),
                     word_count=words,
                 )
@@ -125,37 +160,43 @@ def build_chunks(document: SourceDocument, policy: ChunkingPolicy) -> list[Chunk
     return chunks
 
 
-def split_block(block: str, budget: int) -> list[str]:
+def split_block(block: str, budget: int, fits: Callable[[str], bool] | None = None) -> list[str]:
     """Split one block into pieces of at most ``budget`` words (the block if it fits).
 
-    Pieces are exact substrings of the block (sentences and lines keep their original
-    spacing), except fenced code, whose pieces are re-fenced, and a single sentence over
-    the budget, which is cut between words.
+    ``fits`` is an extra test every piece must pass (the token ceiling). Pieces are exact
+    substrings of the block (sentences and lines keep their original spacing), except
+    fenced code, whose pieces are re-fenced, and a single sentence over the budget, which
+    is cut between words.
     """
-    if word_count(block) <= budget:
+
+    def ok(piece: str) -> bool:
+        return word_count(piece) <= budget and (fits is None or fits(piece))
+
+    if ok(block):
         return [block]
     match = _FENCE_OPEN.match(block)
     if match:
-        return _split_fence(block, match.group(1), budget)
+        return _split_fence(block, match.group(1), ok)
     spans = _unit_spans(block)
     pieces: list[str] = []
     first = 0
-    words = 0
     for index, (start, end) in enumerate(spans):
-        unit_words = word_count(block[start:end])
-        if unit_words > budget:
+        if not ok(block[start:end]):
             if index > first:
                 pieces.append(block[spans[first][0] : spans[index - 1][1]])
-            pieces.extend(_cut_words(block[start:end], budget))
-            first, words = index + 1, 0
+            pieces.extend(_cut_words(block[start:end], ok))
+            first = index + 1
             continue
-        if index > first and words + unit_words > budget:
+        if index > first and not ok(block[spans[first][0] : end]):
             pieces.append(block[spans[first][0] : spans[index - 1][1]])
-            first, words = index, 0
-        words += unit_words
+            first = index
     if first < len(spans):
         pieces.append(block[spans[first][0] : spans[-1][1]])
     return pieces
+
+
+def _chunk_text(heading: str, blocks: Sequence[str]) -> str:
+    return heading + "\n\n" + "\n\n".join(blocks)
 
 
 def _unit_spans(block: str) -> list[tuple[int, int]]:
@@ -186,38 +227,49 @@ def _trimmed(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def _split_fence(block: str, marker: str, budget: int) -> list[str]:
+def _split_fence(block: str, marker: str, ok: Callable[[str], bool]) -> list[str]:
     lines = block.split("\n")
     opening = lines[0]
     has_close = len(lines) > 1 and lines[-1].strip().startswith(marker[0] * 3)
     closing = lines[-1] if has_close else marker
     body = lines[1:-1] if has_close else lines[1:]
-    frame = word_count(opening) + word_count(closing)
-    room = budget - frame
-    if room <= 0:
-        return _cut_words(block, budget)
+
+    def fenced(part: Sequence[str]) -> str:
+        return "\n".join([opening, *part, closing])
+
+    if not ok(fenced(["x"])):  # not even one word fits inside the fence lines
+        return _cut_words(block, ok)
     pieces: list[str] = []
     current: list[str] = []
-    current_words = 0
     for line in body:
-        words = word_count(line)
-        if words > room:
+        if not ok(fenced([line])):
             if current:
-                pieces.append("\n".join([opening, *current, closing]))
-                current, current_words = [], 0
-            pieces.extend("\n".join([opening, part, closing]) for part in _cut_words(line, room))
+                pieces.append(fenced(current))
+                current = []
+            pieces.extend(fenced([part]) for part in _cut_words(line, lambda p: ok(fenced([p]))))
             continue
-        if current and current_words + words > room:
-            pieces.append("\n".join([opening, *current, closing]))
-            current, current_words = [], 0
+        if current and not ok(fenced([*current, line])):
+            pieces.append(fenced(current))
+            current = []
         current.append(line)
-        current_words += words
     if current:
-        pieces.append("\n".join([opening, *current, closing]))
+        pieces.append(fenced(current))
     return pieces
 
 
-def _cut_words(text: str, size: int) -> list[str]:
-    """Last resort for one sentence or line longer than the budget: cut between words."""
-    words = text.split()
-    return [" ".join(words[i : i + size]) for i in range(0, len(words), size)]
+def _cut_words(text: str, ok: Callable[[str], bool]) -> list[str]:
+    """Last resort for one sentence or line over the budget: cut between words, greedily.
+
+    A single word that fails ``ok`` alone still becomes a piece; the window check then
+    reports it instead of looping.
+    """
+    pieces: list[str] = []
+    current: list[str] = []
+    for word in text.split():
+        if current and not ok(" ".join([*current, word])):
+            pieces.append(" ".join(current))
+            current = []
+        current.append(word)
+    if current:
+        pieces.append(" ".join(current))
+    return pieces

@@ -30,13 +30,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragwright.core.chunking import build_chunks
+from ragwright.core.chunking import TokenCounter, build_chunks
 from ragwright.core.points import (
     DOCUMENT_FIELDS,
     LIVE,
     STAGED,
     DocumentPlan,
     PlannedPoint,
+    format_document_input,
     plan_document,
     read_payload,
 )
@@ -69,7 +70,24 @@ def plan_documents(
     documents: Sequence[SourceDocument], policy: ChunkingPolicy, embedder: Embedder
 ) -> list[DocumentPlan]:
     """Chunk and plan every document; raises before anything touches the index."""
-    return [plan_document(d, build_chunks(d, policy), embedder.profile) for d in documents]
+    return [
+        plan_document(
+            d, build_chunks(d, policy, count_tokens=token_counter(embedder, d)), embedder.profile
+        )
+        for d in documents
+    ]
+
+
+def token_counter(embedder: Embedder, document: SourceDocument) -> TokenCounter | None:
+    """Counts the model tokens of a chunk text as it will be embedded for ``document``."""
+    if not embedder.counts_tokens:
+        return None
+    profile = embedder.profile
+
+    def count(text: str) -> int:
+        return embedder.count_tokens([format_document_input(profile, document.title, text)])[0]
+
+    return count
 
 
 def ingest(
