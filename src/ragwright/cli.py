@@ -38,7 +38,7 @@ Sources = Annotated[
 MaxWords = Annotated[
     int | None,
     typer.Option(
-        "--max-words", min=1, help="Word budget per chunk, heading included [default: 80]."
+        "--max-words", min=1, help="Word budget per chunk, heading included (default 80)."
     ),
 ]
 MaxTokens = Annotated[
@@ -57,7 +57,7 @@ Policy = Annotated[
     typer.Option(
         "--policy",
         help="section-paragraphs (refuses oversize paragraphs) or sentence-blocks "
-        "(splits them at sentence/line boundaries) [default: section-paragraphs].",
+        "(splits them at sentence/line boundaries) (default section-paragraphs).",
     ),
 ]
 DocType = Annotated[

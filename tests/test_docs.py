@@ -1,0 +1,37 @@
+"""Docs cannot drift from the CLI: every option in --help appears in docs/cli.md."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.mark.parametrize("command", ["chunks", "ingest", "status"])
+def test_every_option_is_documented(command: str) -> None:
+    env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb"}
+    result = subprocess.run(
+        [sys.executable, "-m", "ragwright", command, "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    options = set(re.findall(r"--[a-z][a-z-]+", result.stdout))
+    assert options, result.stdout
+    documented = (REPO / "docs" / "cli.md").read_text()
+    section = documented.split(f"## ragwright {command}\n", 1)[1].split("\n## ", 1)[0]
+    missing = sorted(o for o in options if o not in section)
+    assert not missing, f"docs/cli.md lacks {missing} for `{command}`: regenerate it"
+
+
+def test_readme_starts_with_the_two_commands() -> None:
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("```sh\n", 1)[1].split("```", 1)[0]
+    assert block.splitlines()[0].startswith("make demo")
+    assert block.splitlines()[1].startswith("make test")
