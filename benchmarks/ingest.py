@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.embedders.onnx import OnnxEmbedder
+from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.adapters.sources import SourceDefaults, load_sources
 from ragwright.core.contracts import contract_for
 from ragwright.pipeline.ingest import ingest, plan_documents
@@ -74,7 +75,13 @@ def run_corpus(name: str, limit: int | None, corpus_order: bool) -> dict[str, ob
     started = time.perf_counter()
     with EdgeIndex(index_path, contract_for(embedder.profile, POLICY.version)) as index:
         documents = load_sources([path], defaults)[:limit]
-        report = ingest(documents, policy=POLICY, embedder=embedder, index=index)
+        report = ingest(
+            documents,
+            policy=POLICY,
+            embedder=embedder,
+            sparse_encoder=Bm25Encoder(),
+            index=index,
+        )
     pipeline_seconds = time.perf_counter() - started
 
     rerun: dict[str, object] = {}

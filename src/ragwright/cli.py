@@ -173,7 +173,12 @@ def ingest(
     deleted, verified. Re-running on unchanged input embeds and writes nothing.
     """
     from ragwright.pipeline.ingest import ingest as run_ingest
-    from ragwright.runtime import embedding_profile, open_embedder, open_index
+    from ragwright.runtime import (
+        embedding_profile,
+        open_embedder,
+        open_index,
+        open_sparse_encoder,
+    )
 
     settings = _settings(max_words, no_overlap, policy, max_tokens)
     documents = _documents(sources, settings, doc_type, state)
@@ -186,6 +191,7 @@ def ingest(
                 documents,
                 policy=settings.chunking_policy(),
                 embedder=embedder,
+                sparse_encoder=open_sparse_encoder(settings),
                 index=index,
                 prune=prune,
                 batch_size=settings.batch_size,

@@ -1,6 +1,6 @@
 """Small protocols for the pluggable parts. Capabilities are attributes, not isinstance.
 
-Later issues add the sparse encoder, reranker, chat model, token counter and job store.
+Later issues add the chat model, token counter and job store.
 """
 
 from __future__ import annotations
@@ -9,11 +9,13 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
+from ragwright.core.lexical import LexicalProfile
 from ragwright.types import (
     CollectionContract,
     EmbeddingProfile,
     IndexPoint,
     PointFilter,
+    SparseVector,
     StoredPoint,
 )
 
@@ -93,6 +95,26 @@ class VectorIndex(Protocol):
         """The ``limit`` best points among those matching the filter, best first."""
         ...
 
+    def search_sparse(
+        self, vector: SparseVector, point_filter: PointFilter, *, limit: int
+    ) -> list[StoredPoint]:
+        """BM25: the ``limit`` best points by sparse dot product with engine-side IDF."""
+        ...
+
     def close(self) -> None:
         """Release the index (files, locks, connections)."""
+        ...
+
+
+class SparseEncoder(Protocol):
+    """Text → BM25 sparse vectors under one :class:`LexicalProfile`."""
+
+    profile: LexicalProfile
+
+    def encode_document(self, text: str) -> SparseVector:
+        """Saturated, length-normalised term frequencies of a chunk text."""
+        ...
+
+    def encode_query(self, text: str) -> SparseVector:
+        """Weight 1 per distinct query term."""
         ...

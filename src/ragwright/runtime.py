@@ -5,8 +5,10 @@ from __future__ import annotations
 from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.embedders.onnx import MINILM_PROFILE, OnnxEmbedder
 from ragwright.adapters.embedders.remote import OllamaEmbedder, OpenAIEmbedder
+from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.adapters.qdrant import QdrantIndex
 from ragwright.core.contracts import contract_for
+from ragwright.core.lexical import LexicalProfile
 from ragwright.errors import ConfigError
 from ragwright.protocols import Embedder, VectorIndex
 from ragwright.settings import Settings
@@ -66,11 +68,21 @@ def open_embedder(settings: Settings) -> Embedder:
     return OpenAIEmbedder(profile, api_key=key, base_url=settings.openai_base_url)
 
 
+def open_sparse_encoder(settings: Settings) -> Bm25Encoder:
+    """The BM25 encoder for the configured lexical profile."""
+    return Bm25Encoder(lexical_profile(settings))
+
+
+def lexical_profile(settings: Settings) -> LexicalProfile:
+    """BM25 parameters from the settings (part of the collection contract)."""
+    return LexicalProfile(k1=settings.bm25_k1, b=settings.bm25_b, avgdl=settings.bm25_avgdl)
+
+
 def open_index(
     settings: Settings, profile: EmbeddingProfile, *, add_chunking_version: bool = False
 ) -> VectorIndex:
     """Open (creating if needed) the configured collection, checking its contract."""
-    contract = contract_for(profile, settings.chunking_policy().version)
+    contract = contract_for(profile, settings.chunking_policy().version, lexical_profile(settings))
     if settings.backend == "edge":
         return EdgeIndex(settings.index_path, contract, add_chunking_version=add_chunking_version)
     if not settings.qdrant_location:

@@ -45,6 +45,11 @@ class Settings(BaseSettings):
     )
     overlap: bool = True
     batch_size: int = Field(64, gt=0, le=4096)
+    bm25_k1: float = Field(0.9, ge=0)
+    bm25_b: float = Field(0.4, ge=0, le=1)
+    bm25_avgdl: float = Field(
+        100.0, gt=0, description="Average chunk length in terms, fixed per collection."
+    )
     document_types: tuple[str, ...] = Field(DEFAULT_DOCUMENT_TYPES, min_length=1)
     embedding_provider: Literal["onnx", "ollama", "openai", "azure-openai"] = "onnx"
     embedding_profile_id: str | None = None

@@ -128,6 +128,8 @@ class CollectionContract:
     profile_id: str
     profile_digest: str
     chunking_versions: tuple[str, ...]
+    sparse_vector_name: str = "bm25"
+    lexical_profile_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,19 +142,29 @@ class FieldMatch:
 
 @dataclass(frozen=True, slots=True)
 class PointFilter:
-    """All ``must`` conditions hold and no ``must_not`` condition holds."""
+    """All ``must`` hold, no ``must_not`` holds, and every ``empty`` field is absent."""
 
     must: tuple[FieldMatch, ...] = ()
     must_not: tuple[FieldMatch, ...] = ()
+    empty: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SparseVector:
+    """Sorted distinct indexes and their weights."""
+
+    indices: tuple[int, ...]
+    values: tuple[float, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class IndexPoint:
-    """A point to write: id, dense vector and the complete payload."""
+    """A point to write: id, dense vector, BM25 sparse vector and the complete payload."""
 
     point_id: uuid.UUID
     vector: Sequence[float]
     payload: Mapping[str, Any]
+    sparse: SparseVector | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.core.contracts import contract_for
 from ragwright.core.documents import validate_document
 from ragwright.core.points import read_payload
@@ -68,6 +69,7 @@ def run(
         documents,
         policy=POLICY,
         embedder=embedder or HashingEmbedder(),
+        sparse_encoder=Bm25Encoder(),
         index=index,
         batch_size=2,
         **kw,
@@ -148,7 +150,14 @@ def test_other_chunking_versions_are_left_alone(tmp_path: Path) -> None:
     with EdgeIndex(
         tmp_path / "i", contract_for(HASHING_PROFILE, other.version), add_chunking_version=True
     ) as index:
-        ingest([doc()], policy=other, embedder=HashingEmbedder(), index=index, prune=True)
+        ingest(
+            [doc()],
+            policy=other,
+            embedder=HashingEmbedder(),
+            sparse_encoder=Bm25Encoder(),
+            index=index,
+            prune=True,
+        )
         versions = {p.payload["chunking_version"] for p in index.scroll()}
     assert versions == {POLICY.version, other.version}
 

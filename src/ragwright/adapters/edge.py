@@ -32,7 +32,13 @@ from ragwright.core.contracts import (
 )
 from ragwright.core.points import KEYWORD_INDEX_FIELDS
 from ragwright.errors import ContractMismatch, IndexBusy
-from ragwright.types import CollectionContract, IndexPoint, PointFilter, StoredPoint
+from ragwright.types import (
+    CollectionContract,
+    IndexPoint,
+    PointFilter,
+    SparseVector,
+    StoredPoint,
+)
 
 _DISTANCES = {"cosine": qe.Distance.Cosine, "dot": qe.Distance.Dot, "euclid": qe.Distance.Euclid}
 _SCROLL_PAGE = 2048
@@ -83,8 +89,13 @@ class EdgeIndex:
                 params = qe.EdgeVectorParams(
                     size=expected.dimensions, distance=_DISTANCES[expected.distance]
                 )
+                sparse = qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)
                 self._shard = qe.EdgeShard.create(
-                    str(shard_path), qe.EdgeConfig(vectors={expected.vector_name: params})
+                    str(shard_path),
+                    qe.EdgeConfig(
+                        vectors={expected.vector_name: params},
+                        sparse_vectors={expected.sparse_vector_name: sparse},
+                    ),
                 )
             contract = expected
         self._ensure_payload_indexes()
@@ -102,6 +113,11 @@ class EdgeIndex:
             raise ContractMismatch("dimensions", contract.dimensions, vector.get("size"))
         if str(vector.get("distance", "")).lower() != contract.distance:
             raise ContractMismatch("distance", contract.distance, vector.get("distance"))
+        sparse = config.get("sparse_vectors", {}).get(contract.sparse_vector_name)
+        if sparse is None or str(sparse.get("modifier", "")).lower() != "idf":
+            raise ContractMismatch(
+                "sparse_vectors", {contract.sparse_vector_name: "idf"}, config.get("sparse_vectors")
+            )
 
     def _ensure_payload_indexes(self) -> None:
         schema = self._shard.info().payload_schema
@@ -124,12 +140,17 @@ class EdgeIndex:
     def upsert(self, points: Sequence[IndexPoint]) -> None:
         if not points:
             return
-        edge_points = [
-            qe.Point(p.point_id, {self.contract.vector_name: list(p.vector)}, dict(p.payload))
-            for p in points
-        ]
+        edge_points = [qe.Point(p.point_id, self._vectors(p), dict(p.payload)) for p in points]
         with self._mutex:
             self._shard.update(qe.UpdateOperation.upsert_points(edge_points))
+
+    def _vectors(self, point: IndexPoint) -> dict[str, Any]:
+        vectors: dict[str, Any] = {self.contract.vector_name: list(point.vector)}
+        if point.sparse is not None and point.sparse.indices:
+            vectors[self.contract.sparse_vector_name] = qe.SparseVector(
+                list(point.sparse.indices), list(point.sparse.values)
+            )
+        return vectors
 
     def retrieve(
         self, ids: Sequence[uuid.UUID], *, with_vectors: bool = False
@@ -199,6 +220,25 @@ class EdgeIndex:
             results = self._shard.query(request)
         return [_stored(r.id, r.payload, r.score, None, "") for r in results]
 
+    def search_sparse(
+        self, vector: SparseVector, point_filter: PointFilter, *, limit: int
+    ) -> list[StoredPoint]:
+        if not vector.indices:
+            return []
+        request = qe.QueryRequest(
+            limit=limit,
+            query=qe.Query.Nearest(
+                qe.SparseVector(list(vector.indices), list(vector.values)),
+                using=self.contract.sparse_vector_name,
+            ),
+            filter=_edge_filter(point_filter),
+            with_payload=True,
+            with_vector=False,
+        )
+        with self._mutex:
+            results = self._shard.query(request)
+        return [_stored(r.id, r.payload, r.score, None, "") for r in results]
+
     def close(self) -> None:
         shard: qe.EdgeShard | None = getattr(self, "_shard", None)
         if shard is not None:
@@ -220,15 +260,19 @@ class EdgeIndex:
 
 
 def _edge_filter(point_filter: PointFilter | None) -> qe.Filter | None:
-    if point_filter is None or not (point_filter.must or point_filter.must_not):
+    if point_filter is None or not (
+        point_filter.must or point_filter.must_not or point_filter.empty
+    ):
         return None
 
     def condition(key: str, values: tuple[str, ...]) -> qe.FieldCondition:
         match = qe.MatchValue(values[0]) if len(values) == 1 else qe.MatchAny(list(values))
         return qe.FieldCondition(key, match=match)
 
+    must: list[Any] = [condition(m.key, m.values) for m in point_filter.must]
+    must += [qe.IsEmptyCondition(key) for key in point_filter.empty]
     return qe.Filter(
-        must=[condition(m.key, m.values) for m in point_filter.must] or None,
+        must=must or None,
         must_not=[condition(m.key, m.values) for m in point_filter.must_not] or None,
     )
 

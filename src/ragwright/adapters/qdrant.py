@@ -26,7 +26,13 @@ from ragwright.core.contracts import (
 )
 from ragwright.core.points import KEYWORD_INDEX_FIELDS
 from ragwright.errors import ContractMismatch
-from ragwright.types import CollectionContract, IndexPoint, PointFilter, StoredPoint
+from ragwright.types import (
+    CollectionContract,
+    IndexPoint,
+    PointFilter,
+    SparseVector,
+    StoredPoint,
+)
 
 _DISTANCES = {
     "cosine": models.Distance.COSINE,
@@ -71,6 +77,11 @@ class QdrantIndex:
                         size=expected.dimensions, distance=_DISTANCES[expected.distance]
                     )
                 },
+                sparse_vectors_config={
+                    expected.sparse_vector_name: models.SparseVectorParams(
+                        modifier=models.Modifier.IDF
+                    )
+                },
                 metadata=contract_to_metadata(expected),
             )
             contract = expected
@@ -88,6 +99,11 @@ class QdrantIndex:
                 raise ContractMismatch("dimensions", contract.dimensions, params.size)
             if params.distance != _DISTANCES[contract.distance]:
                 raise ContractMismatch("distance", contract.distance, str(params.distance))
+            sparse = (info.config.params.sparse_vectors or {}).get(contract.sparse_vector_name)
+            if sparse is None or sparse.modifier != models.Modifier.IDF:
+                raise ContractMismatch(
+                    "sparse_vectors", {contract.sparse_vector_name: "idf"}, str(sparse)
+                )
             if contract != stored:
                 self._client.update_collection(
                     self.collection, metadata=contract_to_metadata(contract)
@@ -119,14 +135,20 @@ class QdrantIndex:
             self.collection,
             points=[
                 models.PointStruct(
-                    id=str(p.point_id),
-                    vector={self.contract.vector_name: list(p.vector)},
-                    payload=dict(p.payload),
+                    id=str(p.point_id), vector=self._vectors(p), payload=dict(p.payload)
                 )
                 for p in points
             ],
             wait=True,
         )
+
+    def _vectors(self, point: IndexPoint) -> dict[str, Any]:
+        vectors: dict[str, Any] = {self.contract.vector_name: list(point.vector)}
+        if point.sparse is not None and point.sparse.indices:
+            vectors[self.contract.sparse_vector_name] = models.SparseVector(
+                indices=list(point.sparse.indices), values=list(point.sparse.values)
+            )
+        return vectors
 
     def retrieve(
         self, ids: Sequence[uuid.UUID], *, with_vectors: bool = False
@@ -197,6 +219,21 @@ class QdrantIndex:
         )
         return [self._stored(p.id, p.payload, p.score, None) for p in response.points]
 
+    def search_sparse(
+        self, vector: SparseVector, point_filter: PointFilter, *, limit: int
+    ) -> list[StoredPoint]:
+        if not vector.indices:
+            return []
+        response = self._client.query_points(
+            self.collection,
+            query=models.SparseVector(indices=list(vector.indices), values=list(vector.values)),
+            using=self.contract.sparse_vector_name,
+            query_filter=_client_filter(point_filter),
+            limit=limit,
+            with_payload=True,
+        )
+        return [self._stored(p.id, p.payload, p.score, None) for p in response.points]
+
     def close(self) -> None:
         self._client.close()
 
@@ -217,7 +254,9 @@ class QdrantIndex:
 
 
 def _client_filter(point_filter: PointFilter | None) -> models.Filter | None:
-    if point_filter is None or not (point_filter.must or point_filter.must_not):
+    if point_filter is None or not (
+        point_filter.must or point_filter.must_not or point_filter.empty
+    ):
         return None
 
     def condition(key: str, values: tuple[str, ...]) -> models.FieldCondition:
@@ -228,7 +267,11 @@ def _client_filter(point_filter: PointFilter | None) -> models.Filter | None:
         )
         return models.FieldCondition(key=key, match=match)
 
+    must: list[Any] = [condition(m.key, m.values) for m in point_filter.must]
+    must += [
+        models.IsEmptyCondition(is_empty=models.PayloadField(key=key)) for key in point_filter.empty
+    ]
     return models.Filter(
-        must=[condition(m.key, m.values) for m in point_filter.must] or None,
+        must=must or None,
         must_not=[condition(m.key, m.values) for m in point_filter.must_not] or None,
     )

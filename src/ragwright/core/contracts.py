@@ -8,17 +8,22 @@ written; a new chunking version is accepted only when the caller asks for it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from ragwright.core.lexical import LexicalProfile
 from ragwright.errors import ContractMismatch
 from ragwright.types import CollectionContract, EmbeddingProfile
 
 DENSE_VECTOR = "dense"
+SPARSE_VECTOR = "bm25"
 
 
-def contract_for(profile: EmbeddingProfile, chunking_version: str) -> CollectionContract:
-    """The contract a collection written with ``profile`` and ``chunking_version`` has."""
+def contract_for(
+    profile: EmbeddingProfile, chunking_version: str, lexical: LexicalProfile | None = None
+) -> CollectionContract:
+    """The contract of a collection written with these profiles and chunking version."""
     return CollectionContract(
         vector_name=DENSE_VECTOR,
         dimensions=profile.dimensions,
@@ -26,6 +31,8 @@ def contract_for(profile: EmbeddingProfile, chunking_version: str) -> Collection
         profile_id=profile.profile_id,
         profile_digest=profile.artifact_digest,
         chunking_versions=(chunking_version,),
+        sparse_vector_name=SPARSE_VECTOR,
+        lexical_profile_id=(lexical or LexicalProfile()).profile_id,
     )
 
 
@@ -38,6 +45,8 @@ def contract_to_metadata(contract: CollectionContract) -> dict[str, Any]:
         "embedding_profile_id": contract.profile_id,
         "embedding_profile_digest": contract.profile_digest,
         "chunking_versions": list(contract.chunking_versions),
+        "sparse_vector_name": contract.sparse_vector_name,
+        "lexical_profile_id": contract.lexical_profile_id,
     }
 
 
@@ -51,6 +60,8 @@ def contract_from_metadata(metadata: Mapping[str, Any]) -> CollectionContract:
             profile_id=str(metadata["embedding_profile_id"]),
             profile_digest=str(metadata["embedding_profile_digest"]),
             chunking_versions=tuple(str(v) for v in metadata["chunking_versions"]),
+            sparse_vector_name=str(metadata["sparse_vector_name"]),
+            lexical_profile_id=str(metadata["lexical_profile_id"]),
         )
     except (KeyError, TypeError, ValueError) as error:
         raise ContractMismatch(
@@ -76,6 +87,8 @@ def reconcile_contract(
         ("distance", expected.distance, stored.distance),
         ("embedding_profile_id", expected.profile_id, stored.profile_id),
         ("embedding_profile_digest", expected.profile_digest, stored.profile_digest),
+        ("sparse_vector_name", expected.sparse_vector_name, stored.sparse_vector_name),
+        ("lexical_profile_id", expected.lexical_profile_id, stored.lexical_profile_id),
     ):
         if want != have:
             raise ContractMismatch(field, want, have)
@@ -84,11 +97,4 @@ def reconcile_contract(
         return stored
     if not add_chunking_version:
         raise ContractMismatch("chunking_versions", missing[0], list(stored.chunking_versions))
-    return CollectionContract(
-        vector_name=stored.vector_name,
-        dimensions=stored.dimensions,
-        distance=stored.distance,
-        profile_id=stored.profile_id,
-        profile_digest=stored.profile_digest,
-        chunking_versions=(*stored.chunking_versions, *missing),
-    )
+    return dataclasses.replace(stored, chunking_versions=(*stored.chunking_versions, *missing))

@@ -76,6 +76,7 @@ class PlannedPoint:
     stored_id: uuid.UUID
     chunk: Chunk
     embedding_input: str
+    lexical_text: str
     payload: Mapping[str, Any]
 
 
@@ -123,6 +124,12 @@ def format_document_input(profile: EmbeddingProfile, title: str, text: str) -> s
     return profile.document_format.format(title=title, text=text)
 
 
+def lexical_text(title: str, heading: str, text: str) -> str:
+    """What BM25 indexes for a chunk: its text, led by the document title unless the
+    section heading (which opens the text) already is the title."""
+    return text if heading == title else f"{title}\n\n{text}"
+
+
 def format_query_input(profile: EmbeddingProfile, query: str) -> str:
     """The exact string the embedding model receives for a question."""
     return profile.query_format.format(query=query)
@@ -143,10 +150,12 @@ def plan_document(
     document: SourceDocument, chunks: Sequence[Chunk], profile: EmbeddingProfile
 ) -> DocumentPlan:
     """Compute stored ids, embedding inputs, payloads and the document digest."""
-    planned: list[tuple[uuid.UUID, Chunk, str, dict[str, Any]]] = []
+    planned: list[tuple[uuid.UUID, Chunk, str, str, dict[str, Any]]] = []
     for chunk in chunks:
         embedding_input = format_document_input(profile, document.title, chunk.text)
-        content_hash = sha256_text(embedding_input)
+        lexical = lexical_text(document.title, chunk.heading, chunk.text)
+        # Both vectors derive from these two strings; either changing makes a new point.
+        content_hash = sha256_text(embedding_input + "\x00" + lexical)
         payload: dict[str, Any] = {
             "document_id": document.document_id,
             "chunk_id": chunk.chunk_id,
@@ -170,10 +179,16 @@ def plan_document(
         if document.tenant is not None:
             payload["tenant"] = document.tenant
         planned.append(
-            (stored_point_id(chunk.point_id, content_hash), chunk, embedding_input, payload)
+            (
+                stored_point_id(chunk.point_id, content_hash),
+                chunk,
+                embedding_input,
+                lexical,
+                payload,
+            )
         )
     canonical = json.dumps(
-        sorted((str(stored), payload) for stored, _, _, payload in planned),
+        sorted((str(stored), payload) for stored, _, _, _, payload in planned),
         ensure_ascii=False,
         sort_keys=True,
         separators=(",", ":"),
@@ -184,9 +199,10 @@ def plan_document(
             stored,
             chunk,
             embedding_input,
+            lexical,
             {**payload, "document_digest": digest, "index_state": LIVE},
         )
-        for stored, chunk, embedding_input, payload in planned
+        for stored, chunk, embedding_input, lexical, payload in planned
     )
     return DocumentPlan(document=document, points=points, digest=digest)
 

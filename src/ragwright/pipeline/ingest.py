@@ -42,7 +42,7 @@ from ragwright.core.points import (
     read_payload,
 )
 from ragwright.errors import ContractMismatch, DimensionMismatch, InputTooLong, ReadBackError
-from ragwright.protocols import Embedder, VectorIndex
+from ragwright.protocols import Embedder, SparseEncoder, VectorIndex
 from ragwright.types import (
     ChunkingPolicy,
     FieldMatch,
@@ -95,6 +95,7 @@ def ingest(
     *,
     policy: ChunkingPolicy,
     embedder: Embedder,
+    sparse_encoder: SparseEncoder,
     index: VectorIndex,
     prune: bool = False,
     batch_size: int = 64,
@@ -107,6 +108,7 @@ def ingest(
         documents: validated documents, unique ids.
         policy: the chunking policy; its version must be in the index contract.
         embedder: must carry the index contract's embedding profile.
+        sparse_encoder: must carry the index contract's lexical profile.
         index: the open collection.
         prune: delete documents of this chunking version that are not in ``documents``.
         batch_size: chunks per embedding call and per upsert.
@@ -122,6 +124,12 @@ def ingest(
     notify = progress or (lambda _event, _count: None)
     hook = phase_hook or (lambda _doc, _phase: None)
     _check_contract(policy, embedder, index)
+    if sparse_encoder.profile.profile_id != index.contract.lexical_profile_id:
+        raise ContractMismatch(
+            "lexical_profile_id",
+            sparse_encoder.profile.profile_id,
+            index.contract.lexical_profile_id,
+        )
     plans = plan_documents(documents, policy, embedder)
     notify("plan", sum(len(p.points) for p in plans))
 
@@ -146,7 +154,7 @@ def ingest(
 
     pending = [p for item in work for p in item.to_embed]
     lengths = _check_lengths(embedder, pending)
-    embedded_tokens = _stage(embedder, index, pending, lengths, batch_size, notify)
+    embedded_tokens = _stage(embedder, sparse_encoder, index, pending, lengths, batch_size, notify)
 
     payload_updated = deleted = verified = 0
     for item in work:
@@ -229,6 +237,7 @@ def _check_lengths(embedder: Embedder, pending: Sequence[PlannedPoint]) -> list[
 
 def _stage(
     embedder: Embedder,
+    sparse_encoder: SparseEncoder,
     index: VectorIndex,
     pending: Sequence[PlannedPoint],
     lengths: Sequence[int],
@@ -249,20 +258,31 @@ def _stage(
                     raise DimensionMismatch(dimensions, len(vector))
             if embedder.counts_tokens:
                 tokens += sum(lengths[i] for i in order[start : start + batch_size])
-            points = [
-                IndexPoint(p.stored_id, v, {**p.payload, "index_state": STAGED})
-                for p, v in zip(batch, vectors, strict=True)
-            ]
             if in_flight is not None:
                 in_flight.result()
-            in_flight = writer.submit(_write_and_verify, index, points)
+            in_flight = writer.submit(_write_and_verify, index, sparse_encoder, batch, vectors)
             notify("embedded", len(batch))
         if in_flight is not None:
             in_flight.result()
     return tokens
 
 
-def _write_and_verify(index: VectorIndex, points: Sequence[IndexPoint]) -> None:
+def _write_and_verify(
+    index: VectorIndex,
+    sparse_encoder: SparseEncoder,
+    batch: Sequence[PlannedPoint],
+    vectors: Sequence[Sequence[float]],
+) -> None:
+    # BM25 encoding runs here, on the writer thread, while the model embeds the next batch.
+    points = [
+        IndexPoint(
+            p.stored_id,
+            vector,
+            {**p.payload, "index_state": STAGED},
+            sparse_encoder.encode_document(p.lexical_text),
+        )
+        for p, vector in zip(batch, vectors, strict=True)
+    ]
     index.upsert(points)
     stored = {p.point_id: p.payload for p in index.retrieve([p.point_id for p in points])}
     for point in points:

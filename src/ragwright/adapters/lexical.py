@@ -1,0 +1,35 @@
+"""``Bm25Encoder``: the core BM25 maths with the Snowball English stemmer."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import snowballstemmer
+
+from ragwright.core.lexical import (
+    LexicalProfile,
+    analyze,
+    document_vector,
+    query_vector,
+)
+from ragwright.types import SparseVector
+
+
+class Bm25Encoder:
+    """Encodes chunk texts and questions for the ``bm25`` sparse vector."""
+
+    def __init__(self, profile: LexicalProfile | None = None) -> None:
+        self.profile = profile or LexicalProfile()
+        stemmer = snowballstemmer.stemmer("english")
+        # Stemming dominates analysis cost and vocabularies are small: cache per word.
+        self._stem = lru_cache(maxsize=200_000)(stemmer.stemWord)
+
+    def terms(self, text: str) -> list[str]:
+        """Analysed terms of a text (lower-case, stop words out, stemmed)."""
+        return analyze(text, self._stem)
+
+    def encode_document(self, text: str) -> SparseVector:
+        return document_vector(self.terms(text), self.profile)
+
+    def encode_query(self, text: str) -> SparseVector:
+        return query_vector(self.terms(text))

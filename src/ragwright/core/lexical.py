@@ -1,0 +1,96 @@
+"""Text → BM25 sparse vectors, split between ingestion and the engine.
+
+BM25 (Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond",
+2009) scores a document ``d`` for a query ``q`` as::
+
+    score(q, d) = Σ_{t ∈ q} idf(t) · tf(t,d) · (k1 + 1) / (tf(t,d) + k1 · (1 − b + b · |d| / avgdl))
+
+The document side of the product — the saturated, length-normalised term frequency — is
+computed here at ingestion and stored as a sparse vector. The engine supplies
+``idf(t) = ln(1 + (N − n_t + 0.5) / (n_t + 0.5))`` through Qdrant's ``IDF`` modifier,
+from the live collection, so idf stays right as documents come and go. A query vector
+has weight 1 for each distinct query term, so the dot product is exactly the sum above.
+
+``avgdl`` must be fixed when a document is encoded; it is part of the lexical profile
+(and so of the collection contract): change it and every sparse vector must be rebuilt.
+
+Tokenisation: lower-case, Unicode word characters, English stop words removed, then a
+stemmer supplied by the caller (the core stays free of third-party code).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ragwright.types import SparseVector
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+# Common English function words, which carry no topical signal for BM25.
+STOPWORDS = frozenset(
+    " ".join(
+        (
+            "a about above after again against all am an and any are as at be because been",
+            "before being below between both but by can could did do does doing down during",
+            "each few for from further had has have having he her here hers herself him",
+            "himself his how i if in into is it its itself just me more most my myself no nor",
+            "not now of off on once only or other our ours ourselves out over own same she",
+            "should so some such than that the their theirs them themselves then there these",
+            "they this those through to too under until up very was we were what when where",
+            "which while who whom why will with would you your yours yourself yourselves",
+        )
+    ).split()
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalProfile:
+    """BM25 parameters and analyser identity; its ``profile_id`` enters the contract."""
+
+    k1: float = 0.9
+    b: float = 0.4
+    avgdl: float = 100.0
+    analyzer: str = "en-snowball-stop"
+    revision: int = 1
+
+    @property
+    def profile_id(self) -> str:
+        """E.g. ``bm25-en-snowball-stop-k0.9-b0.4-avgdl100-v1``."""
+        return f"bm25-{self.analyzer}-k{self.k1:g}-b{self.b:g}-avgdl{self.avgdl:g}-v{self.revision}"
+
+
+Stemmer = Callable[[str], str]
+
+
+def analyze(text: str, stem: Stemmer) -> list[str]:
+    """Lower-case word tokens without stop words, stemmed."""
+    return [stem(t) for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS]
+
+
+def term_index(term: str) -> int:
+    """Stable 32-bit index of a term (BLAKE2b); collisions are negligible at our scale."""
+    return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=4).digest(), "big")
+
+
+def document_vector(terms: list[str], profile: LexicalProfile) -> SparseVector:
+    """The document half of BM25 per distinct term (see the module docstring)."""
+    if not terms:
+        return SparseVector((), ())
+    counts = Counter(terms)
+    norm = profile.k1 * (1.0 - profile.b + profile.b * len(terms) / profile.avgdl)
+    weights: dict[int, float] = {}
+    for term, tf in counts.items():
+        index = term_index(term)
+        weights[index] = weights.get(index, 0.0) + tf * (profile.k1 + 1.0) / (tf + norm)
+    ordered = sorted(weights)
+    return SparseVector(tuple(ordered), tuple(weights[i] for i in ordered))
+
+
+def query_vector(terms: list[str]) -> SparseVector:
+    """Weight 1 for each distinct query term."""
+    indexes = sorted({term_index(t) for t in terms})
+    return SparseVector(tuple(indexes), tuple(1.0 for _ in indexes))
