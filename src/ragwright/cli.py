@@ -214,6 +214,83 @@ def ingest(
 
 
 @app.command()
+def search(
+    question: Annotated[str, typer.Argument(help="The question to find evidence for.")],
+    k: Annotated[int, typer.Option("--k", min=1, max=1000, help="Number of results.")] = 5,
+    mode: Annotated[
+        str, typer.Option("--mode", help="dense, sparse (BM25) or hybrid (RRF of both).")
+    ] = "hybrid",
+    types: Annotated[
+        list[str] | None, typer.Option("--type", help="Eligible document type (repeatable).")
+    ] = None,
+    states: Annotated[
+        list[str] | None,
+        typer.Option("--state", help="Eligible publication state (repeatable)."),
+    ] = None,
+    documents: Annotated[
+        list[str] | None, typer.Option("--document", help="Restrict to document id (repeatable).")
+    ] = None,
+    tenant: Annotated[
+        str | None,
+        typer.Option(
+            "--tenant", help="Caller's tenant (trusted context; default: untenanted only)."
+        ),
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Find the best eligible chunks for QUESTION (default: published runbooks).
+
+    Eligibility is part of the query: drafts or other types never fill the result, and
+    an empty result means no eligible evidence (conditions are never relaxed).
+    """
+    from ragwright.core.eligibility import CallerScope, Eligibility
+    from ragwright.pipeline.retrieve import MODES
+    from ragwright.runtime import embedding_profile, open_index, open_retriever
+
+    if mode not in MODES:
+        raise typer.BadParameter(f"must be one of {', '.join(MODES)}", param_hint="--mode")
+    settings = load_settings()
+    eligibility = Eligibility(
+        chunking_version=settings.chunking_policy().version,
+        document_types=tuple(types or ("runbook",)),
+        publication_states=tuple(states or ("published",)),
+        document_ids=tuple(documents or ()),
+    )
+    index = open_index(settings, embedding_profile(settings))
+    try:
+        retriever = open_retriever(settings, index)
+        result = retriever.search(question, eligibility, CallerScope(tenant=tenant), k=k, mode=mode)
+    finally:
+        index.close()
+    if as_json:
+        rows = [
+            {
+                "document_id": h.payload.document_id,
+                "chunk_id": h.payload.chunk_id,
+                "chunking_version": h.payload.chunking_version,
+                "document_type": h.payload.document_type,
+                "publication_state": h.payload.publication_state,
+                "score": h.score,
+                "text": h.payload.text,
+            }
+            for h in result.hits
+        ]
+        print(json.dumps(rows, ensure_ascii=False, indent=2))
+        return
+    if result.no_eligible_evidence:
+        print("No eligible evidence: nothing matched the required conditions.")
+        return
+    for rank, hit in enumerate(result.hits, start=1):
+        p = hit.payload
+        print(
+            f"{rank}. {p.document_id}/{p.chunk_id} [{p.chunking_version}] "
+            f"({p.document_type}, {p.publication_state}) score {hit.score:.4f}"
+        )
+        print(p.text)
+        print()
+
+
+@app.command()
 def status(as_json: AsJson = False) -> None:
     """List what the index holds: documents, chunks, types, states, versions."""
     from ragwright.core.points import read_payload

@@ -118,3 +118,15 @@ class SparseEncoder(Protocol):
     def encode_query(self, text: str) -> SparseVector:
         """Weight 1 per distinct query term."""
         ...
+
+
+class Reranker(Protocol):
+    """Scores candidate texts against a question; higher is better.
+
+    A reranker reorders a shortlist the retriever already judged eligible; it is never
+    asked about anything else.
+    """
+
+    def rerank(self, question: str, texts: Sequence[str]) -> list[float]:
+        """One score per text, in input order."""
+        ...

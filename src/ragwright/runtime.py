@@ -7,10 +7,12 @@ from ragwright.adapters.embedders.onnx import MINILM_PROFILE, OnnxEmbedder
 from ragwright.adapters.embedders.remote import OllamaEmbedder, OpenAIEmbedder
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.adapters.qdrant import QdrantIndex
+from ragwright.adapters.rerankers import BiEncoderReranker, HttpReranker
 from ragwright.core.contracts import contract_for
 from ragwright.core.lexical import LexicalProfile
 from ragwright.errors import ConfigError
-from ragwright.protocols import Embedder, VectorIndex
+from ragwright.pipeline.retrieve import Retriever
+from ragwright.protocols import Embedder, Reranker, VectorIndex
 from ragwright.settings import Settings
 from ragwright.types import EmbeddingProfile
 
@@ -93,4 +95,24 @@ def open_index(
         contract,
         api_key=settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None,
         add_chunking_version=add_chunking_version,
+    )
+
+
+def open_retriever(settings: Settings, index: VectorIndex) -> Retriever:
+    """A retriever over ``index`` with the configured embedder, BM25 and reranker."""
+    embedder = open_embedder(settings)
+    reranker: Reranker | None = None
+    if settings.reranker == "bi-encoder":
+        reranker = BiEncoderReranker(embedder)
+    elif settings.reranker == "http":
+        if not settings.reranker_url:
+            raise ConfigError("RAGWRIGHT_RERANKER_URL", "required when RAGWRIGHT_RERANKER=http")
+        reranker = HttpReranker(settings.reranker_url, model=settings.reranker_model)
+    return Retriever(
+        index,
+        embedder,
+        open_sparse_encoder(settings),
+        reranker=reranker,
+        rrf_k=settings.rrf_k,
+        candidates=settings.hybrid_candidates,
     )

@@ -51,6 +51,11 @@ class Settings(BaseSettings):
         100.0, gt=0, description="Average chunk length in terms, fixed per collection."
     )
     document_types: tuple[str, ...] = Field(DEFAULT_DOCUMENT_TYPES, min_length=1)
+    rrf_k: int = Field(60, ge=0, description="Reciprocal rank fusion constant.")
+    hybrid_candidates: int = Field(100, gt=0, description="Candidates per leg before fusion.")
+    reranker: Literal["none", "bi-encoder", "http"] = "none"
+    reranker_url: str | None = None
+    reranker_model: str = ""
     embedding_provider: Literal["onnx", "ollama", "openai", "azure-openai"] = "onnx"
     embedding_profile_id: str | None = None
     embedding_model: str | None = None
