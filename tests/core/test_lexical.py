@@ -60,7 +60,9 @@ def test_engine_scores_equal_bm25s_lucene(tmp_path: Path) -> None:
     with EdgeIndex(tmp_path, contract) as index:
         index.upsert(
             [
-                IndexPoint(uuid.UUID(int=i + 1), [1.0] + [0.0] * 63, {"i": i}, encoder.encode_document(t))
+                IndexPoint(
+                    uuid.UUID(int=i + 1), [1.0] + [0.0] * 63, {"i": i}, encoder.encode_document(t)
+                )
                 for i, t in enumerate(CORPUS)
             ]
         )
