@@ -13,11 +13,13 @@ carries the fields a caller needs to act on it, so nobody has to parse messages:
     │   ├── InputTooLong(item, tokens, limit)   rejected before embedding
     │   ├── DimensionMismatch(expected, actual)
     │   └── ProviderError(provider, category, retryable)
-    └── VectorIndexError                        the vector index failed
-        ├── ContractMismatch(field, expected, actual)
-        ├── IndexBusy(path)                     another process holds the embedded index
-        ├── PayloadError(point_id, field, rule) a stored payload is not what we wrote
-        └── ReadBackError(point_id, reason)     a written point did not read back
+    ├── VectorIndexError                        the vector index failed
+    │   ├── ContractMismatch(field, expected, actual)
+    │   ├── IndexBusy(path)                     another process holds the embedded index
+    │   ├── PayloadError(point_id, field, rule) a stored payload is not what we wrote
+    │   └── ReadBackError(point_id, reason)     a written point did not read back
+    └── EvaluationError(reason)                 an evaluation cannot run or score a case
+        └── MetricInputError                    a ranking or judgments cannot be scored
 """
 
 from __future__ import annotations
@@ -176,3 +178,15 @@ class ReadBackError(VectorIndexError):
         self.point_id = point_id
         self.reason = reason
         super().__init__(f"read-back failed for point {point_id}: {reason}")
+
+
+class EvaluationError(RagwrightError):
+    """An evaluation cannot run (bad dataset, labels outside the corpus) or score a case."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class MetricInputError(EvaluationError):
+    """A ranking or judgments that cannot be scored (distinct from a scored miss)."""
