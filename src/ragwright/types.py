@@ -191,3 +191,29 @@ class IngestReport:
     documents_changed: int = 0
     documents_pruned: int = 0
     embedding_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RelevantKey:
+    """A labelled relevant item: a chunk (``chunk_id`` set) or a whole document."""
+
+    document_id: str
+    grade: int
+    chunk_id: str | None = None
+    chunking_version: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EvalCase:
+    """One labelled question; ``unsupported`` questions have no relevant keys."""
+
+    case_id: str
+    category: str
+    question: str
+    relevant: tuple[RelevantKey, ...] = ()
+    unsupported: bool = False
+
+    @property
+    def level(self) -> Literal["chunk", "document"]:
+        """Chunk-level when its labels name chunks, else document-level."""
+        return "chunk" if self.relevant and self.relevant[0].chunk_id is not None else "document"

@@ -20,10 +20,12 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ragwright.errors import MetricInputError
 
 MAX_GRADE = 2
+K = TypeVar("K", bound=Hashable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +38,7 @@ class RankingScores:
     ndcg: float
 
 
-def validate(ranked: Sequence[Hashable], judgments: Mapping[Hashable, int], k: int) -> None:
+def validate(ranked: Sequence[K], judgments: Mapping[K, int], k: int) -> None:
     """Raise :class:`MetricInputError` for inputs that cannot be scored."""
     if k <= 0:
         raise MetricInputError(f"cutoff K must be positive, got {k}")
@@ -47,7 +49,7 @@ def validate(ranked: Sequence[Hashable], judgments: Mapping[Hashable, int], k: i
             )
     if not any(grade > 0 for grade in judgments.values()):
         raise MetricInputError("judgments contain no relevant item")
-    seen: set[Hashable] = set()
+    seen: set[K] = set()
     for item in ranked:
         if item in seen:
             raise MetricInputError(f"the ranking lists {item!r} twice")
@@ -56,20 +58,18 @@ def validate(ranked: Sequence[Hashable], judgments: Mapping[Hashable, int], k: i
             raise MetricInputError(f"ranked item {item!r} has no judgment")
 
 
-def precision_at_k(ranked: Sequence[Hashable], judgments: Mapping[Hashable, int], k: int) -> float:
+def precision_at_k(ranked: Sequence[K], judgments: Mapping[K, int], k: int) -> float:
     """Relevant items in the top K, divided by K."""
     return sum(1 for item in ranked[:k] if judgments[item] > 0) / k
 
 
-def recall_at_k(ranked: Sequence[Hashable], judgments: Mapping[Hashable, int], k: int) -> float:
+def recall_at_k(ranked: Sequence[K], judgments: Mapping[K, int], k: int) -> float:
     """Relevant items in the top K, divided by all relevant items."""
     relevant = sum(1 for grade in judgments.values() if grade > 0)
     return sum(1 for item in ranked[:k] if judgments[item] > 0) / relevant
 
 
-def reciprocal_rank_at_k(
-    ranked: Sequence[Hashable], judgments: Mapping[Hashable, int], k: int
-) -> float:
+def reciprocal_rank_at_k(ranked: Sequence[K], judgments: Mapping[K, int], k: int) -> float:
     """1 / rank of the first relevant item within K; 0 when there is none."""
     for rank, item in enumerate(ranked[:k], start=1):
         if judgments[item] > 0:
@@ -77,7 +77,7 @@ def reciprocal_rank_at_k(
     return 0.0
 
 
-def ndcg_at_k(ranked: Sequence[Hashable], judgments: Mapping[Hashable, int], k: int) -> float:
+def ndcg_at_k(ranked: Sequence[K], judgments: Mapping[K, int], k: int) -> float:
     """Normalised discounted cumulative gain with gain 2^grade − 1."""
     dcg = sum(
         (2 ** judgments[item] - 1) / math.log2(rank + 1)
@@ -88,9 +88,7 @@ def ndcg_at_k(ranked: Sequence[Hashable], judgments: Mapping[Hashable, int], k: 
     return float(dcg / idcg)
 
 
-def score_ranking(
-    ranked: Sequence[Hashable], judgments: Mapping[Hashable, int], k: int
-) -> RankingScores:
+def score_ranking(ranked: Sequence[K], judgments: Mapping[K, int], k: int) -> RankingScores:
     """All four metrics at cutoff ``k`` after validating the inputs.
 
     Example:
