@@ -113,3 +113,103 @@ def test_help_lists_the_commands(tmp_path: Path) -> None:
     result = ragwright("--help", home=tmp_path, check=True)
     for command in ("chunks", "ingest", "status"):
         assert command in result.stdout
+
+
+@pytest.fixture(scope="module")
+def indexed_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("home")
+    ragwright("ingest", str(SAMPLES), home=home, check=True)
+    return home
+
+
+@pytest.mark.slow
+def test_search_json_returns_only_eligible_chunks(indexed_home: Path) -> None:
+    question = "Should I drain all queued work during shutdown?"
+    rows = json.loads(
+        ragwright("search", question, "--json", "--k", "5", home=indexed_home, check=True).stdout
+    )
+    assert rows and {r["publication_state"] for r in rows} == {"published"}
+    assert {r["document_type"] for r in rows} == {"runbook"}
+    assert set(rows[0]) == {
+        "document_id",
+        "chunk_id",
+        "chunking_version",
+        "document_type",
+        "publication_state",
+        "score",
+        "text",
+    }
+    assert rows[0]["document_id"] == "worker-shutdown"
+    drafts = json.loads(
+        ragwright(
+            "search", question, "--json", "--state", "draft", home=indexed_home, check=True
+        ).stdout
+    )
+    assert {r["document_id"] for r in drafts} <= {"worker-shutdown-draft", "backup-restore"}
+
+
+@pytest.mark.slow
+def test_search_with_nothing_eligible_prints_an_empty_list(indexed_home: Path) -> None:
+    result = ragwright(
+        "search",
+        "drain",
+        "--json",
+        "--document",
+        "worker-shutdown-draft",
+        home=indexed_home,
+        check=True,
+    )
+    assert json.loads(result.stdout) == []
+    text = ragwright(
+        "search", "drain", "--document", "worker-shutdown-draft", home=indexed_home, check=True
+    )
+    assert "No eligible evidence" in text.stdout
+
+
+def test_search_rejects_an_unknown_mode(indexed_home: Path) -> None:
+    result = ragwright("search", "x", "--mode", "fuzzy", home=indexed_home)
+    assert result.returncode == 2
+    assert "--mode" in result.stderr
+
+
+@pytest.mark.slow
+def test_eval_run_report_and_compare(indexed_home: Path) -> None:
+    dataset = str(SAMPLES.parent / "eval" / "cases.jsonl")
+    runs = []
+    for mode in ("dense", "hybrid"):
+        result = ragwright(
+            "eval",
+            "run",
+            dataset,
+            "--type",
+            "runbook",
+            "--type",
+            "note",
+            "--mode",
+            mode,
+            "--report",
+            "--json",
+            home=indexed_home,
+            check=True,
+        )
+        summary = json.loads(result.stdout)
+        assert summary["summary"]["cases"] == 20
+        assert summary["unsupported"]["cases"] == 5
+        assert (Path(summary["path"]) / "run.json").is_file()
+        assert (Path(summary["path"]) / "report.html").is_file()
+        runs.append(summary["execution_id"])
+    compared = json.loads(
+        ragwright(
+            "eval", "compare", *runs, "--k", "3", "--json", home=indexed_home, check=True
+        ).stdout
+    )
+    assert set(compared) == {"regressions", "improvements", "notes"}
+    assert any("mode differs" in note for note in compared["notes"])
+
+
+def test_eval_rejects_a_bad_dataset(indexed_home: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "category": "c", "question": "q", "relevant": []}\n')
+    result = ragwright("eval", "run", str(bad), home=indexed_home)
+    assert result.returncode == 1
+    assert "empty relevant set" in result.stderr

@@ -12,11 +12,13 @@ import pytest
 from tests.conftest import REPO
 
 
-@pytest.mark.parametrize("command", ["chunks", "ingest", "status"])
+@pytest.mark.parametrize(
+    "command", ["chunks", "ingest", "status", "search", "eval run", "eval compare", "eval report"]
+)
 def test_every_option_is_documented(command: str) -> None:
     env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb"}
     result = subprocess.run(
-        [sys.executable, "-m", "ragwright", command, "--help"],
+        [sys.executable, "-m", "ragwright", *command.split(), "--help"],
         capture_output=True,
         text=True,
         env=env,

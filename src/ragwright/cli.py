@@ -28,6 +28,7 @@ from ragwright.types import SourceDocument
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
+    pretty_exceptions_enable=False,
     help="Answer questions from your own documents with evidence you can check.",
 )
 _err = Console(stderr=True)
@@ -612,20 +613,10 @@ def _root(
 
 
 def main() -> None:
-    """Entry point: run the app, turning ragwright errors into one line on stderr."""
+    """Entry point: usage errors exit 2 (the parser's message), ragwright errors exit 1
+    with one line on stderr; nothing already stored is touched by either."""
     try:
-        app(standalone_mode=False)
+        app()
     except RagwrightError as error:
         _err.print(f"error: {error}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(1)
-    except typer.Exit as done:
-        sys.exit(done.exit_code)
-    except Exception as error:
-        import click
-
-        if isinstance(error, click.exceptions.ClickException):
-            error.show()
-            sys.exit(error.exit_code)
-        if isinstance(error, click.exceptions.Abort):
-            sys.exit(130)
-        raise

@@ -124,10 +124,20 @@ def format_document_input(profile: EmbeddingProfile, title: str, text: str) -> s
     return profile.document_format.format(title=title, text=text)
 
 
+def chunk_body(title: str, heading: str, text: str) -> str:
+    """The chunk text for the embedding and BM25 inputs.
+
+    A chunk's text opens with its section heading. When that heading *is* the document
+    title (a BEIR abstract, an intro section), the formats below already lead with the
+    title, so the heading is dropped here instead of feeding the title twice.
+    """
+    prefix = heading + "\n\n"
+    return text[len(prefix) :] if heading == title and text.startswith(prefix) else text
+
+
 def lexical_text(title: str, heading: str, text: str) -> str:
-    """What BM25 indexes for a chunk: its text, led by the document title unless the
-    section heading (which opens the text) already is the title."""
-    return text if heading == title else f"{title}\n\n{text}"
+    """What BM25 indexes for a chunk: the document title, then the chunk body."""
+    return f"{title}\n\n{chunk_body(title, heading, text)}"
 
 
 def format_query_input(profile: EmbeddingProfile, query: str) -> str:
@@ -152,7 +162,9 @@ def plan_document(
     """Compute stored ids, embedding inputs, payloads and the document digest."""
     planned: list[tuple[uuid.UUID, Chunk, str, str, dict[str, Any]]] = []
     for chunk in chunks:
-        embedding_input = format_document_input(profile, document.title, chunk.text)
+        embedding_input = format_document_input(
+            profile, document.title, chunk_body(document.title, chunk.heading, chunk.text)
+        )
         lexical = lexical_text(document.title, chunk.heading, chunk.text)
         # Both vectors derive from these two strings; either changing makes a new point.
         content_hash = sha256_text(embedding_input + "\x00" + lexical)

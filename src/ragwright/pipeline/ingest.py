@@ -37,6 +37,7 @@ from ragwright.core.points import (
     STAGED,
     DocumentPlan,
     PlannedPoint,
+    chunk_body,
     format_document_input,
     plan_document,
     read_payload,
@@ -83,9 +84,14 @@ def token_counter(embedder: Embedder, document: SourceDocument) -> TokenCounter 
     if not embedder.counts_tokens:
         return None
     profile = embedder.profile
+    title = document.title
 
     def count(text: str) -> int:
-        return embedder.count_tokens([format_document_input(profile, document.title, text)])[0]
+        # Chunk texts open with their heading; a heading equal to the title is dropped
+        # from the embedding input (see core.points.chunk_body), so count it that way.
+        heading = text.split("\n\n", 1)[0]
+        body = chunk_body(title, heading, text)
+        return embedder.count_tokens([format_document_input(profile, title, body)])[0]
 
     return count
 
