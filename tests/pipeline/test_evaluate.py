@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -328,3 +329,23 @@ def test_report_renders_in_headless_chromium(index: EdgeIndex, tmp_path: Path) -
     assert f"{record['summary']['K']['10']['ndcg']:.3f}" in dom
     assert f"{record['summary']['K']['1']['recall']:.3f}" in dom
     assert "Unsupported questions" in dom
+
+
+def test_a_case_that_cannot_be_scored_fails_the_run(index: EdgeIndex) -> None:
+    real = Retriever(index, HashingEmbedder(), Bm25Encoder())
+
+    class DuplicatingRetriever:
+        """Returns its first hit twice: an input error, not a miss."""
+
+        def embed(self, question: str):  # type: ignore[no-untyped-def]
+            return real.embed(question)
+
+        def search(self, query, eligibility, scope, **kwargs):  # type: ignore[no-untyped-def]
+            result = real.search(query, eligibility, scope, **kwargs)
+            return dataclasses.replace(result, hits=(result.hits[0], *result.hits))
+
+    cases = [c for c in load_cases(DATASET) if not c.unsupported][:3]
+    corpus = eligible_corpus(index, ELIGIBLE, EvalConfig(ELIGIBLE).scope)
+    with pytest.raises(EvaluationError) as caught:
+        run_evaluation(cases, DuplicatingRetriever(), EvalConfig(ELIGIBLE), corpus, run_config={})  # type: ignore[arg-type]
+    assert "could not be scored" in str(caught.value)

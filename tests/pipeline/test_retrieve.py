@@ -289,3 +289,17 @@ def test_http_reranker_against_a_local_server(rerank_server: str, samples: EdgeI
     lengths = [len(h.payload.text) for h in result.hits]
     assert lengths == sorted(lengths)
     reranker.close()
+
+
+def test_bi_encoder_reranker_scores_by_cosine_of_question_and_text() -> None:
+    from ragwright.adapters.rerankers import BiEncoderReranker
+
+    embedder = HashingEmbedder()
+    texts = ["drain the queue before shutdown", "refunds take ten days", "queue"]
+    scores = BiEncoderReranker(embedder).rerank("drain queue shutdown", texts)
+    query = embedder.embed_query("drain queue shutdown")
+    expected = [
+        sum(a * b for a, b in zip(query, embedder.embed_query(t), strict=True)) for t in texts
+    ]
+    assert scores == pytest.approx(expected, abs=1e-6)
+    assert scores[0] > scores[1]

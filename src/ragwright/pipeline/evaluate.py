@@ -234,8 +234,9 @@ def _ranking(
     texts: dict[Key, str] = {}
     for hit in hits:
         key: Key = (hit.payload.document_id,) if document_level else hit.identity
-        if key in scores:
+        if document_level and key in scores:
             continue  # a document keeps the rank of its first chunk
+        # A chunk listed twice stays twice: score_ranking rejects it and the run fails.
         ranking.append(key)
         scores[key] = hit.score
         texts[key] = hit.payload.text
