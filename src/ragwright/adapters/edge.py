@@ -209,28 +209,22 @@ class EdgeIndex:
     def search(
         self, vector: Sequence[float], point_filter: PointFilter, *, limit: int
     ) -> list[StoredPoint]:
-        request = qe.QueryRequest(
-            limit=limit,
-            query=qe.Query.Nearest(list(vector), using=self.contract.vector_name),
-            filter=_edge_filter(point_filter),
-            with_payload=True,
-            with_vector=False,
-        )
-        with self._mutex:
-            results = self._shard.query(request)
-        return [_stored(r.id, r.payload, r.score, None, "") for r in results]
+        return self._nearest(list(vector), self.contract.vector_name, point_filter, limit)
 
     def search_sparse(
         self, vector: SparseVector, point_filter: PointFilter, *, limit: int
     ) -> list[StoredPoint]:
         if not vector.indices:
             return []
+        sparse = qe.SparseVector(list(vector.indices), list(vector.values))
+        return self._nearest(sparse, self.contract.sparse_vector_name, point_filter, limit)
+
+    def _nearest(
+        self, vector: Any, using: str, point_filter: PointFilter, limit: int
+    ) -> list[StoredPoint]:
         request = qe.QueryRequest(
             limit=limit,
-            query=qe.Query.Nearest(
-                qe.SparseVector(list(vector.indices), list(vector.values)),
-                using=self.contract.sparse_vector_name,
-            ),
+            query=qe.Query.Nearest(vector, using=using),
             filter=_edge_filter(point_filter),
             with_payload=True,
             with_vector=False,

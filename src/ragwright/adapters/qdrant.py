@@ -209,25 +209,23 @@ class QdrantIndex:
     def search(
         self, vector: Sequence[float], point_filter: PointFilter, *, limit: int
     ) -> list[StoredPoint]:
-        response = self._client.query_points(
-            self.collection,
-            query=list(vector),
-            using=self.contract.vector_name,
-            query_filter=_client_filter(point_filter),
-            limit=limit,
-            with_payload=True,
-        )
-        return [self._stored(p.id, p.payload, p.score, None) for p in response.points]
+        return self._nearest(list(vector), self.contract.vector_name, point_filter, limit)
 
     def search_sparse(
         self, vector: SparseVector, point_filter: PointFilter, *, limit: int
     ) -> list[StoredPoint]:
         if not vector.indices:
             return []
+        sparse = models.SparseVector(indices=list(vector.indices), values=list(vector.values))
+        return self._nearest(sparse, self.contract.sparse_vector_name, point_filter, limit)
+
+    def _nearest(
+        self, vector: Any, using: str, point_filter: PointFilter, limit: int
+    ) -> list[StoredPoint]:
         response = self._client.query_points(
             self.collection,
-            query=models.SparseVector(indices=list(vector.indices), values=list(vector.values)),
-            using=self.contract.sparse_vector_name,
+            query=vector,
+            using=using,
             query_filter=_client_filter(point_filter),
             limit=limit,
             with_payload=True,

@@ -19,7 +19,7 @@ from ragwright.core.contracts import contract_for
 from ragwright.errors import ContractMismatch
 from ragwright.protocols import VectorIndex
 from ragwright.testing.fakes import HASHING_PROFILE
-from ragwright.types import CollectionContract, FieldMatch, IndexPoint, PointFilter
+from ragwright.types import CollectionContract, FieldMatch, IndexPoint, PointFilter, SparseVector
 
 VERSION = "section-paragraphs-80w-overlap1-v1"
 
@@ -155,3 +155,27 @@ class VectorIndexConformance:
         reopened = self.open_index(location, contract_for(HASHING_PROFILE, VERSION))
         assert "section-paragraphs-40w-overlap0-v1" in reopened.contract.chunking_versions
         reopened.close()
+
+    def test_sparse_search_scores_with_idf_inside_the_filter(self, index: VectorIndex) -> None:
+        common, rare = SparseVector((1,), (1.0,)), SparseVector((1, 2), (1.0, 1.0))
+        index.upsert(
+            [
+                IndexPoint(uuid.UUID(int=1), _vector(1), {"k": "common", "s": "a"}, common),
+                IndexPoint(uuid.UUID(int=2), _vector(2), {"k": "rare", "s": "a"}, rare),
+                IndexPoint(uuid.UUID(int=3), _vector(3), {"k": "rare-b", "s": "b"}, rare),
+            ]
+        )
+        flt = PointFilter(must=(FieldMatch("s", ("a",)),))
+        hits = index.search_sparse(SparseVector((1, 2), (1.0, 1.0)), flt, limit=5)
+        assert [h.payload["k"] for h in hits] == ["rare", "common"]
+        # Term 2 is in 2 of 3 points, term 1 in all 3: idf(2) > idf(1) > 0.
+        assert hits[0].score is not None and hits[1].score is not None
+        assert hits[0].score > 2 * hits[1].score > 0
+        assert index.search_sparse(SparseVector((), ()), flt, limit=5) == []
+
+    def test_empty_condition_matches_points_without_the_field(self, index: VectorIndex) -> None:
+        index.upsert([_point(1, tenant="acme"), _point(2)])
+        found = index.retrieve([uuid.UUID(int=3)])
+        assert found and "tenant" not in found[0].payload
+        assert index.count(PointFilter(empty=("tenant",))) == 1
+        assert index.count(PointFilter(must=(FieldMatch("tenant", ("acme",)),))) == 1
