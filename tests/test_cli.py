@@ -213,3 +213,24 @@ def test_eval_rejects_a_bad_dataset(indexed_home: Path, tmp_path: Path) -> None:
     result = ragwright("eval", "run", str(bad), home=indexed_home)
     assert result.returncode == 1
     assert "empty relevant set" in result.stderr
+
+
+def test_read_commands_do_not_create_an_index(tmp_path: Path) -> None:
+    home = tmp_path / "empty-home"
+    for args in (("status",), ("search", "anything")):
+        result = ragwright(*args, home=home)
+        assert result.returncode == 1
+        assert "run 'ragwright ingest' first" in result.stderr
+    assert not home.exists()
+
+
+@pytest.mark.slow
+def test_status_lists_every_chunking_version_without_changing_the_contract(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    ragwright("ingest", str(SAMPLES / "worker-shutdown.md"), home=home, check=True)
+    contract = (home / "index" / "support-documents" / "contract.json").read_text()
+    status = json.loads(
+        ragwright("status", "--json", home=home, check=True, RAGWRIGHT_MAX_WORDS="40").stdout
+    )
+    assert status["chunking_versions"] == ["section-paragraphs-80w-overlap1-v1"]
+    assert (home / "index" / "support-documents" / "contract.json").read_text() == contract

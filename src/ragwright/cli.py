@@ -257,7 +257,7 @@ def search(
         publication_states=tuple(states or ("published",)),
         document_ids=tuple(documents or ()),
     )
-    index = open_index(settings, embedding_profile(settings))
+    index = open_index(settings, embedding_profile(settings), write=False)
     try:
         retriever = open_retriever(settings, index)
         result = retriever.search(question, eligibility, CallerScope(tenant=tenant), k=k, mode=mode)
@@ -298,7 +298,9 @@ def status(as_json: AsJson = False) -> None:
     from ragwright.runtime import embedding_profile, open_index
 
     settings = load_settings()
-    index = open_index(settings, embedding_profile(settings), add_chunking_version=True)
+    index = open_index(
+        settings, embedding_profile(settings), write=False, any_chunking_version=True
+    )
     try:
         per_document: dict[tuple[str, str], dict[str, Any]] = {}
         states: Counter[str] = Counter()
@@ -441,7 +443,7 @@ def eval_run(
         ),
         with_text=with_text,
     )
-    index = open_index(settings, profile)
+    index = open_index(settings, profile, write=False)
     try:
         retriever = open_retriever(settings, index)
         retriever.candidates = max(

@@ -16,6 +16,7 @@ carries the fields a caller needs to act on it, so nobody has to parse messages:
     ├── VectorIndexError                        the vector index failed
     │   ├── ContractMismatch(field, expected, actual)
     │   ├── IndexBusy(path)                     another process holds the embedded index
+    │   ├── IndexNotFound(location)             nothing was ingested there yet
     │   ├── PayloadError(point_id, field, rule) a stored payload is not what we wrote
     │   └── ReadBackError(point_id, reason)     a written point did not read back
     └── EvaluationError(reason)                 an evaluation cannot run or score a case
@@ -159,6 +160,14 @@ class IndexBusy(VectorIndexError):
     def __init__(self, path: str) -> None:
         self.path = path
         super().__init__(f"the embedded index at {path} is in use by another process")
+
+
+class IndexNotFound(VectorIndexError):
+    """A read-only command found no collection (run ``ragwright ingest`` first)."""
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+        super().__init__(f"no index at {location}: run 'ragwright ingest' first")
 
 
 class PayloadError(VectorIndexError):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.embedders.onnx import MINILM_PROFILE, OnnxEmbedder
 from ragwright.adapters.embedders.remote import OllamaEmbedder, OpenAIEmbedder
@@ -81,12 +83,26 @@ def lexical_profile(settings: Settings) -> LexicalProfile:
 
 
 def open_index(
-    settings: Settings, profile: EmbeddingProfile, *, add_chunking_version: bool = False
+    settings: Settings,
+    profile: EmbeddingProfile,
+    *,
+    add_chunking_version: bool = False,
+    write: bool = True,
+    any_chunking_version: bool = False,
 ) -> VectorIndex:
-    """Open (creating if needed) the configured collection, checking its contract."""
+    """Open the configured collection, checking its contract.
+
+    ``write=False`` never creates anything (a missing index is :class:`IndexNotFound`);
+    ``any_chunking_version`` accepts whatever chunking versions the collection holds
+    (``status`` inspects them all).
+    """
     contract = contract_for(profile, settings.chunking_policy().version, lexical_profile(settings))
+    if any_chunking_version:
+        contract = dataclasses.replace(contract, chunking_versions=())
     if settings.backend == "edge":
-        return EdgeIndex(settings.index_path, contract, add_chunking_version=add_chunking_version)
+        return EdgeIndex(
+            settings.index_path, contract, add_chunking_version=add_chunking_version, create=write
+        )
     if not settings.qdrant_location:
         raise ConfigError("RAGWRIGHT_QDRANT_LOCATION", "required when RAGWRIGHT_BACKEND=qdrant")
     return QdrantIndex(
@@ -95,6 +111,7 @@ def open_index(
         contract,
         api_key=settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None,
         add_chunking_version=add_chunking_version,
+        create=write,
     )
 
 

@@ -31,7 +31,7 @@ from ragwright.core.contracts import (
     reconcile_contract,
 )
 from ragwright.core.points import KEYWORD_INDEX_FIELDS
-from ragwright.errors import ContractMismatch, IndexBusy
+from ragwright.errors import ContractMismatch, IndexBusy, IndexNotFound
 from ragwright.types import (
     CollectionContract,
     IndexPoint,
@@ -48,9 +48,16 @@ class EdgeIndex:
     """A collection stored by qdrant-edge under ``path`` (created on first open)."""
 
     def __init__(
-        self, path: Path, contract: CollectionContract, *, add_chunking_version: bool = False
+        self,
+        path: Path,
+        contract: CollectionContract,
+        *,
+        add_chunking_version: bool = False,
+        create: bool = True,
     ) -> None:
         self.path = Path(path)
+        if not create and not (self.path / "contract.json").is_file():
+            raise IndexNotFound(str(self.path))
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock_file = (self.path / ".lock").open("a+")
         try:

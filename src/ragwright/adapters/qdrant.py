@@ -25,7 +25,7 @@ from ragwright.core.contracts import (
     reconcile_contract,
 )
 from ragwright.core.points import KEYWORD_INDEX_FIELDS
-from ragwright.errors import ContractMismatch
+from ragwright.errors import ContractMismatch, IndexNotFound
 from ragwright.types import (
     CollectionContract,
     IndexPoint,
@@ -53,6 +53,7 @@ class QdrantIndex:
         *,
         api_key: str | None = None,
         add_chunking_version: bool = False,
+        create: bool = True,
     ) -> None:
         self.local = not location.startswith(("http://", "https://"))
         if location == ":memory:":
@@ -63,6 +64,8 @@ class QdrantIndex:
             self._client = QdrantClient(url=location, api_key=api_key)
         self.collection = collection
         try:
+            if not create and not self._client.collection_exists(collection):
+                raise IndexNotFound(f"{location} collection {collection}")
             self.contract = self._open(contract, add_chunking_version)
         except BaseException:
             self._client.close()

@@ -76,7 +76,8 @@ def reconcile_contract(
 
     Every field must match, except that a chunking version missing from the stored list
     is appended when ``add_chunking_version`` is true (an explicit decision, so a typo in
-    a budget never silently starts a second index inside the collection).
+    a budget never silently starts a second index inside the collection). An expected
+    contract with no chunking versions (read-only inspection) accepts the stored ones.
 
     Raises:
         ContractMismatch: naming the first field that differs.
