@@ -463,6 +463,7 @@ def eval_run(
                 "lexical_profile": lexical_profile(settings).profile_id,
                 "chunking_version": eligibility.chunking_version,
                 "rrf_k": settings.rrf_k,
+                "rrf_weights": list(settings.rrf_weights),
                 "reranker": settings.reranker,
                 "collection": settings.collection,
                 "code_revision": _code_revision(),

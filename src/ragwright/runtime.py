@@ -131,5 +131,6 @@ def open_retriever(settings: Settings, index: VectorIndex) -> Retriever:
         open_sparse_encoder(settings),
         reranker=reranker,
         rrf_k=settings.rrf_k,
+        rrf_weights=settings.rrf_weights,
         candidates=settings.hybrid_candidates,
     )

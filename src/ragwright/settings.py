@@ -52,6 +52,9 @@ class Settings(BaseSettings):
     )
     document_types: tuple[str, ...] = Field(DEFAULT_DOCUMENT_TYPES, min_length=1)
     rrf_k: int = Field(60, ge=0, description="Reciprocal rank fusion constant.")
+    rrf_weights: tuple[float, float] = Field(
+        (1.0, 1.0), description="Weights of the dense and BM25 rankings in RRF."
+    )
     hybrid_candidates: int = Field(100, gt=0, description="Candidates per leg before fusion.")
     reranker: Literal["none", "bi-encoder", "http"] = "none"
     reranker_url: str | None = None

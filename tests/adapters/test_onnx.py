@@ -79,3 +79,28 @@ def test_a_missing_tokenizer_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ArtifactMismatch) as caught:
         OnnxEmbedder(tokenizer_path=tmp_path / "tokenizer.json")
     assert caught.value.actual == "missing"
+
+
+@pytest.mark.shared_data
+def test_word_cached_counts_equal_full_encoding_on_real_text(embedder: OnnxEmbedder) -> None:
+    import json
+    import random
+
+    from tests.conftest import shared_data
+
+    rows = shared_data("scifact", "corpus.jsonl").read_text("utf-8").splitlines()
+    texts = [
+        f"{r['title']}\n\n{r['text']}" for r in map(json.loads, random.Random(3).sample(rows, 400))
+    ]
+    texts += [
+        p.read_text("utf-8")[:3000]
+        for p in sorted(shared_data("runbooks", "openshift", "alerts").rglob("*.md"))[:120]
+    ]
+    texts += [
+        "",
+        "Zwölf Boxkämpfer jagen Viktor quer über den großen Sylter Deich.",
+        "北京 大学 東京",
+        "tab\there\u00a0nbsp",
+    ]
+    full = [len(embedder._tokenizer.encode(t).ids) for t in texts]
+    assert embedder.count_tokens(texts) == full

@@ -32,3 +32,12 @@ def test_fusion_is_a_permutation_of_the_union_sorted_by_score(
     assert sorted(item for item, _ in fused) == sorted({i for r in rankings for i in r})
     scores = [score for _, score in fused]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_weights_scale_each_ranking() -> None:
+    fused = dict(rrf([["a"], ["b"]], k=60, weights=[2.0, 1.0]))
+    assert fused["a"] == pytest.approx(2 / 61) and fused["b"] == pytest.approx(1 / 61)
+    with pytest.raises(ValueError):
+        rrf([["a"], ["b"]], weights=[1.0])
+    with pytest.raises(ValueError):
+        rrf([["a"]], weights=[-1.0])

@@ -275,3 +275,48 @@ def test_tenant_removal_drops_the_field(index: EdgeIndex) -> None:
     run(index, [doc(tenant="acme")])
     run(index, [doc()])
     assert all("tenant" not in p.payload for p in index.scroll())
+
+
+class CountingEmbedder(HashingEmbedder):
+    """Records every token-count call (the chunker makes them for token ceilings)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counted: list[str] = []
+
+    def count_tokens(self, texts):  # type: ignore[no-untyped-def]
+        self.counted.extend(texts)
+        return super().count_tokens(texts)
+
+
+def test_unchanged_documents_are_not_chunked_again(tmp_path: Path) -> None:
+    policy = ChunkingPolicy(kind="sentence-blocks", max_words=30, max_tokens=40)
+    alpha, beta = doc("a", title="Alpha runbook"), doc("b", title="Beta runbook")
+    with EdgeIndex(tmp_path / "i", contract_for(HASHING_PROFILE, policy.version)) as index:
+        first = CountingEmbedder()
+        ingest(
+            [alpha, beta], policy=policy, embedder=first, sparse_encoder=Bm25Encoder(), index=index
+        )
+        assert any(t.startswith("Alpha runbook") for t in first.counted)
+        again = CountingEmbedder()
+        beta_edited = doc("b", title="Beta runbook", paragraphs=P[:2])
+        report = ingest(
+            [alpha, beta_edited],
+            policy=policy,
+            embedder=again,
+            sparse_encoder=Bm25Encoder(),
+            index=index,
+        )
+    # Only "b" changed: "a" was recognised by its source digest, never chunked or counted.
+    assert again.counted and all(t.startswith("Beta runbook") for t in again.counted)
+    assert (report.documents, report.documents_changed) == (2, 1)
+
+
+def test_a_point_deleted_behind_our_back_is_restored(index: EdgeIndex) -> None:
+    first = run(index, [doc()])
+    victim = next(iter(index.scroll())).point_id
+    index.delete([victim])
+    embedder = HashingEmbedder()
+    report = run(index, [doc()], embedder)
+    assert report.embedded == 1 and len(embedder.embedded_texts) == 1
+    assert index.count() == first.chunks

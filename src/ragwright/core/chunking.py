@@ -180,18 +180,24 @@ def split_block(block: str, budget: int, fits: Callable[[str], bool] | None = No
     spans = _unit_spans(block)
     pieces: list[str] = []
     first = 0
-    for index, (start, end) in enumerate(spans):
-        if not ok(block[start:end]):
-            if index > first:
-                pieces.append(block[spans[first][0] : spans[index - 1][1]])
-            pieces.extend(_cut_words(block[start:end], ok))
-            first = index + 1
+    while first < len(spans):
+        if not ok(block[spans[first][0] : spans[first][1]]):
+            # One sentence alone is over the budget: the last resort cuts it between words.
+            pieces.extend(_cut_words(block[spans[first][0] : spans[first][1]], ok))
+            first += 1
             continue
-        if index > first and not ok(block[spans[first][0] : end]):
-            pieces.append(block[spans[first][0] : spans[index - 1][1]])
-            first = index
-    if first < len(spans):
-        pieces.append(block[spans[first][0] : spans[-1][1]])
+        # Longest run of units from ``first`` that fits. Counts grow with the run, so a
+        # binary search needs about log2(n) checks where a greedy scan needs n; the piece
+        # it picks was itself checked, so it fits whatever the counter.
+        low, high = first, len(spans) - 1
+        while low < high:
+            middle = (low + high + 1) // 2
+            if ok(block[spans[first][0] : spans[middle][1]]):
+                low = middle
+            else:
+                high = middle - 1
+        pieces.append(block[spans[first][0] : spans[low][1]])
+        first = low + 1
     return pieces
 
 

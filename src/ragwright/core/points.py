@@ -10,9 +10,15 @@ Two identities, on purpose (see docs/ingestion.md):
   and the switch to the new revision never shows a mix of old and new text. An unchanged
   chunk keeps its stored id, so it is neither re-embedded nor rewritten.
 
-``document_digest`` is one hash over everything the index should hold for a document;
-every point of the document carries it, so an unchanged re-run compares digests from a
-single payload-light scroll instead of reading texts.
+Two per-document digests ride on every point of a document:
+
+* ``source_digest`` hashes what the chunks are *made from* (content, metadata, chunking
+  version, embedding and BM25 profiles). When all live points of a document carry the
+  current source digest and their number equals the stored ``chunk_count``, the document
+  is unchanged and is not even chunked again: an unchanged re-run costs one
+  payload-light scroll and a hash per document.
+* ``document_digest`` hashes everything the index should hold for the document (stored
+  ids and payloads); the switch and the verification check it.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ragwright.core.documents import content_revision
 from ragwright.errors import PayloadError
 from ragwright.types import Chunk, EmbeddingProfile, ParagraphPositions, SourceDocument
 
@@ -65,8 +72,13 @@ DOCUMENT_FIELDS: tuple[str, ...] = (
     "source_uri",
     "tenant",
     "document_digest",
+    "source_digest",
+    "chunk_count",
     "index_state",
 )
+# Bump when code changes how plans are derived from sources in a way no version or
+# profile id captures, so every document is planned again.
+PLAN_REVISION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +168,46 @@ def stored_point_id(chunk_point_id: uuid.UUID, content_hash: str) -> uuid.UUID:
     return uuid.UUID(bytes=digest[:16])
 
 
+def source_digest(
+    document: SourceDocument,
+    *,
+    chunking_version: str,
+    profile: EmbeddingProfile,
+    lexical_profile_id: str,
+) -> str:
+    """Hash of everything a document's chunks and vectors are derived from."""
+    canonical = json.dumps(
+        {
+            "plan_revision": PLAN_REVISION,
+            "content": content_revision(document.title, document.sections),
+            "revision": document.revision,
+            "title": document.title,
+            "document_type": document.document_type,
+            "publication_state": document.publication_state,
+            "tenant": document.tenant,
+            "source_uri": document.source_uri,
+            "chunking_version": chunking_version,
+            "embedding": [
+                profile.profile_id,
+                profile.artifact_digest,
+                profile.document_format,
+                profile.max_input_tokens,
+            ],
+            "lexical_profile": lexical_profile_id,
+        },
+        ensure_ascii=False,
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return sha256_text(canonical)
+
+
 def plan_document(
-    document: SourceDocument, chunks: Sequence[Chunk], profile: EmbeddingProfile
+    document: SourceDocument,
+    chunks: Sequence[Chunk],
+    profile: EmbeddingProfile,
+    *,
+    source: str = "",
 ) -> DocumentPlan:
     """Compute stored ids, embedding inputs, payloads and the document digest."""
     planned: list[tuple[uuid.UUID, Chunk, str, str, dict[str, Any]]] = []
@@ -181,6 +231,8 @@ def plan_document(
             "publication_state": document.publication_state,
             "revision": document.revision,
             "content_hash": content_hash,
+            "source_digest": source,
+            "chunk_count": len(chunks),
             "positions": {
                 "section_index": chunk.positions.section_index,
                 "paragraphs": list(chunk.positions.paragraph_indexes),

@@ -41,6 +41,7 @@ from ragwright.core.points import (
     format_document_input,
     plan_document,
     read_payload,
+    source_digest,
 )
 from ragwright.errors import ContractMismatch, DimensionMismatch, InputTooLong, ReadBackError
 from ragwright.protocols import Embedder, SparseEncoder, VectorIndex
@@ -68,12 +69,18 @@ class _DocumentWork:
 
 
 def plan_documents(
-    documents: Sequence[SourceDocument], policy: ChunkingPolicy, embedder: Embedder
+    documents: Sequence[SourceDocument],
+    policy: ChunkingPolicy,
+    embedder: Embedder,
+    sources: dict[str, str] | None = None,
 ) -> list[DocumentPlan]:
     """Chunk and plan every document; raises before anything touches the index."""
     return [
         plan_document(
-            d, build_chunks(d, policy, count_tokens=token_counter(embedder, d)), embedder.profile
+            d,
+            build_chunks(d, policy, count_tokens=token_counter(embedder, d)),
+            embedder.profile,
+            source=(sources or {}).get(d.document_id, ""),
         )
         for d in documents
     ]
@@ -136,16 +143,38 @@ def ingest(
             sparse_encoder.profile.profile_id,
             index.contract.lexical_profile_id,
         )
-    plans = plan_documents(documents, policy, embedder)
-    notify("plan", sum(len(p.points) for p in plans))
-
+    sources = {
+        d.document_id: source_digest(
+            d,
+            chunking_version=policy.version,
+            profile=embedder.profile,
+            lexical_profile_id=sparse_encoder.profile.profile_id,
+        )
+        for d in documents
+    }
     existing = _scan(index, policy.version)
-    work: list[_DocumentWork] = []
     unchanged = 0
+    changed: list[SourceDocument] = []
+    for document in documents:
+        stored = existing.get(document.document_id, {})
+        if stored and all(
+            s.state == LIVE and s.source == sources[document.document_id] and s.count == len(stored)
+            for s in stored.values()
+        ):
+            unchanged += len(stored)
+            del existing[document.document_id]
+        else:
+            changed.append(document)
+    plans = plan_documents(changed, policy, embedder, sources)
+    notify("plan", unchanged + sum(len(p.points) for p in plans))
+
+    work: list[_DocumentWork] = []
     for plan in plans:
         stored = existing.pop(plan.document.document_id, {})
         desired = {p.stored_id for p in plan.points}
-        if stored.keys() == desired and all(v == (plan.digest, LIVE) for v in stored.values()):
+        if stored.keys() == desired and all(
+            (s.document, s.state) == (plan.digest, LIVE) for s in stored.values()
+        ):
             unchanged += len(desired)
             continue
         work.append(
@@ -176,8 +205,8 @@ def ingest(
             deleted += len(stale)
             pruned_documents += 1
     return IngestReport(
-        documents=len(plans),
-        chunks=sum(len(p.points) for p in plans),
+        documents=len(documents),
+        chunks=unchanged + sum(len(item.plan.points) for item in work),
         embedded=len(pending),
         unchanged=unchanged,
         payload_updated=payload_updated,
@@ -206,21 +235,38 @@ def _check_contract(policy: ChunkingPolicy, embedder: Embedder, index: VectorInd
         )
 
 
-def _scan(index: VectorIndex, version: str) -> dict[str, dict[uuid.UUID, tuple[Any, Any]]]:
-    """document_id → {stored id: (document_digest, index_state)} for this version."""
-    found: dict[str, dict[uuid.UUID, tuple[Any, Any]]] = {}
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    document: Any
+    source: Any
+    count: Any
+    state: Any
+
+
+def _scan(index: VectorIndex, version: str) -> dict[str, dict[uuid.UUID, _Stored]]:
+    """document_id → {stored id: its digests, chunk count and state} for this version."""
+    found: dict[str, dict[uuid.UUID, _Stored]] = {}
     points = index.scroll(
         PointFilter(must=(FieldMatch("chunking_version", (version,)),)),
-        payload_fields=("document_id", "document_digest", "index_state"),
+        payload_fields=(
+            "document_id",
+            "document_digest",
+            "source_digest",
+            "chunk_count",
+            "index_state",
+        ),
     )
     for point in points:
-        document_id = point.payload.get("document_id")
+        p = point.payload
+        document_id = p.get("document_id")
         # A point without a readable document id cannot be reconciled; keep it visible
         # to read-time validation rather than guessing which document owns it.
         if isinstance(document_id, str):
-            found.setdefault(document_id, {})[point.point_id] = (
-                point.payload.get("document_digest"),
-                point.payload.get("index_state"),
+            found.setdefault(document_id, {})[point.point_id] = _Stored(
+                p.get("document_digest"),
+                p.get("source_digest"),
+                p.get("chunk_count"),
+                p.get("index_state"),
             )
     return found
 

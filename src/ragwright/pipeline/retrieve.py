@@ -7,8 +7,8 @@
   as the vector, so ``limit`` counts eligible points only.
 * Every returned payload is validated fail-closed and checked against the eligibility
   that was asked; one bad point raises and nothing is returned.
-* ``hybrid`` fuses the dense and BM25 rankings with reciprocal rank fusion (k=60 by
-  default); ties break by (document id, chunking version, chunk id).
+* ``hybrid`` fuses the dense and BM25 rankings with reciprocal rank fusion (k=60 and
+  equal leg weights by default); ties break by (document id, chunking version, chunk id).
 * A reranker reorders a shortlist of eligible hits; it never sees anything else.
 * Score thresholds are per stage (dense cosine, BM25, RRF and rerank scores live in
   different spaces); default none.
@@ -94,6 +94,7 @@ class Retriever:
         *,
         reranker: Reranker | None = None,
         rrf_k: int = 60,
+        rrf_weights: tuple[float, float] = (1.0, 1.0),
         candidates: int = 100,
         rerank_depth: int = 20,
     ) -> None:
@@ -111,6 +112,7 @@ class Retriever:
         self.sparse_encoder = sparse_encoder
         self.reranker = reranker
         self.rrf_k = rrf_k
+        self.rrf_weights = rrf_weights
         self.candidates = candidates
         self.rerank_depth = rerank_depth
 
@@ -206,7 +208,7 @@ class Retriever:
             sorted(dense, key=lambda pid: (-dense[pid], identity(pid))),
             sorted(sparse, key=lambda pid: (-sparse[pid], identity(pid))),
         ]
-        fused = rrf(rankings, k=self.rrf_k, tie_key=identity)
+        fused = rrf(rankings, k=self.rrf_k, weights=self.rrf_weights, tie_key=identity)
         return [
             Hit(
                 payloads[pid],
