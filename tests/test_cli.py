@@ -234,3 +234,54 @@ def test_status_lists_every_chunking_version_without_changing_the_contract(tmp_p
     )
     assert status["chunking_versions"] == ["section-paragraphs-80w-overlap1-v1"]
     assert (home / "index" / "support-documents" / "contract.json").read_text() == contract
+
+
+@pytest.mark.slow
+def test_eval_beir_runs_document_level(tmp_path: Path) -> None:
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    corpus = [
+        {
+            "_id": "d1",
+            "title": "Draining queues",
+            "text": "Drain the queue before the shutdown deadline.",
+        },
+        {"_id": "d2", "title": "Certificates", "text": "Rotate certificates before they expire."},
+    ]
+    (beir / "corpus.jsonl").write_text("\n".join(json.dumps(r) for r in corpus))
+    (beir / "queries.jsonl").write_text(
+        json.dumps({"_id": "q1", "text": "when do I drain the queue"})
+    )
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    home = tmp_path / "home"
+    env = {"RAGWRIGHT_CHUNKING": "sentence-blocks", "RAGWRIGHT_COLLECTION": "beir"}
+    ragwright(
+        "ingest",
+        str(beir / "corpus.jsonl"),
+        "--type",
+        "note",
+        "--state",
+        "published",
+        home=home,
+        check=True,
+        **env,
+    )
+    result = ragwright(
+        "eval",
+        "run",
+        "--beir",
+        str(beir),
+        "--split",
+        "test",
+        "--type",
+        "note",
+        "--k",
+        "1,2",
+        "--json",
+        home=home,
+        check=True,
+        **env,
+    )
+    summary = json.loads(result.stdout)["summary"]
+    assert summary["cases"] == 1
+    assert summary["K"]["1"]["reciprocal_rank"] == 1.0

@@ -143,7 +143,7 @@ def load_markdown(
                 sections.append((heading, []))
                 continue
             if pending_subheading is not None:
-                _current(sections, title, path).append(pending_subheading)
+                _current(sections).append(pending_subheading)
             pending_subheading = text
             continue
         if token.type in _SKIPPED_BLOCKS or (
@@ -155,9 +155,9 @@ def load_markdown(
         if pending_subheading is not None:
             text = pending_subheading + "\n" + text
             pending_subheading = None
-        _current(sections, title, path).append(text)
+        _current(sections).append(text)
     if pending_subheading is not None:
-        _current(sections, title, path).append(pending_subheading)
+        _current(sections).append(pending_subheading)
     doc_title = meta.get("title", title)
     if doc_title is None:
         raise SourceError(str(path), "no title: add a '# Title' line or a front matter 'title'")
@@ -194,7 +194,7 @@ class _Intro(str):
 _INTRO = _Intro("")
 
 
-def _current(sections: list[tuple[str, list[str]]], title: str | None, path: Path) -> list[str]:
+def _current(sections: list[tuple[str, list[str]]]) -> list[str]:
     if not sections:
         sections.append((_INTRO, []))
     return sections[-1][1]
