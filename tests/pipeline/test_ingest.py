@@ -320,3 +320,22 @@ def test_a_point_deleted_behind_our_back_is_restored(index: EdgeIndex) -> None:
     report = run(index, [doc()], embedder)
     assert report.embedded == 1 and len(embedder.embedded_texts) == 1
     assert index.count() == first.chunks
+
+
+def test_prune_with_no_documents_is_refused_and_deletes_nothing(index: EdgeIndex) -> None:
+    from ragwright.errors import SourceError
+
+    run(index, [doc()])
+    before = snapshot(index)
+    with pytest.raises(SourceError):
+        run(index, [], prune=True)
+    assert snapshot(index) == before
+
+
+def test_duplicate_document_ids_are_refused_before_any_write(index: EdgeIndex) -> None:
+    from ragwright.errors import DocumentError
+
+    embedder = HashingEmbedder()
+    with pytest.raises(DocumentError):
+        run(index, [doc("same"), doc("same")], embedder)
+    assert embedder.calls == [] and index.count() == 0

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragwright.core.chunking import TokenCounter, build_chunks
+from ragwright.core.documents import ensure_unique_ids
 from ragwright.core.points import (
     DOCUMENT_FIELDS,
     LIVE,
@@ -43,7 +44,13 @@ from ragwright.core.points import (
     read_payload,
     source_digest,
 )
-from ragwright.errors import ContractMismatch, DimensionMismatch, InputTooLong, ReadBackError
+from ragwright.errors import (
+    ContractMismatch,
+    DimensionMismatch,
+    InputTooLong,
+    ReadBackError,
+    SourceError,
+)
 from ragwright.protocols import Embedder, SparseEncoder, VectorIndex
 from ragwright.types import (
     ChunkingPolicy,
@@ -130,12 +137,16 @@ def ingest(
             observe what a reader sees mid-replacement.
 
     Raises:
+        DocumentError (duplicate ids), SourceError (``prune`` with no documents),
         ChunkingError, InputTooLong, ContractMismatch: before any write.
         DimensionMismatch, ReadBackError, ProviderError: during the run; everything
             already written stays consistent and the next run resumes.
     """
     notify = progress or (lambda _event, _count: None)
     hook = phase_hook or (lambda _doc, _phase: None)
+    documents = ensure_unique_ids(documents)
+    if prune and not documents:
+        raise SourceError("sources", "no documents found; refusing to --prune every document")
     _check_contract(policy, embedder, index)
     if sparse_encoder.profile.profile_id != index.contract.lexical_profile_id:
         raise ContractMismatch(
