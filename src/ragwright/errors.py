@@ -19,6 +19,7 @@ carries the fields a caller needs to act on it, so nobody has to parse messages:
     │   ├── IndexNotFound(location)             nothing was ingested there yet
     │   ├── PayloadError(point_id, field, rule) a stored payload is not what we wrote
     │   └── ReadBackError(point_id, reason)     a written point did not read back
+    ├── ChatError(provider, category, retryable, retry_after)  a chat-model operation failed
     └── EvaluationError(reason)                 an evaluation cannot run or score a case
         └── MetricInputError                    a ranking or judgments cannot be scored
 """
@@ -121,9 +122,14 @@ class FailureCategory(enum.Enum):
     TRANSIENT = "transient"
     THROTTLED = "throttled"
     TIMEOUT = "timeout"
+    DEADLINE_EXHAUSTED = "deadline_exhausted"
+    CANCELLED = "cancelled"
     INVALID_CONFIGURATION = "invalid_configuration"
+    UNSUPPORTED_OPTION = "unsupported_option"
     INVALID_INPUT = "invalid_input"
     INVALID_OUTPUT = "invalid_output"
+    REFUSAL = "refusal"
+    CAPACITY = "capacity"
 
 
 class ProviderError(EmbeddingError):
@@ -187,6 +193,28 @@ class ReadBackError(VectorIndexError):
         self.point_id = point_id
         self.reason = reason
         super().__init__(f"read-back failed for point {point_id}: {reason}")
+
+
+class ChatError(RagwrightError):
+    """A chat-model operation failed, classified into a stable :class:`FailureCategory`.
+
+    ``retry_after`` (seconds) is set when the provider said when to come back.
+    """
+
+    def __init__(
+        self,
+        provider: str,
+        category: FailureCategory,
+        detail: str = "",
+        *,
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        self.provider = provider
+        self.category = category
+        self.retryable = retryable
+        self.retry_after = retry_after
+        super().__init__(f"{provider}: {category.value}" + (f": {detail}" if detail else ""))
 
 
 class EvaluationError(RagwrightError):

@@ -1,0 +1,106 @@
+"""The chat-model contract: requests, responses, stream updates, and one shared deadline.
+
+Records are frozen: no middleware can change a caller's messages or options, so every
+attempt is rebuilt from the same known-safe request by construction. Usage a provider
+does not report is ``None`` ("unknown"), never zero.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+Role = Literal["system", "user", "assistant"]
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    """One message of a conversation."""
+
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChatOptions:
+    """Generation options; ``json_schema`` requests schema-constrained output."""
+
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    json_schema: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    """Messages and options of one logical operation."""
+
+    messages: tuple[ChatMessage, ...]
+    options: ChatOptions = ChatOptions()
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token usage as the provider reported it."""
+
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChatResponse:
+    """A complete response; ``model`` is the identity the provider reported."""
+
+    text: str
+    finish_reason: str
+    model: str
+    usage: Usage | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatUpdate:
+    """One piece of a streamed response."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Deadline:
+    """The one time budget of an operation, on a monotonic clock.
+
+    Created once by the caller and passed unchanged through every layer: retries, waits
+    and attempts all spend the same budget, and nothing inside the pipeline extends it.
+    """
+
+    expires_at: float
+    clock: Clock = time.monotonic
+
+    @classmethod
+    def after(cls, seconds: float, clock: Clock = time.monotonic) -> Deadline:
+        """A deadline ``seconds`` from now."""
+        return cls(clock() + seconds, clock)
+
+    def remaining(self) -> float:
+        """Seconds left (never negative)."""
+        return max(0.0, self.expires_at - self.clock())
+
+    @property
+    def expired(self) -> bool:
+        """True once no time is left."""
+        return self.remaining() <= 0.0
+
+
+class ChatModel(Protocol):
+    """A provider or a middleware wrapping one. Capabilities are attributes."""
+
+    name: str
+
+    async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
+        """A buffered call: the whole response or a :class:`ChatError`."""
+        ...
+
+    def stream(self, request: ChatRequest, deadline: Deadline) -> AsyncIterator[ChatUpdate]:
+        """A streamed call; updates may reach the caller before a failure."""
+        ...
