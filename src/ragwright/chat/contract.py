@@ -35,10 +35,17 @@ class ChatOptions:
 
 @dataclass(frozen=True, slots=True)
 class ChatRequest:
-    """Messages and options of one logical operation."""
+    """Messages and options of one logical operation.
+
+    ``scope`` names the tenant/data scope the messages were built from (trusted context);
+    a request without one is never served from or stored in a shared response cache.
+    ``prompt_version`` identifies the instructions, so a prompt change is a cache miss.
+    """
 
     messages: tuple[ChatMessage, ...]
     options: ChatOptions = ChatOptions()
+    scope: str | None = None
+    prompt_version: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

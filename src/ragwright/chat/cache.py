@@ -1,0 +1,131 @@
+"""Scoped response cache for buffered calls.
+
+The key is a hash of the full request identity — every message, the options (response
+format and JSON schema included), the inner model's name, the prompt version — and the
+request's tenant/data **scope**, which is mandatory: a request without a scope is passed
+through uncached (``cache:bypass``). Only completed, validated responses are stored
+(``finish_reason == "stop"``, non-empty text, and the optional ``accept`` check). A hit
+returns a fresh response object. An operation whose deadline is already spent is never
+answered from the cache. Streaming bypasses the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import asdict
+from typing import Protocol
+
+from ragwright.chat.contract import (
+    ChatModel,
+    ChatRequest,
+    ChatResponse,
+    ChatUpdate,
+    Clock,
+    Deadline,
+    Usage,
+)
+from ragwright.chat.probes import EventSink
+from ragwright.errors import ChatError, FailureCategory
+
+
+class CacheStore(Protocol):
+    """Bytes by key with a time to live (in-process here; Redis follows)."""
+
+    def get(self, key: str) -> bytes | None: ...
+
+    def set(self, key: str, value: bytes, ttl: float) -> None: ...
+
+
+class MemoryCacheStore:
+    """A dict with expiry times on an injected clock."""
+
+    def __init__(self, clock: Clock = time.monotonic) -> None:
+        self._clock = clock
+        self._entries: dict[str, tuple[float, bytes]] = {}
+
+    def get(self, key: str) -> bytes | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        expires, value = entry
+        if self._clock() >= expires:
+            del self._entries[key]
+            return None
+        return value
+
+    def set(self, key: str, value: bytes, ttl: float) -> None:
+        self._entries[key] = (self._clock() + ttl, value)
+
+
+def cache_key(request: ChatRequest, model: str) -> str:
+    """Hash of everything that decides the answer, scope included."""
+    identity = {
+        "model": model,
+        "prompt_version": request.prompt_version,
+        "scope": request.scope,
+        "messages": [[m.role, m.content] for m in request.messages],
+        "options": asdict(request.options),
+    }
+    canonical = json.dumps(identity, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return "ragwright:chat:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class ResponseCache:
+    """Caches completed, validated buffered responses per scope."""
+
+    def __init__(
+        self,
+        inner: ChatModel,
+        store: CacheStore,
+        *,
+        ttl: float,
+        events: EventSink | None = None,
+        accept: Callable[[ChatResponse], bool] | None = None,
+    ) -> None:
+        if ttl <= 0:
+            raise ValueError(f"ttl must be positive, got {ttl}")
+        self.inner = inner
+        self.name = inner.name
+        self.store = store
+        self.ttl = ttl
+        self._events = events or (lambda _event: None)
+        self._accept = accept or (lambda _response: True)
+
+    async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
+        if deadline.expired:
+            raise ChatError(self.name, FailureCategory.DEADLINE_EXHAUSTED, "before cache lookup")
+        if request.scope is None:
+            self._events("cache:bypass")
+            return await self.inner.complete(request, deadline)
+        key = cache_key(request, self.inner.name)
+        stored = self.store.get(key)
+        if stored is not None:
+            self._events("cache:hit")
+            return _decode(stored)
+        self._events("cache:miss")
+        response = await self.inner.complete(request, deadline)
+        if response.finish_reason == "stop" and response.text.strip() and self._accept(response):
+            self.store.set(key, _encode(response), self.ttl)
+            self._events("cache:store")
+        return response
+
+    def stream(self, request: ChatRequest, deadline: Deadline) -> AsyncIterator[ChatUpdate]:
+        return self.inner.stream(request, deadline)
+
+
+def _encode(response: ChatResponse) -> bytes:
+    return json.dumps(asdict(response)).encode()
+
+
+def _decode(data: bytes) -> ChatResponse:
+    raw = json.loads(data)
+    usage = raw.get("usage")
+    return ChatResponse(
+        text=raw["text"],
+        finish_reason=raw["finish_reason"],
+        model=raw["model"],
+        usage=Usage(**usage) if usage else None,
+    )
