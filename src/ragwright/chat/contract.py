@@ -58,12 +58,18 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class ChatResponse:
-    """A complete response; ``model`` is the identity the provider reported."""
+    """A complete response; ``model`` is the identity the provider reported.
+
+    ``provider`` names the adapter that answered and ``fallback`` says whether it was an
+    alternate, so callers and telemetry can see which promise was kept.
+    """
 
     text: str
     finish_reason: str
     model: str
     usage: Usage | None = None
+    provider: str = ""
+    fallback: bool = False
 
 
 @dataclass(frozen=True, slots=True)
