@@ -130,6 +130,7 @@ class FailureCategory(enum.Enum):
     INVALID_OUTPUT = "invalid_output"
     REFUSAL = "refusal"
     CAPACITY = "capacity"
+    INTERRUPTED = "interrupted"  # a stream failed after text reached the caller
 
 
 class ProviderError(EmbeddingError):

@@ -1,6 +1,7 @@
 """Small protocols for the pluggable parts. Capabilities are attributes, not isinstance.
 
-Later issues add the chat model, token counter and job store.
+The chat model's protocol lives with the chat contract (``chat/contract.py``); the job
+store comes with the service.
 """
 
 from __future__ import annotations
@@ -129,4 +130,14 @@ class Reranker(Protocol):
 
     def rerank(self, question: str, texts: Sequence[str]) -> list[float]:
         """One score per text, in input order."""
+        ...
+
+
+class TokenCounter(Protocol):
+    """Counts tokens of one encoding (o200k_base for prompts and budgets)."""
+
+    encoding_name: str
+
+    def count(self, text: str) -> int:
+        """Tokens of ``text``."""
         ...

@@ -194,7 +194,7 @@ def test_a_partial_stream_fails_once_with_one_provider_call() -> None:
 
     with pytest.raises(ChatError) as caught:
         asyncio.run(go())
-    assert caught.value.category is FailureCategory.TRANSIENT
+    assert caught.value.category is FailureCategory.INTERRUPTED and not caught.value.retryable
     assert received == ["You can find"]
     assert events == [
         "call:stream-begin",
@@ -219,3 +219,17 @@ def test_builder_order_is_outer_to_inner() -> None:
     model = pipeline([Reply()], "call>attempt", events)
     run(model)
     assert events == ["call:begin", "attempt:begin", "provider:1", "attempt:ok", "call:ok"]
+
+
+def test_a_stream_failing_before_any_output_keeps_its_category() -> None:
+    events: list[str] = []
+    model = pipeline([Stream((), Fail(FailureCategory.THROTTLED))], "call>retry>attempt", events)
+
+    async def go() -> None:
+        async for _ in model.stream(REQUEST, Deadline.after(2)):
+            pass
+
+    with pytest.raises(ChatError) as caught:
+        asyncio.run(go())
+    assert caught.value.category is FailureCategory.THROTTLED
+    assert events.count("provider:stream:1") == 1 and "provider:stream:2" not in events

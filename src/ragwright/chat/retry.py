@@ -10,8 +10,9 @@
   when it is given and fits.
 * Every attempt gets the same frozen request, so no attempt can see what an inner
   layer did to a previous one.
-* Streams are passed through and never retried: once text may have reached the caller,
-  a restart could duplicate or contradict it (the caller gets the failure instead).
+* Streams are never retried: once text may have reached the caller, a restart could
+  duplicate or contradict it. A failure after the first update becomes an explicit
+  ``interrupted`` outcome (not retryable); one before it propagates as it was.
 """
 
 from __future__ import annotations
@@ -84,5 +85,18 @@ class Retry:
         ceiling = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
         return float(ceiling * self._jitter())
 
-    def stream(self, request: ChatRequest, deadline: Deadline) -> AsyncIterator[ChatUpdate]:
-        return self.inner.stream(request, deadline)
+    async def stream(self, request: ChatRequest, deadline: Deadline) -> AsyncIterator[ChatUpdate]:
+        delivered = 0
+        try:
+            async for update in self.inner.stream(request, deadline):
+                delivered += 1
+                yield update
+        except ChatError as error:
+            if not delivered:
+                raise
+            # Never restarted: the caller already holds a prefix of the answer.
+            raise ChatError(
+                self.name,
+                FailureCategory.INTERRUPTED,
+                f"stream failed after {delivered} updates ({error.category.value})",
+            ) from error
