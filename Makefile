@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/ingest.py
 	$(BIN)/python benchmarks/scifact_quality.py
 	$(BIN)/python benchmarks/query_latency.py
+	$(BIN)/python benchmarks/chat_pipeline.py
 
 clean:
 	rm -rf $(VENV) .ragwright

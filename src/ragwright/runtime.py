@@ -3,13 +3,28 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 
+from ragwright.adapters.chatmodels.local import LocalChatModel, LocalModelServer, assemble_model
+from ragwright.adapters.chatmodels.ollama import OllamaChatModel
+from ragwright.adapters.chatmodels.openai_compatible import OpenAIChatModel
 from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.embedders.onnx import MINILM_PROFILE, OnnxEmbedder
 from ragwright.adapters.embedders.remote import OllamaEmbedder, OpenAIEmbedder
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.adapters.qdrant import QdrantIndex
+from ragwright.adapters.redis import RedisCacheStore, RedisCapacityPool, connect
 from ragwright.adapters.rerankers import BiEncoderReranker, HttpReranker
+from ragwright.chat.budget import AttemptLimit, Budgeted
+from ragwright.chat.builder import ChatPipelineBuilder
+from ragwright.chat.cache import CacheStore, MemoryCacheStore, ResponseCache
+from ragwright.chat.capacity import CapacityGate, CapacityPool, LocalCapacityPool
+from ragwright.chat.contract import ChatModel
+from ragwright.chat.failover import Failover
+from ragwright.chat.guard import MessageGuard
+from ragwright.chat.probes import Probe
+from ragwright.chat.retry import Retry
+from ragwright.chat.telemetry import Telemetry
 from ragwright.core.contracts import contract_for
 from ragwright.core.lexical import LexicalProfile
 from ragwright.errors import ConfigError
@@ -134,3 +149,102 @@ def open_retriever(settings: Settings, index: VectorIndex) -> Retriever:
         rrf_weights=settings.rrf_weights,
         candidates=settings.hybrid_candidates,
     )
+
+
+def open_chat_provider(settings: Settings) -> tuple[ChatModel, Callable[[], None]]:
+    """The configured provider and a function that releases what it holds."""
+    key = settings.chat_api_key.get_secret_value() if settings.chat_api_key else "unused"
+    if settings.chat_provider == "local":
+        model_path = assemble_model(settings.home / "models")
+        server = LocalModelServer(model_path)
+        return LocalChatModel(server), server.close
+    if not settings.chat_model:
+        raise ConfigError("RAGWRIGHT_CHAT_MODEL", f"required for {settings.chat_provider}")
+    if settings.chat_provider == "ollama":
+        return OllamaChatModel(
+            settings.chat_model, base_url=settings.chat_base_url or "http://127.0.0.1:11434"
+        ), _noop
+    if settings.chat_provider == "azure-openai":
+        if not settings.chat_base_url:
+            raise ConfigError(
+                "RAGWRIGHT_CHAT_BASE_URL", "the Azure OpenAI resource endpoint is required"
+            )
+        return OpenAIChatModel(
+            settings.chat_model, api_key=key, azure_endpoint=settings.chat_base_url
+        ), _noop
+    return OpenAIChatModel(settings.chat_model, api_key=key, base_url=settings.chat_base_url), _noop
+
+
+def _noop() -> None:
+    return None
+
+
+def build_chat_pipeline(
+    settings: Settings,
+    providers: Sequence[ChatModel],
+    *,
+    count_tokens: Callable[[str], int],
+    events: Callable[[str], None] | None = None,
+) -> ChatModel:
+    """The default pipeline over ``providers`` (the first is the primary), outer → inner:
+
+    guard → call telemetry/probe → cache → retry → failover → (per provider: attempt
+    budget → capacity gate → attempt telemetry/probe → provider).
+    """
+    sink = events or _ignore
+    client = connect(settings.redis_url) if settings.redis_url else None
+    store: CacheStore = RedisCacheStore(client) if client is not None else MemoryCacheStore()
+    pool: CapacityPool = (
+        RedisCapacityPool(client, "chat", limit=settings.chat_capacity)
+        if client is not None
+        else LocalCapacityPool(settings.chat_capacity)
+    )
+
+    def leg(provider: ChatModel) -> ChatModel:
+        return (
+            ChatPipelineBuilder(provider)
+            .use(AttemptLimit)
+            .use(lambda inner: CapacityGate(inner, pool))
+            .use(lambda inner: Probe(inner, name="attempt", events=sink))
+            .use(
+                lambda inner: Telemetry(
+                    inner,
+                    layer="attempt",
+                    provider=provider.name,
+                    model=settings.chat_model or provider.name,
+                )
+            )
+            .build()
+        )
+
+    legs = [leg(p) for p in providers]
+    core: ChatModel = legs[0] if len(legs) == 1 else Failover(legs, events=sink)
+    primary = providers[0]
+    return (
+        ChatPipelineBuilder(core)
+        .use(
+            lambda inner: MessageGuard(
+                inner,
+                max_messages=settings.chat_max_messages,
+                max_input_tokens=settings.chat_max_input_tokens,
+                count_tokens=count_tokens,
+            )
+        )
+        .use(lambda inner: Budgeted(inner, attempts=settings.chat_max_attempts))
+        .use(
+            lambda inner: Telemetry(
+                inner,
+                layer="call",
+                provider=primary.name,
+                model=settings.chat_model or primary.name,
+            )
+        )
+        .use(lambda inner: Probe(inner, name="call", events=sink))
+        .use(lambda inner: ResponseCache(inner, store, ttl=settings.chat_cache_ttl, events=sink))
+        .use(lambda inner: Retry(inner, max_attempts=settings.chat_retries, events=sink))
+        .build()
+    )
+
+
+def _ignore(_event: str) -> None:
+    return None

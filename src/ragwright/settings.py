@@ -59,6 +59,24 @@ class Settings(BaseSettings):
     reranker: Literal["none", "bi-encoder", "http"] = "none"
     reranker_url: str | None = None
     reranker_model: str = ""
+    chat_provider: Literal["local", "openai", "azure-openai", "ollama"] = Field(
+        "local", description="local: the bundled Qwen2.5-Coder-0.5B on llama.cpp."
+    )
+    chat_model: str = Field("", description="Model or Azure deployment name (remote providers).")
+    chat_base_url: str | None = Field(None, description="OpenAI-compatible or Ollama base URL.")
+    chat_api_key: SecretStr | None = None
+    chat_max_messages: int = Field(32, gt=0)
+    chat_max_input_tokens: int = Field(6000, gt=0, description="o200k_base tokens per request.")
+    chat_max_attempts: int = Field(
+        3, gt=0, description="Provider attempts per operation, all layers."
+    )
+    chat_retries: int = Field(2, gt=0, description="Attempts per provider inside the retry layer.")
+    chat_capacity: int = Field(2, gt=0, description="Concurrent model attempts in the pool.")
+    chat_cache_ttl: float = Field(300.0, gt=0)
+    redis_url: str | None = Field(
+        None,
+        description="Shared cache and capacity pool across processes (e.g. redis://127.0.0.1:6379/0).",
+    )
     embedding_provider: Literal["onnx", "ollama", "openai", "azure-openai"] = "onnx"
     embedding_profile_id: str | None = None
     embedding_model: str | None = None

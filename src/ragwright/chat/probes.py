@@ -22,26 +22,27 @@ class Probe:
 
     def __init__(self, inner: ChatModel, *, name: str, events: EventSink) -> None:
         self.inner = inner
-        self.name = name
+        self.name = inner.name  # the model's name passes through; ``label`` names the probe
+        self.label = name
         self._events = events
 
     async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
-        self._events(f"{self.name}:begin")
+        self._events(f"{self.label}:begin")
         try:
             response = await self.inner.complete(request, deadline)
         except asyncio.CancelledError:
-            self._events(f"{self.name}:cancel")
+            self._events(f"{self.label}:cancel")
             raise
         except Exception:
-            self._events(f"{self.name}:fail")
+            self._events(f"{self.label}:fail")
             raise
-        self._events(f"{self.name}:ok")
+        self._events(f"{self.label}:ok")
         return response
 
     async def stream(self, request: ChatRequest, deadline: Deadline) -> AsyncIterator[ChatUpdate]:
-        self._events(f"{self.name}:stream-begin")
+        self._events(f"{self.label}:stream-begin")
         try:
             async for update in self.inner.stream(request, deadline):
                 yield update
         finally:
-            self._events(f"{self.name}:stream-end")
+            self._events(f"{self.label}:stream-end")
