@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import Literal
+from typing import Any, Literal
 
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, Status, StatusCode
@@ -83,13 +83,7 @@ class Telemetry:
     async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
         attributes = self._attributes(request)
         started = time.perf_counter()
-        with self._tracer.start_as_current_span(
-            f"chat {self.model}",
-            kind=trace.SpanKind.CLIENT,
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
+        with self._span(attributes) as span:
             try:
                 response = await self.inner.complete(request, deadline)
             except BaseException as error:
@@ -114,13 +108,7 @@ class Telemetry:
     async def stream(self, request: ChatRequest, deadline: Deadline) -> AsyncIterator[ChatUpdate]:
         attributes = {**self._attributes(request), "ragwright.chat.streaming": True}
         started = time.perf_counter()
-        with self._tracer.start_as_current_span(
-            f"chat {self.model}",
-            kind=trace.SpanKind.CLIENT,
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
+        with self._span(attributes) as span:
             updates = 0
             try:
                 async for update in self.inner.stream(request, deadline):
@@ -132,6 +120,16 @@ class Telemetry:
                 raise
             span.set_attribute("ragwright.chat.stream_updates", updates)
             self._duration.record(time.perf_counter() - started, attributes)
+
+    def _span(self, attributes: dict[str, str | int | float | bool]) -> Any:
+        # Exceptions are recorded by ``_failed`` as a category only, never as a message.
+        return self._tracer.start_as_current_span(
+            f"chat {self.model}",
+            kind=trace.SpanKind.CLIENT,
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        )
 
     def _failed(
         self,
