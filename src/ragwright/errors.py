@@ -20,6 +20,7 @@ carries the fields a caller needs to act on it, so nobody has to parse messages:
     │   ├── PayloadError(point_id, field, rule) a stored payload is not what we wrote
     │   └── ReadBackError(point_id, reason)     a written point did not read back
     ├── ChatError(provider, category, retryable, retry_after)  a chat-model operation failed
+    ├── AssemblyError(reason)                   context cannot be assembled as asked
     └── EvaluationError(reason)                 an evaluation cannot run or score a case
         └── MetricInputError                    a ranking or judgments cannot be scored
 """
@@ -216,6 +217,15 @@ class ChatError(RagwrightError):
         self.retryable = retryable
         self.retry_after = retry_after
         super().__init__(f"{provider}: {category.value}" + (f": {detail}" if detail else ""))
+
+
+class AssemblyError(RagwrightError):
+    """Context cannot be assembled: instructions and question alone exceed the budget, or
+    a candidate's text does not have the chunk format."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
 
 
 class EvaluationError(RagwrightError):
