@@ -15,7 +15,7 @@ from ragwright.types import ParagraphPositions
 VERSION = "section-paragraphs-80w-overlap1-v1"
 HEADING = "Shutdown and the queue"
 STOP = "When shutdown starts, stop accepting new work and complete the channel writer."
-DEADLINE = "Drain the remaining items only while the shutdown deadline allows it. If it expires, cancel I/O."
+DEADLINE = "Drain remaining items only while the shutdown deadline allows. Then cancel I/O."
 TOKEN = "Pass the deadline cancellation token to each asynchronous operation used while draining."
 QUESTION = "Should I drain all queued work during shutdown?"
 
@@ -59,7 +59,7 @@ def test_overlapping_windows_send_the_shared_paragraph_once(o200k: O200kCounter)
     ctx = assemble([P1, P0], QUESTION, counter=o200k, max_input_tokens=3328)
     assert [s.label for s in ctx.sources] == ["S1", "S2"]
     assert [s.included_text for s in ctx.sources] == [STOP + "\n\n" + DEADLINE, TOKEN]
-    assert ctx.user_message.count("Drain the remaining items") == 1
+    assert ctx.user_message.count("Drain remaining items") == 1
     assert [(d.chunk_id, d.outcome, d.label, d.removed_paragraphs) for d in ctx.decisions] == [
         ("shutdown/p0", "admitted", "S1", 0),
         ("shutdown/p1", "admitted", "S2", 1),
