@@ -21,6 +21,7 @@ carries the fields a caller needs to act on it, so nobody has to parse messages:
     │   └── ReadBackError(point_id, reason)     a written point did not read back
     ├── ChatError(provider, category, retryable, retry_after)  a chat-model operation failed
     ├── AssemblyError(reason)                   context cannot be assembled as asked
+    ├── AnswerContractError(reason, detail)     a model answer breaks the JSON contract
     └── EvaluationError(reason)                 an evaluation cannot run or score a case
         └── MetricInputError                    a ranking or judgments cannot be scored
 """
@@ -226,6 +227,15 @@ class AssemblyError(RagwrightError):
     def __init__(self, reason: str) -> None:
         self.reason = reason
         super().__init__(reason)
+
+
+class AnswerContractError(RagwrightError):
+    """A model answer breaks the answer contract; ``reason`` is a stable code."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"answer contract: {reason}: {detail}")
 
 
 class EvaluationError(RagwrightError):

@@ -1,0 +1,119 @@
+"""The answer contract, validated in code, and citations resolved from trusted metadata.
+
+The model must return ``{"status": "answered"|"insufficient", "answer": str,
+"sourceIds": [str]}``. A JSON schema asks for that shape where the provider supports it
+(:data:`ANSWER_SCHEMA`), but every answer is validated here regardless, with a stable
+reason code per failure:
+
+``not_json``, ``not_object``, ``missing_field``, ``unknown_field``, ``wrong_type``,
+``unknown_status``, ``empty_answer`` (answered without text), ``answered_without_sources``,
+``inconsistent_insufficient`` (insufficient with text or ids), ``unknown_source_id``,
+``duplicate_source_id``.
+
+Source ids resolve only through the labels the assembler issued for *this* request, to
+the document, chunk and chunking version stored with them — never to anything the model
+wrote.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ragwright.core.assembly import SelectedSource
+from ragwright.errors import AnswerContractError
+
+ANSWER_SCHEMA: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {
+        "status": {"type": "string", "enum": ["answered", "insufficient"]},
+        "answer": {"type": "string"},
+        "sourceIds": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["status", "answer", "sourceIds"],
+    "additionalProperties": False,
+}
+_FIELDS = ("status", "answer", "sourceIds")
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    """A cited source, resolved from the assembler's trusted source map."""
+
+    label: str
+    document_id: str
+    chunk_id: str
+    chunking_version: str
+    included_text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A validated answer."""
+
+    status: Literal["answered", "insufficient"]
+    text: str
+    citations: tuple[Citation, ...]
+
+
+def parse_answer(raw: str, sources: Sequence[SelectedSource]) -> Answer:
+    """Validate ``raw`` against the contract and resolve its source ids.
+
+    Raises:
+        AnswerContractError: with one of the reason codes in the module docstring.
+    """
+    try:
+        data = json.loads(raw)
+    except ValueError as error:
+        raise AnswerContractError("not_json", "the response is not JSON") from error
+    if not isinstance(data, dict):
+        raise AnswerContractError("not_object", f"expected an object, got {type(data).__name__}")
+    for field in _FIELDS:
+        if field not in data:
+            raise AnswerContractError("missing_field", field)
+    extra = sorted(set(data) - set(_FIELDS))
+    if extra:
+        raise AnswerContractError("unknown_field", ", ".join(extra))
+    status, text, ids = data["status"], data["answer"], data["sourceIds"]
+    if not isinstance(status, str):
+        raise AnswerContractError("wrong_type", "status must be a string")
+    if not isinstance(text, str):
+        raise AnswerContractError("wrong_type", "answer must be a string")
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise AnswerContractError("wrong_type", "sourceIds must be a list of strings")
+    if status not in ("answered", "insufficient"):
+        raise AnswerContractError("unknown_status", repr(status))
+    if status == "insufficient":
+        if text.strip() or ids:
+            raise AnswerContractError(
+                "inconsistent_insufficient", "insufficient answers carry no text and no ids"
+            )
+        return Answer("insufficient", "", ())
+    if not text.strip():
+        raise AnswerContractError("empty_answer", "status answered with an empty answer")
+    if not ids:
+        raise AnswerContractError("answered_without_sources", "an answer must cite its sources")
+    if len(set(ids)) != len(ids):
+        raise AnswerContractError(
+            "duplicate_source_id", ", ".join(sorted({i for i in ids if ids.count(i) > 1}))
+        )
+    by_label = {s.label: s for s in sources}
+    unknown = [i for i in ids if i not in by_label]
+    if unknown:
+        raise AnswerContractError("unknown_source_id", ", ".join(unknown))
+    return Answer(
+        "answered",
+        text,
+        tuple(
+            Citation(
+                label=i,
+                document_id=by_label[i].candidate.document_id,
+                chunk_id=by_label[i].candidate.chunk_id,
+                chunking_version=by_label[i].candidate.chunking_version,
+                included_text=by_label[i].included_text,
+            )
+            for i in ids
+        ),
+    )
