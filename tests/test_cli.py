@@ -285,3 +285,37 @@ def test_eval_beir_runs_document_level(tmp_path: Path) -> None:
     summary = json.loads(result.stdout)["summary"]
     assert summary["cases"] == 1
     assert summary["K"]["1"]["reciprocal_rank"] == 1.0
+
+
+def test_ask_preview_json_shows_the_exact_message_without_a_model(indexed_home: Path) -> None:
+    result = ragwright(
+        "ask",
+        "Should I drain all queued work during shutdown?",
+        "--preview",
+        "--json",
+        home=indexed_home,
+        check=True,
+    )
+    out = json.loads(result.stdout)
+    assert out["status"] == "preview" and out["sources"][0]["label"] == "S1"
+    message = json.loads(out["user_message"])
+    assert message["question"] == "Should I drain all queued work during shutdown?"
+    assert {"outcome", "label", "removed_paragraphs"} <= set(out["decisions"][0])
+
+
+@pytest.mark.slow
+def test_ask_answers_with_the_local_model(indexed_home: Path) -> None:
+    result = ragwright(
+        "ask",
+        "How long do refunds take?",
+        "--type",
+        "note",
+        "--json",
+        home=indexed_home,
+        check=True,
+    )
+    out = json.loads(result.stdout)
+    assert out["status"] in ("answered", "insufficient")
+    labels = {s["label"] for s in out["sources"]}
+    assert set(out["citations"]) <= labels
+    assert out["usage"] is None or out["usage"]["input_tokens"] > 0

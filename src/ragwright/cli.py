@@ -292,6 +292,132 @@ def search(
 
 
 @app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question to answer from the documents.")],
+    k: Annotated[int, typer.Option("--k", min=1, max=100, help="Retrieved candidates.")] = 5,
+    policy: Annotated[
+        str, typer.Option("--policy", help="Context assembly policy.")
+    ] = "seed-baseline",
+    types: Annotated[
+        list[str] | None, typer.Option("--type", help="Eligible document type (repeatable).")
+    ] = None,
+    tenant: Annotated[str | None, typer.Option("--tenant", help="Caller's tenant.")] = None,
+    preview: Annotated[
+        bool, typer.Option("--preview", help="Stop before the model: show the exact message.")
+    ] = False,
+    as_json: AsJson = False,
+) -> None:
+    """Answer QUESTION from published evidence with the configured chat model.
+
+    Retrieves eligible chunks, assembles them within the token budget, asks the model for
+    a schema-constrained answer, validates it and resolves its citations. With no
+    eligible evidence, no model is called.
+    """
+    import asyncio
+
+    from ragwright.adapters.tokenizer import O200kCounter
+    from ragwright.core.eligibility import CallerScope, Eligibility
+    from ragwright.pipeline.answer import answer_question
+    from ragwright.runtime import (
+        build_chat_pipeline,
+        embedding_profile,
+        open_chat_provider,
+        open_index,
+        open_retriever,
+    )
+
+    settings = load_settings()
+    counter = O200kCounter(settings.home / "tokenizers")
+    eligibility = Eligibility(
+        chunking_version=settings.chunking_policy().version,
+        document_types=tuple(types or ("runbook",)),
+    )
+    index = open_index(settings, embedding_profile(settings), write=False)
+    release = None
+    try:
+        retriever = open_retriever(settings, index)
+        chat = None
+        if not preview:
+            provider, release = open_chat_provider(settings)
+            chat = build_chat_pipeline(settings, [provider], count_tokens=counter.count)
+        result = asyncio.run(
+            answer_question(
+                question,
+                retriever=retriever,
+                eligibility=eligibility,
+                scope=CallerScope(tenant=tenant),
+                chat=chat,
+                counter=counter,
+                k=k,
+                policy=policy,
+                preview=preview,
+            )
+        )
+    finally:
+        index.close()
+        if release is not None:
+            release()
+    context = result.context
+    decisions = [
+        {
+            "document_id": d.document_id,
+            "chunk_id": d.chunk_id,
+            "chunking_version": d.chunking_version,
+            "outcome": d.outcome,
+            "label": d.label,
+            "removed_paragraphs": d.removed_paragraphs,
+        }
+        for d in context.decisions
+    ]
+    sources = [
+        {
+            "label": s.label,
+            "document_id": s.candidate.document_id,
+            "chunk_id": s.candidate.chunk_id,
+            "chunking_version": s.candidate.chunking_version,
+        }
+        for s in context.sources
+    ]
+    usage = (
+        {"input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens}
+        if result.usage
+        else None
+    )
+    if as_json:
+        out: dict[str, Any] = {
+            "status": result.status,
+            "answer": result.answer,
+            "citations": [c.label for c in result.citations],
+            "sources": sources,
+            "decisions": decisions,
+            "input_tokens": context.input_tokens,
+            "policy": context.policy,
+            "usage": usage,
+            "model": result.model,
+        }
+        if preview:
+            out["user_message"] = context.user_message
+        print(json.dumps(out, ensure_ascii=False, indent=2))
+        return
+    if result.status == "no_eligible_evidence":
+        print("No eligible evidence: nothing was sent to the model.")
+    elif preview:
+        print(context.user_message)
+    else:
+        print(f"[{result.status}] {result.answer or '(the evidence is insufficient)'}")
+        for citation in result.citations:
+            where = f"{citation.document_id}/{citation.chunk_id}"
+            print(f"  {citation.label}: {where} [{citation.chunking_version}]")
+    print("decisions:")
+    for d in decisions:
+        label = f" {d['label']}" if d["label"] else ""
+        where = f"{d['document_id']}/{d['chunk_id']}"
+        print(f"  {where}: {d['outcome']}{label} (removed {d['removed_paragraphs']})")
+    used = f"{usage['input_tokens']} in / {usage['output_tokens']} out" if usage else "unknown"
+    print(f"input tokens (o200k_base estimate): {context.input_tokens}; provider usage: {used}")
+
+
+@app.command()
 def status(as_json: AsJson = False) -> None:
     """List what the index holds: documents, chunks, types, states, versions."""
     from ragwright.core.points import read_payload

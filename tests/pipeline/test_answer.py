@@ -1,0 +1,107 @@
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.lexical import Bm25Encoder
+from ragwright.adapters.sources import load_sources
+from ragwright.core.contracts import contract_for
+from ragwright.core.eligibility import CallerScope, Eligibility
+from ragwright.errors import AnswerContractError
+from ragwright.pipeline.answer import answer_question
+from ragwright.pipeline.ingest import ingest
+from ragwright.pipeline.retrieve import Retriever
+from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
+from ragwright.testing.scripted import Reply, ScriptedChatModel
+from ragwright.types import ChunkingPolicy
+from tests.conftest import SAMPLES
+
+POLICY = ChunkingPolicy()
+ELIGIBLE = Eligibility(POLICY.version)
+QUESTION = "Should I drain all queued work during shutdown?"
+
+
+class Words:
+    def count(self, text: str) -> int:
+        return len(text.split())
+
+
+@pytest.fixture
+def retriever(tmp_path: Path) -> Iterator[Retriever]:
+    with EdgeIndex(tmp_path / "i", contract_for(HASHING_PROFILE, POLICY.version)) as index:
+        ingest(
+            load_sources([SAMPLES]),
+            policy=POLICY,
+            embedder=HashingEmbedder(),
+            sparse_encoder=Bm25Encoder(),
+            index=index,
+        )
+        yield Retriever(index, HashingEmbedder(), Bm25Encoder())
+
+
+def ask(retriever: Retriever, chat: ScriptedChatModel | None, **kwargs: object):  # type: ignore[no-untyped-def]
+    return asyncio.run(
+        answer_question(
+            QUESTION,
+            retriever=retriever,
+            eligibility=ELIGIBLE,
+            scope=CallerScope(),
+            chat=chat,
+            counter=Words(),
+            **kwargs,
+        )
+    )  # type: ignore[arg-type]
+
+
+def test_answer_cites_resolved_sources_and_sends_the_assembled_message(
+    retriever: Retriever,
+) -> None:
+    reply = json.dumps(
+        {"status": "answered", "answer": "Only within the deadline.", "sourceIds": ["S1"]}
+    )
+    chat = ScriptedChatModel([Reply(reply)])
+    result = ask(retriever, chat)
+    assert result.status == "answered" and result.answer == "Only within the deadline."
+    first = result.context.sources[0].candidate
+    assert (result.citations[0].document_id, result.citations[0].chunk_id) == (
+        first.document_id,
+        first.chunk_id,
+    )
+    (request,) = chat.requests
+    assert [m.role for m in request.messages] == ["system", "user"]
+    assert request.messages[1].content == result.context.user_message
+    assert request.options.json_schema is not None and request.scope == "tenant:-"
+    assert result.usage is None  # the scripted provider reports none: unknown, not 0
+
+
+def test_no_eligible_evidence_means_no_model_call(retriever: Retriever) -> None:
+    chat = ScriptedChatModel([])  # any call would fail the test
+    nothing = Eligibility(POLICY.version, document_ids=("worker-shutdown-draft",))
+    result = asyncio.run(
+        answer_question(
+            QUESTION,
+            retriever=retriever,
+            eligibility=nothing,
+            scope=CallerScope(),
+            chat=chat,
+            counter=Words(),
+        )
+    )
+    assert result.status == "no_eligible_evidence" and chat.calls == 0
+
+
+def test_preview_stops_before_the_model(retriever: Retriever) -> None:
+    result = ask(retriever, None, preview=True)
+    assert result.status == "preview" and result.context.sources
+
+
+def test_a_contract_violation_is_raised_not_answered(retriever: Retriever) -> None:
+    bad = json.dumps({"status": "answered", "answer": "Yes.", "sourceIds": ["S99"]})
+    with pytest.raises(AnswerContractError) as caught:
+        ask(retriever, ScriptedChatModel([Reply(bad)]))
+    assert caught.value.reason == "unknown_source_id"
