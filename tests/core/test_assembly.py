@@ -196,3 +196,101 @@ def test_message_fits_admitted_text_is_retrieved_text_and_output_is_deterministi
         assemble(list(reversed(candidates)), QUESTION, counter=counter, max_input_tokens=allowance)
         == ctx
     )
+
+
+LONG = " ".join(
+    f"Sentence {i} explains one more careful step of the drain procedure." for i in range(40)
+)
+
+
+def test_whole_or_marked_fragment_cuts_at_a_sentence_and_marks_it() -> None:
+    big = chunk("s/p0", [LONG], 0.9, (0,))
+    seed = assemble([big], QUESTION, counter=Words(), max_input_tokens=250)
+    assert seed.sources == () and seed.decisions[0].outcome == "excluded_by_budget"
+    ctx = assemble(
+        [big], QUESTION, counter=Words(), max_input_tokens=250, policy="whole-or-marked-fragment"
+    )
+    (source,) = ctx.sources
+    assert ctx.decisions[0].outcome == "truncated" and ctx.decisions[0].label == "S1"
+    assert source.included_text.endswith(". [...]")
+    assert LONG.startswith(source.included_text.removesuffix(" [...]"))
+    assert ctx.input_tokens <= 250 and ctx.policy == "whole-or-marked-fragment-v1"
+
+
+def test_fragments_under_the_floor_are_dropped() -> None:
+    big = chunk("s/p0", [LONG], 0.9, (0,))
+    ctx = assemble(
+        [big], QUESTION, counter=Words(), max_input_tokens=110, policy="whole-or-marked-fragment"
+    )
+    assert ctx.sources == () and ctx.decisions[0].outcome == "excluded_by_budget"
+
+
+def test_a_cut_paragraph_is_not_marked_seen() -> None:
+    big = chunk("s/p0", [STOP, LONG], 0.9, (0, 1))
+    later = chunk("s/p1", [LONG], 0.1, (1,))
+    ctx = assemble(
+        [big, later],
+        QUESTION,
+        counter=Words(),
+        max_input_tokens=400,
+        policy="whole-or-marked-fragment",
+    )
+    assert ctx.decisions[0].outcome == "truncated"
+    # The cut paragraph may still come whole from a later chunk if it fits (it does not
+    # here), but it must not be reported as duplicate evidence.
+    assert ctx.decisions[1].outcome != "duplicate_evidence"
+
+
+def test_edges_placement_puts_the_second_best_last() -> None:
+    parts = [
+        chunk(f"s/p{i}", [f"Unique paragraph number {i}."], 1.0 - i / 10, (i,)) for i in range(4)
+    ]
+    ctx = assemble(
+        parts, QUESTION, counter=Words(), max_input_tokens=500, policy="seed-baseline+edges"
+    )
+    assert [s.label for s in ctx.sources] == ["S1", "S3", "S4", "S2"]
+    assert [e["id"] for e in json.loads(ctx.user_message)["evidence"]] == ["S1", "S3", "S4", "S2"]
+    assert ctx.policy == "seed-baseline+edges-v1"
+
+
+def test_history_sits_after_the_evidence_and_drops_the_oldest_turns() -> None:
+    from ragwright.core.assembly import Turn
+
+    turns = [Turn(f"old question {i}", "answer " * 20) for i in range(6)]
+    ctx = assemble(
+        [P0],
+        QUESTION,
+        counter=Words(),
+        max_input_tokens=220,
+        policy="seed-baseline+history=0.3",
+        history=turns,
+    )
+    body = json.loads(ctx.user_message)
+    assert list(body) == ["evidence", "history", "question"]
+    assert 0 < ctx.history_turns < 6 and ctx.history_dropped == 6 - ctx.history_turns
+    assert body["history"][-1]["question"] == "old question 5"  # the newest survive
+    assert ctx.input_tokens <= 220 and body["question"] == QUESTION
+
+
+def test_prefer_current_revision_drops_stale_candidates() -> None:
+    old = dataclasses.replace(P0, revision="r1", chunk_id="shutdown/p0-old")
+    new = dataclasses.replace(P1, revision="r2")
+    ctx = assemble(
+        [old, new],
+        QUESTION,
+        counter=Words(),
+        max_input_tokens=500,
+        policy="seed-baseline+prefer-current-revision",
+        current_revisions={"worker-shutdown": "r2"},
+    )
+    assert [d.outcome for d in ctx.decisions] == ["stale_revision", "admitted"]
+    assert [s.candidate.revision for s in ctx.sources] == ["r2"]
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["fancy", "seed-baseline+sideways", "seed-baseline+history=2", "seed-baseline+history=x"],
+)
+def test_bad_policy_specs_are_refused(spec: str) -> None:
+    with pytest.raises(AssemblyError):
+        assemble([P0], QUESTION, counter=Words(), max_input_tokens=500, policy=spec)

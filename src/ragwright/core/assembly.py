@@ -24,15 +24,16 @@ Policy ``seed-baseline`` (the seeds' assembler, with position-aware deduplicatio
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Sequence
+import re
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from ragwright.errors import AssemblyError
 from ragwright.types import ParagraphPositions
 
-POLICIES: tuple[str, ...] = ("seed-baseline",)
-POLICY_VERSIONS = {"seed-baseline": "seed-baseline-v1"}
+POLICIES: tuple[str, ...] = ("seed-baseline", "whole-or-marked-fragment")
+CUT_MARK = " [...]"
 
 INSTRUCTIONS = (
     "Answer the question using only the supplied evidence.\n"
@@ -65,6 +66,77 @@ class Candidate:
     text: str
     score: float
     positions: ParagraphPositions | None = None
+    revision: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """An earlier exchange of the conversation."""
+
+    question: str
+    answer: str
+
+
+@dataclass(frozen=True, slots=True)
+class AssemblyPolicy:
+    """A selectable, versioned assembly policy (its ``policy_id`` is recorded per request).
+
+    ``base`` is ``seed-baseline`` or ``whole-or-marked-fragment``; ``placement`` orders the
+    evidence ``ranked`` or ``edges`` (best first, second best last); ``history_share``
+    caps earlier turns at that share of the allowance; ``prefer_current_revision`` drops
+    candidates whose revision is not the document's current one.
+    """
+
+    base: Literal["seed-baseline", "whole-or-marked-fragment"] = "seed-baseline"
+    placement: Literal["ranked", "edges"] = "ranked"
+    history_share: float = 0.0
+    prefer_current_revision: bool = False
+    fragment_floor: int = 40
+    revision: int = 1
+
+    @property
+    def policy_id(self) -> str:
+        parts: list[str] = [self.base]
+        if self.placement == "edges":
+            parts.append("edges")
+        if self.history_share:
+            parts.append(f"history{self.history_share:g}")
+        if self.prefer_current_revision:
+            parts.append("prefer-current-revision")
+        return "+".join(parts) + f"-v{self.revision}"
+
+
+def parse_policy(spec: str | AssemblyPolicy) -> AssemblyPolicy:
+    """``seed-baseline``, ``whole-or-marked-fragment``, plus ``+edges``, ``+history=0.25``,
+    ``+prefer-current-revision`` modifiers (e.g. ``whole-or-marked-fragment+edges``)."""
+    if isinstance(spec, AssemblyPolicy):
+        return spec
+    base, *modifiers = spec.split("+")
+    if base not in ("seed-baseline", "whole-or-marked-fragment"):
+        raise AssemblyError(f"unknown assembly policy {base!r}; known: {list(POLICIES)}")
+    placement: Literal["ranked", "edges"] = "ranked"
+    history_share = 0.0
+    current = False
+    for modifier in modifiers:
+        if modifier == "edges":
+            placement = "edges"
+        elif modifier == "prefer-current-revision":
+            current = True
+        elif modifier.startswith("history="):
+            try:
+                history_share = float(modifier.split("=", 1)[1])
+            except ValueError as error:
+                raise AssemblyError(f"history share must be a number, got {modifier!r}") from error
+            if not 0 < history_share < 1:
+                raise AssemblyError("history share must be between 0 and 1")
+        else:
+            raise AssemblyError(f"unknown policy modifier {modifier!r}")
+    return AssemblyPolicy(
+        base=base,  # type: ignore[arg-type]
+        placement=placement,
+        history_share=history_share,
+        prefer_current_revision=current,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +148,9 @@ class SelectedSource:
     included_text: str
 
 
-Outcome = Literal["admitted", "duplicate_evidence", "excluded_by_budget"]
+Outcome = Literal[
+    "admitted", "duplicate_evidence", "excluded_by_budget", "truncated", "stale_revision"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,26 +175,28 @@ class AssembledContext:
     input_tokens: int
     decisions: tuple[Decision, ...]
     policy: str
+    history_turns: int = 0
+    history_dropped: int = 0
 
 
-def render(sources: Sequence[SelectedSource], question: str) -> str:
-    """The user message: ``{"evidence": [{id, title, heading, text}], "question"}``."""
-    return json.dumps(
-        {
-            "evidence": [
-                {
-                    "id": s.label,
-                    "title": s.candidate.title,
-                    "heading": s.candidate.heading,
-                    "text": s.included_text,
-                }
-                for s in sources
-            ],
-            "question": question,
-        },
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
+def render(sources: Sequence[SelectedSource], question: str, history: Sequence[Turn] = ()) -> str:
+    """The user message: ``{"evidence": [{id, title, heading, text}], "question"}``, with
+    a ``"history"`` block between them when earlier turns are included."""
+    body: dict[str, object] = {
+        "evidence": [
+            {
+                "id": s.label,
+                "title": s.candidate.title,
+                "heading": s.candidate.heading,
+                "text": s.included_text,
+            }
+            for s in sources
+        ]
+    }
+    if history:
+        body["history"] = [{"question": t.question, "answer": t.answer} for t in history]
+    body["question"] = question
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
 def _paragraphs(candidate: Candidate) -> list[str]:
@@ -149,8 +225,10 @@ def assemble(
     *,
     counter: Counter,
     max_input_tokens: int,
-    policy: str = "seed-baseline",
+    policy: str | AssemblyPolicy = "seed-baseline",
     instructions: str = INSTRUCTIONS,
+    history: Sequence[Turn] = (),
+    current_revisions: Mapping[str, str] | None = None,
 ) -> AssembledContext:
     """Choose and label evidence for ``question`` within ``max_input_tokens``.
 
@@ -166,19 +244,20 @@ def assemble(
         AssemblyError: unknown policy, blank question, instructions and question alone
             over the allowance, or a candidate text without the chunk format.
     """
-    if policy not in POLICIES:
-        raise AssemblyError(f"unknown assembly policy {policy!r}; known: {list(POLICIES)}")
+    chosen = parse_policy(policy)
     if not question.strip():
         raise AssemblyError("the question is blank")
     instruction_tokens = counter.count(instructions)
 
-    def size(sources: Sequence[SelectedSource]) -> int:
-        return instruction_tokens + counter.count(render(sources, question))
+    def size(sources: Sequence[SelectedSource], turns: Sequence[Turn]) -> int:
+        return instruction_tokens + counter.count(render(sources, question, turns))
 
-    if size([]) > max_input_tokens:
+    if size([], ()) > max_input_tokens:
         raise AssemblyError(
-            f"instructions and question need {size([])} tokens; the allowance is {max_input_tokens}"
+            f"instructions and question need {size([], ())} tokens; "
+            f"the allowance is {max_input_tokens}"
         )
+    turns = _history(history, chosen, size, max_input_tokens)
     ordered = sorted(
         candidates,
         key=lambda c: (-c.score, c.document_id, c.chunking_version, c.chunk_id),
@@ -187,31 +266,126 @@ def assemble(
     decisions: list[Decision] = []
     seen: set[Hashable] = set()
     for candidate in ordered:
+        identity = (candidate.document_id, candidate.chunk_id, candidate.chunking_version)
+        if chosen.prefer_current_revision and current_revisions is not None:
+            current = current_revisions.get(candidate.document_id)
+            if current is not None and candidate.revision != current:
+                decisions.append(Decision(*identity, "stale_revision"))
+                continue
         paragraphs = _paragraphs(candidate)
         keys = _keys(candidate, paragraphs)
         remaining = [(k, p) for k, p in zip(keys, paragraphs, strict=True) if k not in seen]
-        identity = (candidate.document_id, candidate.chunk_id, candidate.chunking_version)
         if not remaining:
             decisions.append(Decision(*identity, "duplicate_evidence", None, len(paragraphs)))
             continue
-        source = SelectedSource(
-            f"S{len(selected) + 1}", candidate, "\n\n".join(p for _, p in remaining)
-        )
-        if size([*selected, source]) > max_input_tokens:
-            # Skipped whole; its paragraphs stay unseen so a smaller chunk can bring them.
-            decisions.append(Decision(*identity, "excluded_by_budget"))
+        label = f"S{len(selected) + 1}"
+        source = SelectedSource(label, candidate, "\n\n".join(p for _, p in remaining))
+        if size([*selected, source], turns) <= max_input_tokens:
+            selected.append(source)
+            seen.update(k for k, _ in remaining)
+            decisions.append(
+                Decision(*identity, "admitted", label, len(paragraphs) - len(remaining))
+            )
             continue
-        selected.append(source)
-        seen.update(k for k, _ in remaining)
-        decisions.append(
-            Decision(*identity, "admitted", source.label, len(paragraphs) - len(remaining))
-        )
-    message = render(selected, question)
+        if chosen.base == "whole-or-marked-fragment":
+            fragment = _fragment(
+                remaining, _fits(selected, label, candidate, turns, size, max_input_tokens)
+            )
+            if fragment is not None and counter.count(fragment[0]) >= chosen.fragment_floor:
+                text, whole = fragment
+                selected.append(SelectedSource(label, candidate, text))
+                seen.update(k for k, _ in remaining[:whole])  # only complete paragraphs count
+                decisions.append(
+                    Decision(*identity, "truncated", label, len(paragraphs) - len(remaining))
+                )
+                continue
+        # Skipped whole; its paragraphs stay unseen so a smaller chunk can bring them.
+        decisions.append(Decision(*identity, "excluded_by_budget"))
+    placed = _place(selected, chosen.placement)
+    if size(placed, turns) > max_input_tokens:
+        placed = selected  # a different order must never break the budget
+    message = render(placed, question, turns)
     return AssembledContext(
-        sources=tuple(selected),
+        sources=tuple(placed),
         user_message=message,
         instructions=instructions,
         input_tokens=instruction_tokens + counter.count(message),
         decisions=tuple(decisions),
-        policy=POLICY_VERSIONS[policy],
+        policy=chosen.policy_id,
+        history_turns=len(turns),
+        history_dropped=len(history) - len(turns),
     )
+
+
+def _fits(
+    selected: Sequence[SelectedSource],
+    label: str,
+    candidate: Candidate,
+    turns: Sequence[Turn],
+    size: Callable[[Sequence[SelectedSource], Sequence[Turn]], int],
+    max_input_tokens: int,
+) -> Callable[[str], bool]:
+    def fits(text: str) -> bool:
+        trial = [*selected, SelectedSource(label, candidate, text)]
+        return size(trial, turns) <= max_input_tokens
+
+    return fits
+
+
+def _history(
+    history: Sequence[Turn],
+    policy: AssemblyPolicy,
+    size: Callable[[Sequence[SelectedSource], Sequence[Turn]], int],
+    max_input_tokens: int,
+) -> list[Turn]:
+    """The newest turns that fit the history share; the oldest are dropped first."""
+    if not history or policy.history_share <= 0:
+        return []
+    cap = size([], ()) + int(policy.history_share * max_input_tokens)
+    kept: list[Turn] = []
+    for turn in reversed(history):
+        trial = [turn, *kept]
+        if size([], trial) > min(cap, max_input_tokens):
+            break
+        kept = trial
+    return kept
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def _fragment(
+    remaining: Sequence[tuple[Hashable, str]], fits: Callable[[str], bool]
+) -> tuple[str, int] | None:
+    """The longest marked prefix (cut at a sentence end) that fits, and how many whole
+    paragraphs it holds; ``None`` when not even one sentence fits."""
+    units: list[tuple[int, str]] = []  # (paragraph index, sentence)
+    for index, (_, paragraph) in enumerate(remaining):
+        units.extend((index, sentence) for sentence in _SENTENCE_END.split(paragraph) if sentence)
+
+    def text(count: int) -> str:
+        paragraphs: list[list[str]] = []
+        for index, sentence in units[:count]:
+            if len(paragraphs) <= index:
+                paragraphs.append([])
+            paragraphs[index].append(sentence)
+        return "\n\n".join(" ".join(p) for p in paragraphs if p) + CUT_MARK
+
+    low, high = 0, len(units) - 1  # never the whole text: that did not fit
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(text(middle)):
+            low = middle
+        else:
+            high = middle - 1
+    if low == 0:
+        return None
+    last_unit = {index: n for n, (index, _) in enumerate(units)}
+    whole = sum(1 for index in range(len(remaining)) if last_unit.get(index, -1) < low)
+    return text(low), whole
+
+
+def _place(sources: list[SelectedSource], placement: str) -> list[SelectedSource]:
+    if placement != "edges" or len(sources) < 3:
+        return sources
+    return [sources[0], *sources[2:], sources[1]]  # best first, second best last
