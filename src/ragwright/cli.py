@@ -305,6 +305,12 @@ def ask(
     preview: Annotated[
         bool, typer.Option("--preview", help="Stop before the model: show the exact message.")
     ] = False,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check-support", help="Flag citations whose text does not contain the claims."
+        ),
+    ] = False,
     as_json: AsJson = False,
 ) -> None:
     """Answer QUESTION from published evidence with the configured chat model.
@@ -397,6 +403,12 @@ def ask(
         }
         if preview:
             out["user_message"] = context.user_message
+        if result.support is not None:
+            out["support"] = {
+                "flagged": result.support.flagged,
+                "citations": [asdict(c) for c in result.support.citations],
+                "unsupported_sentences": list(result.support.unsupported_sentences),
+            }
         print(json.dumps(out, ensure_ascii=False, indent=2))
         return
     if result.status == "no_eligible_evidence":
@@ -408,6 +420,9 @@ def ask(
         for citation in result.citations:
             where = f"{citation.document_id}/{citation.chunk_id}"
             print(f"  {citation.label}: {where} [{citation.chunking_version}]")
+        if result.support is not None:
+            verdict = "FLAGGED" if result.support.flagged else "ok"
+            print(f"support check: {verdict}")
     print("decisions:")
     for d in decisions:
         label = f" {d['label']}" if d["label"] else ""

@@ -105,3 +105,15 @@ def test_a_contract_violation_is_raised_not_answered(retriever: Retriever) -> No
     with pytest.raises(AnswerContractError) as caught:
         ask(retriever, ScriptedChatModel([Reply(bad)]))
     assert caught.value.reason == "unknown_source_id"
+
+
+def test_support_check_flags_a_citation_without_the_claim(retriever: Retriever) -> None:
+    reply = json.dumps(
+        {
+            "status": "answered",
+            "answer": "Refunds are paid in cash at the branch.",
+            "sourceIds": ["S1"],
+        }
+    )
+    result = ask(retriever, ScriptedChatModel([Reply(reply)]), support_check=True)
+    assert result.support is not None and result.support.flagged

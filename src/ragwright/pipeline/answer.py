@@ -29,6 +29,7 @@ from ragwright.chat.contract import (
 from ragwright.core.answers import ANSWER_SCHEMA, Citation, parse_answer
 from ragwright.core.assembly import AssembledContext, Candidate, Counter, assemble
 from ragwright.core.eligibility import CallerScope, Eligibility
+from ragwright.core.support import SupportReport, check_support
 from ragwright.pipeline.retrieve import Hit, Mode, Retriever
 
 Status = Literal["answered", "insufficient", "no_eligible_evidence", "preview"]
@@ -58,6 +59,7 @@ class AnswerResult:
     usage: Usage | None = None
     model: str | None = None
     provider: str | None = None
+    support: SupportReport | None = None
 
 
 def candidates_from(hits: Sequence[Hit]) -> list[Candidate]:
@@ -92,6 +94,7 @@ async def answer_question(
     budget: Budget = Budget(),
     deadline: Deadline | None = None,
     preview: bool = False,
+    support_check: bool = False,
 ) -> AnswerResult:
     """Answer ``question`` from eligible evidence, or say why not.
 
@@ -121,6 +124,11 @@ async def answer_question(
     )
     response = await chat.complete(request, deadline or Deadline.after(120))
     answer = parse_answer(response.text, context.sources)
+    support = (
+        check_support(answer.text, [(c.label, c.included_text) for c in answer.citations])
+        if support_check and answer.status == "answered"
+        else None
+    )
     return AnswerResult(
         answer.status,
         answer.text,
@@ -129,4 +137,5 @@ async def answer_question(
         usage=response.usage,
         model=response.model,
         provider=response.provider or chat.name,
+        support=support,
     )
