@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from ragwright.core.support import check_support, content_words
 
-DRAIN = "Drain the remaining jobs only while the shutdown deadline allows it. If it expires, cancel I/O."
+DRAIN = "Drain the remaining jobs only while the shutdown deadline allows it. Then cancel I/O."
 REFUND = "Refunds go back to the original payment method and take five to ten business days."
 
 
@@ -26,10 +26,11 @@ def test_a_citation_that_does_not_contain_the_claim_is_flagged() -> None:
 
 
 def test_a_sentence_no_citation_supports_is_reported() -> None:
-    answer = "Drain jobs only while the shutdown deadline allows. Refunds are paid in cash at the branch office."
+    claim = "Refunds are paid in cash at the branch office."
+    answer = "Drain jobs only while the shutdown deadline allows. " + claim
     report = check_support(answer, [("S1", DRAIN)])
     assert report.flagged
-    assert report.unsupported_sentences == ("Refunds are paid in cash at the branch office.",)
+    assert report.unsupported_sentences == (claim,)
 
 
 def test_one_good_and_one_irrelevant_citation_flags_the_irrelevant_one() -> None:
