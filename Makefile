@@ -38,6 +38,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/scifact_quality.py
 	$(BIN)/python benchmarks/query_latency.py
 	$(BIN)/python benchmarks/chat_pipeline.py
+	$(BIN)/python benchmarks/assembly.py
+	$(BIN)/python benchmarks/support_check.py
 
 clean:
 	rm -rf $(VENV) .ragwright
