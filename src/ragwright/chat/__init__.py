@@ -1,6 +1,7 @@
 """The chat-client pipeline: one middleware per module, composed outer → inner.
 
-This package holds the contract (``contract.py``), the shared deadline, the call and
-attempt probes, and bounded retry; the response cache, message guard, capacity gate,
-failover, telemetry and the provider adapters are still to come (issue 4).
+``contract.py`` (requests, responses, the shared deadline), ``probes.py``, ``cache.py``,
+``retry.py``, ``guard.py``, ``capacity.py``, ``failover.py``, ``budget.py``,
+``telemetry.py`` and ``builder.py``; provider adapters live in
+``ragwright.adapters.chatmodels`` and the default composition in ``ragwright.runtime``.
 """
