@@ -99,3 +99,26 @@ def reconcile_contract(
     if not add_chunking_version:
         raise ContractMismatch("chunking_versions", missing[0], list(stored.chunking_versions))
     return dataclasses.replace(stored, chunking_versions=(*stored.chunking_versions, *missing))
+
+
+def require_compatible(
+    contract: CollectionContract,
+    profile: EmbeddingProfile,
+    lexical_profile_id: str,
+    *,
+    chunking_version: str | None = None,
+) -> None:
+    """Raise :class:`ContractMismatch` unless the embedder's profile, the BM25 profile and
+    (when given) the chunking version are the ones the collection was built with."""
+    for field, expected, actual in (
+        ("embedding_profile_id", profile.profile_id, contract.profile_id),
+        ("embedding_profile_digest", profile.artifact_digest, contract.profile_digest),
+        ("dimensions", profile.dimensions, contract.dimensions),
+        ("lexical_profile_id", lexical_profile_id, contract.lexical_profile_id),
+    ):
+        if expected != actual:
+            raise ContractMismatch(field, expected, actual)
+    if chunking_version is not None and chunking_version not in contract.chunking_versions:
+        raise ContractMismatch(
+            "chunking_versions", chunking_version, list(contract.chunking_versions)
+        )

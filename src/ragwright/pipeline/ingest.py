@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragwright.core.chunking import TokenCounter, build_chunks
+from ragwright.core.contracts import require_compatible
 from ragwright.core.documents import ensure_unique_ids
 from ragwright.core.points import (
     DOCUMENT_FIELDS,
@@ -45,7 +46,6 @@ from ragwright.core.points import (
     source_digest,
 )
 from ragwright.errors import (
-    ContractMismatch,
     DimensionMismatch,
     InputTooLong,
     ReadBackError,
@@ -147,13 +147,12 @@ def ingest(
     documents = ensure_unique_ids(documents)
     if prune and not documents:
         raise SourceError("sources", "no documents found; refusing to --prune every document")
-    _check_contract(policy, embedder, index)
-    if sparse_encoder.profile.profile_id != index.contract.lexical_profile_id:
-        raise ContractMismatch(
-            "lexical_profile_id",
-            sparse_encoder.profile.profile_id,
-            index.contract.lexical_profile_id,
-        )
+    require_compatible(
+        index.contract,
+        embedder.profile,
+        sparse_encoder.profile.profile_id,
+        chunking_version=policy.version,
+    )
     sources = {
         d.document_id: source_digest(
             d,
@@ -227,23 +226,6 @@ def ingest(
         documents_pruned=pruned_documents,
         embedding_tokens=embedded_tokens,
     )
-
-
-def _check_contract(policy: ChunkingPolicy, embedder: Embedder, index: VectorIndex) -> None:
-    contract = index.contract
-    profile = embedder.profile
-    if profile.profile_id != contract.profile_id:
-        raise ContractMismatch("embedding_profile_id", profile.profile_id, contract.profile_id)
-    if profile.artifact_digest != contract.profile_digest:
-        raise ContractMismatch(
-            "embedding_profile_digest", profile.artifact_digest, contract.profile_digest
-        )
-    if profile.dimensions != contract.dimensions:
-        raise ContractMismatch("dimensions", profile.dimensions, contract.dimensions)
-    if policy.version not in contract.chunking_versions:
-        raise ContractMismatch(
-            "chunking_versions", policy.version, list(contract.chunking_versions)
-        )
 
 
 @dataclass(frozen=True, slots=True)

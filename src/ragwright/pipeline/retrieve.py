@@ -22,10 +22,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from ragwright.core.contracts import require_compatible
 from ragwright.core.eligibility import CallerScope, Eligibility, check_payload, eligibility_filter
 from ragwright.core.fusion import rrf
 from ragwright.core.points import ChunkPayload, format_query_input, read_payload
-from ragwright.errors import ContractMismatch, DimensionMismatch
+from ragwright.errors import DimensionMismatch
 from ragwright.protocols import Embedder, Reranker, SparseEncoder, VectorIndex
 from ragwright.types import SparseVector, StoredPoint
 
@@ -98,15 +99,7 @@ class Retriever:
         candidates: int = 100,
         rerank_depth: int = 20,
     ) -> None:
-        contract = index.contract
-        for name, expected, actual in (
-            ("embedding_profile_id", embedder.profile.profile_id, contract.profile_id),
-            ("embedding_profile_digest", embedder.profile.artifact_digest, contract.profile_digest),
-            ("dimensions", embedder.profile.dimensions, contract.dimensions),
-            ("lexical_profile_id", sparse_encoder.profile.profile_id, contract.lexical_profile_id),
-        ):
-            if expected != actual:
-                raise ContractMismatch(name, expected, actual)
+        require_compatible(index.contract, embedder.profile, sparse_encoder.profile.profile_id)
         self.index = index
         self.embedder = embedder
         self.sparse_encoder = sparse_encoder
