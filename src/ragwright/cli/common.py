@@ -62,6 +62,16 @@ DocType = Annotated[
 DocState = Annotated[
     str | None, typer.Option("--state", help="publication_state for files that do not set it.")
 ]
+EligibleTypes = Annotated[
+    list[str] | None, typer.Option("--type", help="Eligible document type (repeatable).")
+]
+EligibleStates = Annotated[
+    list[str] | None, typer.Option("--state", help="Eligible publication state (repeatable).")
+]
+CallerTenant = Annotated[
+    str | None,
+    typer.Option("--tenant", help="Caller's tenant (trusted context; default: untenanted only)."),
+]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 

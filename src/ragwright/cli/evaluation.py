@@ -12,6 +12,9 @@ import typer
 from ragwright import __version__
 from ragwright.cli.common import (
     AsJson,
+    CallerTenant,
+    EligibleStates,
+    EligibleTypes,
     eval_app,
 )
 from ragwright.settings import load_settings
@@ -44,13 +47,9 @@ def eval_run(
     split: Annotated[str, typer.Option("--split", help="BEIR qrels split.")] = "test",
     mode: Annotated[str, typer.Option("--mode", help="dense, sparse or hybrid.")] = "hybrid",
     ks: Annotated[str, typer.Option("--k", help="Cutoffs, comma-separated.")] = "1,3,5,10",
-    types: Annotated[
-        list[str] | None, typer.Option("--type", help="Eligible document type (repeatable).")
-    ] = None,
-    states: Annotated[
-        list[str] | None, typer.Option("--state", help="Eligible publication state (repeatable).")
-    ] = None,
-    tenant: Annotated[str | None, typer.Option("--tenant", help="Caller's tenant.")] = None,
+    types: EligibleTypes = None,
+    states: EligibleStates = None,
+    tenant: CallerTenant = None,
     threshold_dense: Annotated[float | None, typer.Option(help="Minimum dense score.")] = None,
     threshold_sparse: Annotated[float | None, typer.Option(help="Minimum BM25 score.")] = None,
     threshold_fusion: Annotated[float | None, typer.Option(help="Minimum RRF score.")] = None,

@@ -10,6 +10,9 @@ import typer
 
 from ragwright.cli.common import (
     AsJson,
+    CallerTenant,
+    EligibleStates,
+    EligibleTypes,
     app,
 )
 from ragwright.settings import load_settings
@@ -22,22 +25,12 @@ def search(
     mode: Annotated[
         str, typer.Option("--mode", help="dense, sparse (BM25) or hybrid (RRF of both).")
     ] = "hybrid",
-    types: Annotated[
-        list[str] | None, typer.Option("--type", help="Eligible document type (repeatable).")
-    ] = None,
-    states: Annotated[
-        list[str] | None,
-        typer.Option("--state", help="Eligible publication state (repeatable)."),
-    ] = None,
+    types: EligibleTypes = None,
+    states: EligibleStates = None,
     documents: Annotated[
         list[str] | None, typer.Option("--document", help="Restrict to document id (repeatable).")
     ] = None,
-    tenant: Annotated[
-        str | None,
-        typer.Option(
-            "--tenant", help="Caller's tenant (trusted context; default: untenanted only)."
-        ),
-    ] = None,
+    tenant: CallerTenant = None,
     as_json: AsJson = False,
 ) -> None:
     """Find the best eligible chunks for QUESTION (default: published runbooks).
@@ -99,10 +92,8 @@ def ask(
     policy: Annotated[
         str, typer.Option("--policy", help="Context assembly policy.")
     ] = "seed-baseline",
-    types: Annotated[
-        list[str] | None, typer.Option("--type", help="Eligible document type (repeatable).")
-    ] = None,
-    tenant: Annotated[str | None, typer.Option("--tenant", help="Caller's tenant.")] = None,
+    types: EligibleTypes = None,
+    tenant: CallerTenant = None,
     preview: Annotated[
         bool, typer.Option("--preview", help="Stop before the model: show the exact message.")
     ] = False,
