@@ -7,19 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.lexical import Bm25Encoder
-from ragwright.adapters.sources import load_sources
-from ragwright.core.contracts import contract_for
 from ragwright.core.eligibility import CallerScope, Eligibility
 from ragwright.errors import AnswerContractError
 from ragwright.pipeline.answer import answer_question
-from ragwright.pipeline.ingest import ingest
 from ragwright.pipeline.retrieve import Retriever
-from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
+from ragwright.testing.fakes import HashingEmbedder
 from ragwright.testing.scripted import Reply, ScriptedChatModel
 from ragwright.types import ChunkingPolicy
-from tests.conftest import SAMPLES
+from tests.pipeline.indexes import hashing_index
 
 POLICY = ChunkingPolicy()
 ELIGIBLE = Eligibility(POLICY.version)
@@ -33,14 +29,7 @@ class Words:
 
 @pytest.fixture
 def retriever(tmp_path: Path) -> Iterator[Retriever]:
-    with EdgeIndex(tmp_path / "i", contract_for(HASHING_PROFILE, POLICY.version)) as index:
-        ingest(
-            load_sources([SAMPLES]),
-            policy=POLICY,
-            embedder=HashingEmbedder(),
-            sparse_encoder=Bm25Encoder(),
-            index=index,
-        )
+    with hashing_index(tmp_path / "i") as index:
         yield Retriever(index, HashingEmbedder(), Bm25Encoder())
 
 

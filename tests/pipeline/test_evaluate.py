@@ -31,7 +31,8 @@ from ragwright.pipeline.retrieve import Retriever, Thresholds
 from ragwright.report import render_report
 from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
 from ragwright.types import ChunkingPolicy, EvalCase, RelevantKey
-from tests.conftest import REPO, SAMPLES
+from tests.conftest import REPO
+from tests.pipeline.indexes import hashing_index
 
 POLICY = ChunkingPolicy()
 ELIGIBLE = Eligibility(POLICY.version, ("runbook", "note"), ("published",))
@@ -40,14 +41,7 @@ DATASET = REPO / "samples" / "eval" / "cases.jsonl"
 
 @pytest.fixture
 def index(tmp_path: Path) -> Iterator[EdgeIndex]:
-    with EdgeIndex(tmp_path / "i", contract_for(HASHING_PROFILE, POLICY.version)) as opened:
-        ingest(
-            load_sources([SAMPLES]),
-            policy=POLICY,
-            embedder=HashingEmbedder(),
-            sparse_encoder=Bm25Encoder(),
-            index=opened,
-        )
+    with hashing_index(tmp_path / "i") as opened:
         yield opened
 
 

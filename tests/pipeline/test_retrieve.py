@@ -13,38 +13,23 @@ import pytest
 from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.adapters.rerankers import HttpReranker
-from ragwright.adapters.sources import load_sources
-from ragwright.core.contracts import contract_for
 from ragwright.core.documents import validate_document
 from ragwright.core.eligibility import CallerScope, Eligibility
 from ragwright.core.fusion import rrf
 from ragwright.errors import ContractMismatch, PayloadError
-from ragwright.pipeline.ingest import ingest
 from ragwright.pipeline.retrieve import Retriever, Thresholds
 from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
 from ragwright.types import ChunkingPolicy, FieldMatch, PointFilter, SourceDocument, SourceSection
-from tests.conftest import SAMPLES
+from tests.pipeline.indexes import hashing_index
 
 POLICY = ChunkingPolicy()
 PUBLISHED_RUNBOOKS = Eligibility(chunking_version=POLICY.version)
 QUESTION = "Should I drain all queued work during shutdown?"
 
 
-def make_index(path: Path, documents: Sequence[SourceDocument]) -> EdgeIndex:
-    index = EdgeIndex(path, contract_for(HASHING_PROFILE, POLICY.version))
-    ingest(
-        documents,
-        policy=POLICY,
-        embedder=HashingEmbedder(),
-        sparse_encoder=Bm25Encoder(),
-        index=index,
-    )
-    return index
-
-
 @pytest.fixture
 def samples(tmp_path: Path) -> Iterator[EdgeIndex]:
-    index = make_index(tmp_path / "samples", load_sources([SAMPLES]))
+    index = hashing_index(tmp_path / "samples")
     yield index
     index.close()
 
@@ -102,7 +87,7 @@ def test_filter_applies_inside_the_query_not_after(tmp_path: Path) -> None:
     """Twenty drafts match the question better than the one published runbook."""
     drafts = [note(f"draft-{i}", QUESTION, publication_state="draft") for i in range(20)]
     published = note("published", "Rotate the certificate before it expires.")
-    with make_index(tmp_path / "i", [*drafts, published]) as index:
+    with hashing_index(tmp_path / "i", [*drafts, published]) as index:
         for mode in ("dense", "sparse", "hybrid"):
             result = retriever(index).search(
                 QUESTION, PUBLISHED_RUNBOOKS, CallerScope(), k=1, mode=mode
@@ -119,7 +104,7 @@ def test_tenant_scope_isolates_documents(tmp_path: Path) -> None:
         note("globex-doc", QUESTION, tenant="globex"),
         note("shared-doc", QUESTION),
     ]
-    with make_index(tmp_path / "i", docs) as index:
+    with hashing_index(tmp_path / "i", docs) as index:
 
         def ids(scope: CallerScope) -> set[str]:
             return {
