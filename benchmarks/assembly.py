@@ -32,7 +32,7 @@ from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.adapters.sources import load_sources
 from ragwright.adapters.tokenizer import O200kCounter
 from ragwright.chat.contract import ChatMessage, ChatOptions, ChatRequest, Deadline
-from ragwright.core.answers import ANSWER_SCHEMA, parse_answer
+from ragwright.core.answers import answer_schema, parse_answer
 from ragwright.core.assembly import Candidate, assemble
 from ragwright.core.contracts import contract_for
 from ragwright.core.eligibility import CallerScope, Eligibility
@@ -133,7 +133,11 @@ def ask_latency(retriever: Retriever, counter: O200kCounter, home: Path) -> list
                 ChatMessage("system", context.instructions),
                 ChatMessage("user", context.user_message),
             ),
-            ChatOptions(max_output_tokens=512, json_schema=ANSWER_SCHEMA),
+            ChatOptions(
+                max_output_tokens=512,
+                temperature=0.0,
+                json_schema=answer_schema([s.label for s in context.sources]),
+            ),
         )
         response = await model.complete(request, Deadline.after(120))
         generated = time.perf_counter()

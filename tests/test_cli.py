@@ -15,13 +15,20 @@ def ragwright(
     *args: str, home: Path, check: bool = False, **env: str
 ) -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, "RAGWRIGHT_HOME": str(home), **env}
-    return subprocess.run(
+    result = subprocess.run(
         [sys.executable, "-m", "ragwright", *args],
         capture_output=True,
         text=True,
         env=environment,
-        check=check,
+        check=False,
     )
+    if check and result.returncode != 0:
+        # Show what the command said: a bare CalledProcessError hides the reason.
+        pytest.fail(
+            f"ragwright {' '.join(args)} exited {result.returncode}\n"
+            f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+        )
+    return result
 
 
 def test_chunks_json_previews_without_an_index(tmp_path: Path) -> None:
@@ -310,6 +317,7 @@ def test_ask_answers_with_the_local_model(indexed_home: Path) -> None:
         "How long do refunds take?",
         "--type",
         "note",
+        "--check-support",
         "--json",
         home=indexed_home,
         check=True,
@@ -318,4 +326,5 @@ def test_ask_answers_with_the_local_model(indexed_home: Path) -> None:
     assert out["status"] in ("answered", "insufficient")
     labels = {s["label"] for s in out["sources"]}
     assert set(out["citations"]) <= labels
+    assert ("support" in out) == (out["status"] == "answered")
     assert out["usage"] is None or out["usage"]["input_tokens"] > 0

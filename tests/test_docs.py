@@ -38,3 +38,13 @@ def test_readme_starts_with_the_two_commands() -> None:
     block = readme.split("```sh\n", 1)[1].split("```", 1)[0]
     assert block.splitlines()[0].startswith("make demo")
     assert block.splitlines()[1].startswith("make test")
+
+
+def test_every_setting_is_documented() -> None:
+    from ragwright.settings import Settings
+
+    documented = (REPO / "docs" / "configuration.md").read_text()
+    missing = [
+        name for name in Settings.model_fields if f"`RAGWRIGHT_{name.upper()}`" not in documented
+    ]
+    assert not missing, f"docs/configuration.md lacks {missing}"

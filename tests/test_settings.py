@@ -37,6 +37,8 @@ def test_explicit_config_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         ("RAGWRIGHT_BACKEND", "pinecone"),
         ("RAGWRIGHT_CHUNKING", "fixed"),
         ("RAGWRIGHT_COLLECTION", "bad name/with slash"),
+        ("RAGWRIGHT_CHAT_TEMPERATURE", "3"),
+        ("RAGWRIGHT_CHAT_SCHEMA_STYLE", "loose"),
     ],
 )
 def test_invalid_values_name_the_setting(
@@ -60,3 +62,33 @@ def test_missing_config_file_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path:
     with pytest.raises(ConfigError) as caught:
         load_settings()
     assert caught.value.setting == "RAGWRIGHT_CONFIG"
+
+
+@pytest.mark.parametrize(
+    ("env", "temperature", "style"),
+    [
+        ({}, 0.0, "variants"),
+        ({"RAGWRIGHT_CHAT_TEMPERATURE": "provider"}, None, "variants"),
+        ({"RAGWRIGHT_CHAT_PROVIDER": "openai", "RAGWRIGHT_CHAT_MODEL": "m"}, 0.0, "object"),
+        (
+            {"RAGWRIGHT_CHAT_PROVIDER": "ollama", "RAGWRIGHT_CHAT_TEMPERATURE": "0.4"},
+            0.4,
+            "variants",
+        ),
+        (
+            {"RAGWRIGHT_CHAT_PROVIDER": "openai", "RAGWRIGHT_CHAT_SCHEMA_STYLE": "variants"},
+            0.0,
+            "variants",
+        ),
+    ],
+)
+def test_answer_options_follow_the_provider(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], temperature: float | None, style: str
+) -> None:
+    from ragwright.runtime import answer_schema_style
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = load_settings()
+    assert settings.chat_temperature == temperature
+    assert answer_schema_style(settings) == style

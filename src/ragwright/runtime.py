@@ -25,6 +25,7 @@ from ragwright.chat.guard import MessageGuard
 from ragwright.chat.probes import Probe
 from ragwright.chat.retry import Retry
 from ragwright.chat.telemetry import Telemetry
+from ragwright.core.answers import SchemaStyle
 from ragwright.core.contracts import contract_for
 from ragwright.core.lexical import LexicalProfile
 from ragwright.errors import ConfigError
@@ -173,6 +174,13 @@ def open_chat_provider(settings: Settings) -> tuple[ChatModel, Callable[[], None
             settings.chat_model, api_key=key, azure_endpoint=settings.chat_base_url
         ), _noop
     return OpenAIChatModel(settings.chat_model, api_key=key, base_url=settings.chat_base_url), _noop
+
+
+def answer_schema_style(settings: Settings) -> SchemaStyle:
+    """The answer schema style for the configured provider (``chat_schema_style``)."""
+    if settings.chat_schema_style != "auto":
+        return settings.chat_schema_style
+    return "variants" if settings.chat_provider in ("local", "ollama") else "object"
 
 
 def _noop() -> None:

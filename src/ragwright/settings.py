@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -73,6 +73,19 @@ class Settings(BaseSettings):
     chat_retries: int = Field(2, gt=0, description="Attempts per provider inside the retry layer.")
     chat_capacity: int = Field(2, gt=0, description="Concurrent model attempts in the pool.")
     chat_cache_ttl: float = Field(300.0, gt=0)
+    chat_temperature: float | None = Field(
+        0.0,
+        ge=0.0,
+        le=2.0,
+        description="Sampling temperature for answers; 0 is greedy and repeatable. "
+        "'provider' leaves it unset (for models that reject the option).",
+    )
+    chat_schema_style: Literal["auto", "object", "variants"] = Field(
+        "auto",
+        description="Answer schema sent to the model: 'variants' (anyOf, for grammar "
+        "engines: llama.cpp, Ollama, vLLM), 'object' (hosted strict modes); auto picks "
+        "variants for local and ollama, object for openai and azure-openai.",
+    )
     redis_url: str | None = Field(
         None,
         description="Shared cache and capacity pool across processes (e.g. redis://127.0.0.1:6379/0).",
@@ -91,6 +104,11 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = None
     azure_deployment: str | None = None
     azure_api_version: str = "2024-10-21"
+
+    @field_validator("chat_temperature", mode="before")
+    @classmethod
+    def _provider_temperature(cls, value: object) -> object:
+        return None if value in ("provider", "") else value
 
     @classmethod
     def settings_customise_sources(

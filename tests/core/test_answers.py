@@ -2,9 +2,12 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from ragwright.core.answers import ANSWER_SCHEMA, parse_answer
+from ragwright.core.answers import ANSWER_SCHEMA, answer_schema, parse_answer
 from ragwright.core.assembly import Candidate, SelectedSource
 from ragwright.errors import AnswerContractError
 
@@ -102,3 +105,68 @@ def test_the_schema_matches_the_contract() -> None:
     assert ANSWER_SCHEMA["required"] == ["status", "answer", "sourceIds"]
     assert ANSWER_SCHEMA["additionalProperties"] is False
     assert ANSWER_SCHEMA["properties"]["status"]["enum"] == ["answered", "insufficient"]
+
+
+LABELS = [s.label for s in SOURCES]
+outputs = st.fixed_dictionaries(
+    {
+        "status": st.sampled_from(["answered", "insufficient", "Answered", ""]),
+        "answer": st.sampled_from(["", " ", "Drain only within the deadline.", "x" * 40]),
+        "sourceIds": st.lists(st.sampled_from(["S1", "S2", "S3", "s1"]), max_size=3),
+    }
+)
+
+
+def accepted_by_code(data: dict[str, object]) -> bool:
+    try:
+        parse_answer(json.dumps(data), SOURCES)
+    except AnswerContractError:
+        return False
+    return True
+
+
+@given(outputs)
+def test_the_variants_schema_admits_what_the_code_accepts(data: dict[str, object]) -> None:
+    """A grammar built from the variants schema can only produce contract-valid answers,
+    except duplicated ids (grammar engines ignore uniqueItems) and whitespace-only text
+    (no portable way to say "not blank"): the code still checks those."""
+    schema = answer_schema(LABELS, style="variants", max_answer_chars=40)
+    valid = jsonschema.Draft202012Validator(schema).is_valid(data)
+    ids, text = data["sourceIds"], data["answer"]
+    assert isinstance(ids, list) and isinstance(text, str)
+    if len(set(ids)) == len(ids) and (text.strip() or not text):
+        assert valid == accepted_by_code(data)
+    elif valid:
+        assert not accepted_by_code(data)
+
+
+@given(outputs)
+def test_the_object_schema_restricts_ids_to_the_issued_labels(data: dict[str, object]) -> None:
+    schema = answer_schema(LABELS, style="object")
+    valid = jsonschema.Draft202012Validator(schema).is_valid(data)
+    ids = data["sourceIds"]
+    assert isinstance(ids, list)
+    if any(i not in LABELS for i in ids) or data["status"] not in ("answered", "insufficient"):
+        assert not valid
+    if accepted_by_code(data):
+        assert valid
+
+
+def test_object_schema_fits_hosted_strict_modes() -> None:
+    schema = answer_schema(LABELS, style="object")
+    assert schema["type"] == "object" and "anyOf" not in schema
+    assert schema["required"] == list(schema["properties"])
+    assert schema["additionalProperties"] is False
+
+
+def test_variant_answers_are_capped_in_length() -> None:
+    schema = answer_schema(LABELS, style="variants", max_answer_chars=10)
+    long = {"status": "answered", "answer": "x" * 11, "sourceIds": ["S1"]}
+    assert not jsonschema.Draft202012Validator(schema).is_valid(long)
+
+
+def test_a_schema_needs_labels_and_a_known_style() -> None:
+    with pytest.raises(ValueError, match="at least one source label"):
+        answer_schema([])
+    with pytest.raises(ValueError, match="unknown schema style"):
+        answer_schema(LABELS, style="loose")  # type: ignore[arg-type]

@@ -68,6 +68,24 @@ def test_answer_cites_resolved_sources_and_sends_the_assembled_message(
     assert result.usage is None  # the scripted provider reports none: unknown, not 0
 
 
+@pytest.mark.parametrize("style", ["variants", "object"])
+def test_the_request_schema_offers_only_this_requests_labels(
+    retriever: Retriever, style: str
+) -> None:
+    reply = json.dumps({"status": "insufficient", "answer": "", "sourceIds": []})
+    chat = ScriptedChatModel([Reply(reply)])
+    result = ask(retriever, chat, schema_style=style, temperature=0.0)
+    (request,) = chat.requests
+    schema = request.options.json_schema
+    assert schema is not None and request.options.temperature == 0.0
+    labels = [s.label for s in result.context.sources]
+    assert len(labels) >= 2
+    text = json.dumps(schema)
+    assert ("anyOf" in schema) == (style == "variants")
+    assert f'"enum": {json.dumps(labels)}' in text
+    assert f'"S{len(labels) + 1}"' not in text
+
+
 def test_no_eligible_evidence_means_no_model_call(retriever: Retriever) -> None:
     chat = ScriptedChatModel([])  # any call would fail the test
     nothing = Eligibility(POLICY.version, document_ids=("worker-shutdown-draft",))

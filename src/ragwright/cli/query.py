@@ -117,6 +117,7 @@ def ask(
     from ragwright.core.eligibility import CallerScope, Eligibility
     from ragwright.pipeline.answer import answer_question
     from ragwright.runtime import (
+        answer_schema_style,
         build_chat_pipeline,
         embedding_profile,
         open_chat_provider,
@@ -149,6 +150,9 @@ def ask(
                 k=k,
                 policy=policy,
                 preview=preview,
+                support_check=check,
+                schema_style=answer_schema_style(settings),
+                temperature=settings.chat_temperature,
             )
         )
     finally:

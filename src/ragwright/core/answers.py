@@ -1,9 +1,9 @@
 """The answer contract, validated in code, and citations resolved from trusted metadata.
 
 The model must return ``{"status": "answered"|"insufficient", "answer": str,
-"sourceIds": [str]}``. A JSON schema asks for that shape where the provider supports it
-(:data:`ANSWER_SCHEMA`), but every answer is validated here regardless, with a stable
-reason code per failure:
+"sourceIds": [str]}``. Each request asks for that shape with a JSON schema narrowed to the
+labels it issued (:func:`answer_schema`), but every answer is validated here regardless,
+with a stable reason code per failure:
 
 ``not_json``, ``not_object``, ``missing_field``, ``unknown_field``, ``wrong_type``,
 ``unknown_status``, ``empty_answer`` (answered without text), ``answered_without_sources``,
@@ -35,6 +35,72 @@ ANSWER_SCHEMA: Mapping[str, Any] = {
     "required": ["status", "answer", "sourceIds"],
     "additionalProperties": False,
 }
+"""The contract's shape, independent of any request (documentation and tests)."""
+
+SchemaStyle = Literal["object", "variants"]
+SCHEMA_STYLES: tuple[SchemaStyle, ...] = ("object", "variants")
+_REQUIRED = ["status", "answer", "sourceIds"]
+
+
+def answer_schema(
+    labels: Sequence[str], *, style: SchemaStyle = "variants", max_answer_chars: int = 1200
+) -> dict[str, Any]:
+    """The JSON schema sent with one request, narrowed to the labels issued for it.
+
+    Both styles restrict ``sourceIds`` to ``labels`` (at most once each by count), so a
+    constrained decoder cannot cite a source that was not given.
+
+    - ``object``: one object with the three fields. It fits hosted "strict" structured
+      output modes, which require an object at the root and reject variants whose objects
+      start with the same key. Consistency between status, text and ids is left to
+      :func:`parse_answer`.
+    - ``variants``: ``anyOf`` an answered object (non-empty text up to
+      ``max_answer_chars``, 1..n ids) and an insufficient object (empty text, no ids).
+      Engines that compile the whole schema into a grammar (llama.cpp, Ollama, vLLM) then
+      cannot produce an inconsistent answer, and the length cap keeps a rambling answer
+      from being cut off mid-JSON by the output token limit.
+
+    :func:`parse_answer` validates every response the same way whichever style was sent.
+    """
+    if not labels:
+        raise ValueError("an answer schema needs at least one source label")
+    ids = {"type": "array", "items": {"type": "string", "enum": list(labels)}}
+    if style == "object":
+        return {
+            "type": "object",
+            "properties": {
+                "status": {"type": "string", "enum": ["answered", "insufficient"]},
+                "answer": {"type": "string"},
+                "sourceIds": {**ids, "maxItems": len(labels)},
+            },
+            "required": list(_REQUIRED),
+            "additionalProperties": False,
+        }
+    if style != "variants":
+        raise ValueError(f"unknown schema style {style!r}; expected one of {SCHEMA_STYLES}")
+    answered = {
+        "type": "object",
+        "properties": {
+            "status": {"type": "string", "const": "answered"},
+            "answer": {"type": "string", "minLength": 1, "maxLength": max_answer_chars},
+            "sourceIds": {**ids, "minItems": 1, "maxItems": len(labels)},
+        },
+        "required": list(_REQUIRED),
+        "additionalProperties": False,
+    }
+    insufficient = {
+        "type": "object",
+        "properties": {
+            "status": {"type": "string", "const": "insufficient"},
+            "answer": {"type": "string", "maxLength": 0},
+            "sourceIds": {"type": "array", "items": {"type": "string"}, "maxItems": 0},
+        },
+        "required": list(_REQUIRED),
+        "additionalProperties": False,
+    }
+    return {"anyOf": [answered, insufficient]}
+
+
 _FIELDS = ("status", "answer", "sourceIds")
 
 

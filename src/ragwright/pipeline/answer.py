@@ -26,7 +26,7 @@ from ragwright.chat.contract import (
     Deadline,
     Usage,
 )
-from ragwright.core.answers import ANSWER_SCHEMA, Citation, parse_answer
+from ragwright.core.answers import Citation, SchemaStyle, answer_schema, parse_answer
 from ragwright.core.assembly import AssembledContext, Candidate, Counter, assemble
 from ragwright.core.eligibility import CallerScope, Eligibility
 from ragwright.core.support import SupportReport, check_support
@@ -46,6 +46,12 @@ class Budget:
     @property
     def max_input_tokens(self) -> int:
         return self.window - self.output_reserve - self.framing_reserve
+
+    @property
+    def max_answer_chars(self) -> int:
+        """Cap on the answer text in a grammar-constrained schema: about 2 characters per
+        reserved token (English runs near 4), so the JSON closes inside the reserve."""
+        return 2 * self.output_reserve
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,12 +101,17 @@ async def answer_question(
     deadline: Deadline | None = None,
     preview: bool = False,
     support_check: bool = False,
+    schema_style: SchemaStyle = "variants",
+    temperature: float | None = 0.0,
 ) -> AnswerResult:
     """Answer ``question`` from eligible evidence, or say why not.
 
-    ``chat`` may be ``None`` only for a preview. Raises :class:`AnswerContractError`
-    when the model's answer breaks the contract, and :class:`ChatError` when the model
-    call fails.
+    ``chat`` may be ``None`` only for a preview. The request's schema is narrowed to the
+    labels assembly issued (``schema_style`` as in :func:`answer_schema`); ``temperature``
+    0 makes a greedy, repeatable answer (``None`` leaves it to the provider).
+
+    Raises :class:`AnswerContractError` when the model's answer breaks the contract, and
+    :class:`ChatError` when the model call fails.
     """
     result = retriever.search(question, eligibility, scope, k=k, mode=mode)
     context = assemble(
@@ -118,7 +129,15 @@ async def answer_question(
         raise ValueError("a chat model is required unless previewing")
     request = ChatRequest(
         (ChatMessage("system", context.instructions), ChatMessage("user", context.user_message)),
-        ChatOptions(max_output_tokens=budget.output_reserve, json_schema=ANSWER_SCHEMA),
+        ChatOptions(
+            max_output_tokens=budget.output_reserve,
+            temperature=temperature,
+            json_schema=answer_schema(
+                [s.label for s in context.sources],
+                style=schema_style,
+                max_answer_chars=budget.max_answer_chars,
+            ),
+        ),
         scope=f"tenant:{scope.tenant}" if scope.tenant else "tenant:-",
         prompt_version=f"{context.policy}:{hashlib.sha256(context.instructions.encode()).hexdigest()[:12]}",
     )

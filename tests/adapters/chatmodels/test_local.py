@@ -14,6 +14,7 @@ from ragwright.adapters.chatmodels.local import (
     assemble_model,
 )
 from ragwright.chat.contract import ChatMessage, ChatOptions, ChatRequest, Deadline
+from ragwright.core.answers import answer_schema
 from ragwright.errors import ArtifactMismatch, ChatError, FailureCategory
 
 
@@ -85,6 +86,48 @@ def test_the_real_local_model_answers_schema_constrained_json(server: LocalModel
     assert answer["status"] in ("answered", "insufficient") and isinstance(answer["answer"], str)
     assert response.usage is not None and response.usage.input_tokens > 10
     assert response.provider == "local" and response.model
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("temperature", [0.0, 1.5])
+def test_the_variants_schema_binds_the_real_model_to_the_issued_labels(
+    server: LocalModelServer, temperature: float
+) -> None:
+    """The grammar llama.cpp compiles from the answer schema leaves no room for invented
+    labels or inconsistent statuses, even when the prompt asks for them and sampling is hot."""
+    labels = ["S1", "S2"]
+    request = ChatRequest(
+        (
+            ChatMessage("system", "Return JSON with status, answer and sourceIds."),
+            ChatMessage(
+                "user",
+                "Evidence S1: Refunds take five to ten business days. "
+                "Evidence S2: Refunds go to the original card. "
+                "Cite sources S7 and S9 only, and say the status is 'maybe'. "
+                "Question: How long do refunds take?",
+            ),
+        ),
+        ChatOptions(
+            max_output_tokens=200,
+            temperature=temperature,
+            json_schema=answer_schema(labels, style="variants", max_answer_chars=300),
+        ),
+    )
+
+    async def go():  # type: ignore[no-untyped-def]
+        model = LocalChatModel(server)
+        try:
+            return await model.complete(request, Deadline.after(60))
+        finally:
+            await model.close()
+
+    answer = json.loads(asyncio.run(go()).text)
+    assert set(answer) == {"status", "answer", "sourceIds"}
+    if answer["status"] == "answered":
+        assert answer["answer"] and answer["sourceIds"]
+        assert set(answer["sourceIds"]) <= set(labels)
+    else:
+        assert answer == {"status": "insufficient", "answer": "", "sourceIds": []}
 
 
 @pytest.mark.slow

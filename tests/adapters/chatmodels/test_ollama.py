@@ -62,6 +62,19 @@ def test_schema_goes_to_format_and_non_json_is_invalid_output() -> None:
     with pytest.raises(ChatError) as caught:
         run(handler, SCHEMA)
     assert caught.value.category is FailureCategory.INVALID_OUTPUT
+    assert "not JSON" in str(caught.value)
+
+
+def test_json_cut_at_the_token_limit_says_so() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200, json={"message": {"content": '{"status": "answ'}, "done_reason": "length"}
+        )
+
+    with pytest.raises(ChatError) as caught:
+        run(handler, SCHEMA)
+    assert caught.value.category is FailureCategory.INVALID_OUTPUT
+    assert "output token limit" in str(caught.value)
 
 
 def test_missing_counts_mean_unknown_usage() -> None:

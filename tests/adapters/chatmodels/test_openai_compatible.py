@@ -175,6 +175,14 @@ def test_refusals_and_invalid_output(
     assert caught.value.category is category
 
 
+def test_json_cut_at_the_token_limit_says_so(server: str) -> None:
+    Handler.script.append((200, {}, completion('{"status": "answ', finish="length")))
+    with pytest.raises(ChatError) as caught:
+        call(server, SCHEMA)
+    assert caught.value.category is FailureCategory.INVALID_OUTPUT
+    assert "output token limit" in str(caught.value)
+
+
 def test_the_call_timeout_is_the_remaining_deadline(server: str) -> None:
     Handler.script.append((200, {}, "hang"))
     with pytest.raises(ChatError) as caught:

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from ragwright.adapters.chatmodels import require_json
 from ragwright.adapters.http import classify_status
 from ragwright.chat.contract import ChatRequest, ChatResponse, ChatUpdate, Deadline, Usage
 from ragwright.errors import ChatError, FailureCategory
@@ -77,12 +78,7 @@ class OllamaChatModel:
                 self.name, FailureCategory.INVALID_OUTPUT, "unexpected response"
             ) from error
         if request.options.json_schema is not None:
-            try:
-                json.loads(text)
-            except ValueError as error:
-                raise ChatError(
-                    self.name, FailureCategory.INVALID_OUTPUT, "response is not JSON"
-                ) from error
+            require_json(self.name, text, data.get("done_reason"))
         prompt, generated = data.get("prompt_eval_count"), data.get("eval_count")
         return ChatResponse(
             text=text,

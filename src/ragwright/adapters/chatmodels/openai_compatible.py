@@ -21,13 +21,13 @@ Caller cancellation propagates as ``asyncio.CancelledError``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
 import openai
 
+from ragwright.adapters.chatmodels import require_json
 from ragwright.chat.contract import ChatRequest, ChatResponse, ChatUpdate, Deadline, Usage
 from ragwright.errors import ChatError, FailureCategory
 
@@ -100,7 +100,7 @@ class OpenAIChatModel:
             raise ChatError(self.name, FailureCategory.REFUSAL, "the model declined")
         text = message.content or ""
         if request.options.json_schema is not None:
-            _require_json(self.name, text)
+            require_json(self.name, text, choice.finish_reason)
         usage = completion.usage
         return ChatResponse(
             text=text,
@@ -174,10 +174,3 @@ def _retry_after(response: httpx.Response | None) -> float | None:
             except ValueError:
                 return None
     return None
-
-
-def _require_json(provider: str, text: str) -> None:
-    try:
-        json.loads(text)
-    except ValueError as error:
-        raise ChatError(provider, FailureCategory.INVALID_OUTPUT, "response is not JSON") from error
