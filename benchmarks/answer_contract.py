@@ -10,9 +10,9 @@ local model under three arms, side by side in one run:
 - ``object`` — the per-request ``object`` schema (ids limited to issued labels), temperature 0;
 - ``variants`` — the per-request ``variants`` schema (the local default), temperature 0.
 
-Per arm: contract failures by reason, status counts, answered cases that cite at least one
-labelled-relevant chunk, unsupported questions answered anyway (false acceptance), answers
-the support check flags, and generation time. Writes
+Per arm: contract failures by reason, status counts; of the answerable calls whose context
+held a labelled-relevant chunk, how many answered citing one; unsupported questions answered
+anyway (false acceptance); answers the support check flags; generation time. Writes
 ``benchmarks/results/answer_contract.json``.
 
     python benchmarks/answer_contract.py [--limit N]
@@ -32,22 +32,16 @@ from typing import Any
 
 from ragwright.adapters.chatmodels.local import LocalChatModel, LocalModelServer, assemble_model
 from ragwright.adapters.datasets import load_cases
-from ragwright.adapters.edge import EdgeIndex
-from ragwright.adapters.embedders.onnx import OnnxEmbedder
-from ragwright.adapters.lexical import Bm25Encoder
-from ragwright.adapters.sources import load_sources
 from ragwright.adapters.tokenizer import O200kCounter
 from ragwright.chat.contract import ChatMessage, ChatOptions, ChatRequest, Deadline
 from ragwright.core.answers import ANSWER_SCHEMA, answer_schema, parse_answer
 from ragwright.core.assembly import AssembledContext, assemble
-from ragwright.core.contracts import contract_for
 from ragwright.core.eligibility import CallerScope, Eligibility
 from ragwright.core.support import check_support
 from ragwright.errors import AnswerContractError, ChatError
 from ragwright.pipeline.answer import Budget, candidates_from
-from ragwright.pipeline.ingest import ingest
-from ragwright.pipeline.retrieve import Retriever
 from ragwright.types import ChunkingPolicy
+from sample_index import sample_retriever
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = ChunkingPolicy()
@@ -103,6 +97,7 @@ async def run_arm(
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     outcomes = Counter(r["outcome"] for r in rows)
     answerable = [r for r in rows if r["answerable"]]
+    grounded = [r for r in answerable if r["relevant_in_context"]]
     unsupported = [r for r in rows if not r["answerable"]]
     answered = [r for r in rows if r["outcome"] == "answered"]
     failures = [r for r in rows if r["outcome"] not in ("answered", "insufficient")]
@@ -110,8 +105,9 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "calls": len(rows),
         "outcomes": dict(sorted(outcomes.items())),
         "contract_failure_rate": round(len(failures) / len(rows), 3),
-        "answerable_citing_relevant": sum(1 for r in answerable if r.get("cites_relevant")),
         "answerable": len(answerable),
+        "relevant_in_context": len(grounded),
+        "answered_citing_relevant": sum(1 for r in grounded if r.get("cites_relevant")),
         "unsupported_answered": sum(1 for r in unsupported if r["outcome"] == "answered"),
         "unsupported": len(unsupported),
         "support_flagged": sum(1 for r in answered if r.get("support_flagged")),
@@ -137,17 +133,8 @@ def main() -> None:
     cases = cases[: args.limit] if args.limit else cases
     counter = O200kCounter()
     home = Path(tempfile.mkdtemp(prefix="ragwright-contract-"))
-    embedder = OnnxEmbedder()
     rows: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
-    with EdgeIndex(home / "index", contract_for(embedder.profile, POLICY.version)) as index:
-        ingest(
-            load_sources([ROOT / "samples" / "corpus"]),
-            policy=POLICY,
-            embedder=embedder,
-            sparse_encoder=Bm25Encoder(),
-            index=index,
-        )
-        retriever = Retriever(index, embedder, Bm25Encoder())
+    with sample_retriever(home) as retriever:
         server = LocalModelServer(assemble_model(home / "models"), context_tokens=BUDGET.window)
         model = LocalChatModel(server)
 
@@ -166,7 +153,15 @@ def main() -> None:
                         continue
                     for arm in ARMS:
                         row = await run_arm(model, arm, context, relevant)
-                        row.update(case=case_id, type=document_type, answerable=bool(relevant))
+                        row.update(
+                            case=case_id,
+                            type=document_type,
+                            answerable=bool(relevant),
+                            relevant_in_context=any(
+                                (s.candidate.document_id, s.candidate.chunk_id) in relevant
+                                for s in context.sources
+                            ),
+                        )
                         rows[arm].append(row)
                         print(arm, case_id, document_type, row["outcome"], flush=True)
             await model.close()

@@ -26,20 +26,15 @@ from pathlib import Path
 
 from ragwright.adapters.chatmodels.local import LocalChatModel, LocalModelServer, assemble_model
 from ragwright.adapters.datasets import load_cases
-from ragwright.adapters.edge import EdgeIndex
-from ragwright.adapters.embedders.onnx import OnnxEmbedder
-from ragwright.adapters.lexical import Bm25Encoder
-from ragwright.adapters.sources import load_sources
 from ragwright.adapters.tokenizer import O200kCounter
 from ragwright.chat.contract import ChatMessage, ChatOptions, ChatRequest, Deadline
 from ragwright.core.answers import answer_schema, parse_answer
 from ragwright.core.assembly import Candidate, assemble
-from ragwright.core.contracts import contract_for
 from ragwright.core.eligibility import CallerScope, Eligibility
 from ragwright.pipeline.answer import candidates_from
-from ragwright.pipeline.ingest import ingest
 from ragwright.pipeline.retrieve import Retriever
 from ragwright.types import ChunkingPolicy
+from sample_index import sample_retriever
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = ChunkingPolicy()
@@ -178,16 +173,7 @@ def main() -> None:
     record: dict[str, object] = {"speed": speed(counter)}
     print(json.dumps(record["speed"]))
     home = Path(tempfile.mkdtemp(prefix="ragwright-assembly-"))
-    embedder = OnnxEmbedder()
-    with EdgeIndex(home / "index", contract_for(embedder.profile, POLICY.version)) as index:
-        ingest(
-            load_sources([ROOT / "samples" / "corpus"]),
-            policy=POLICY,
-            embedder=embedder,
-            sparse_encoder=Bm25Encoder(),
-            index=index,
-        )
-        retriever = Retriever(index, embedder, Bm25Encoder())
+    with sample_retriever(home) as retriever:
         record["lost_evidence"] = lost_evidence(retriever, counter)
         print(json.dumps(record["lost_evidence"]))
         if not args.skip_model:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -212,6 +213,66 @@ def test_eval_run_report_and_compare(indexed_home: Path) -> None:
     )
     assert set(compared) == {"regressions", "improvements", "notes"}
     assert any("mode differs" in note for note in compared["notes"])
+
+
+@pytest.mark.slow
+def test_calibrated_thresholds_make_search_ask_and_eval_refuse_unsupported_questions(
+    indexed_home: Path, tmp_path: Path
+) -> None:
+    cases_path = SAMPLES.parent / "eval" / "cases.jsonl"
+    eligible = ("--type", "runbook", "--type", "note")
+    out = json.loads(
+        ragwright(
+            "eval", "calibrate", str(cases_path), *eligible, "--json", home=indexed_home, check=True
+        ).stdout
+    )
+    baseline, chosen = out["rows"][0], out["recommended"]
+    assert baseline["threshold_dense"] is None and baseline["false_acceptance_rate"] == 1.0
+    assert chosen["false_acceptance_rate"] < baseline["false_acceptance_rate"]
+    assert chosen["recall@5"] == baseline["recall@5"]  # the default allows no recall loss
+    env = {
+        f"RAGWRIGHT_THRESHOLD_{leg.upper()}": str(chosen[f"threshold_{leg}"])
+        for leg in ("dense", "sparse")
+        if chosen[f"threshold_{leg}"] is not None
+    }
+    # Settings apply the thresholds to search: exactly the unsupported questions the
+    # calibration counted as rejected now find nothing.
+    unsupported = [
+        json.loads(line)["question"]
+        for line in cases_path.read_text().splitlines()
+        if json.loads(line).get("unsupported")
+    ]
+    refused = [
+        q
+        for q in unsupported
+        if json.loads(
+            ragwright("search", q, *eligible, "--json", home=indexed_home, check=True, **env).stdout
+        )
+        == []
+    ]
+    assert len(refused) == round((1 - chosen["false_acceptance_rate"]) * len(unsupported))
+    # ask ends such a question before generation: the local model is never even assembled.
+    home = tmp_path / "home"
+    shutil.copytree(indexed_home, home, ignore=shutil.ignore_patterns("models"))
+    answer = json.loads(
+        ragwright("ask", refused[0], *eligible, "--json", home=home, check=True, **env).stdout
+    )
+    assert answer["status"] == "no_eligible_evidence" and answer["sources"] == []
+    assert not (home / "models").exists()
+    # ... and eval run takes them as its defaults.
+    run = json.loads(
+        ragwright(
+            "eval",
+            "run",
+            str(cases_path),
+            *eligible,
+            "--json",
+            home=indexed_home,
+            check=True,
+            **env,
+        ).stdout
+    )
+    assert run["unsupported"]["false_acceptance_rate"] == chosen["false_acceptance_rate"]
 
 
 def test_eval_rejects_a_bad_dataset(indexed_home: Path, tmp_path: Path) -> None:

@@ -14,7 +14,17 @@ from tests.conftest import REPO
 
 @pytest.mark.parametrize(
     "command",
-    ["chunks", "ingest", "status", "search", "ask", "eval run", "eval compare", "eval report"],
+    [
+        "chunks",
+        "ingest",
+        "status",
+        "search",
+        "ask",
+        "eval run",
+        "eval calibrate",
+        "eval compare",
+        "eval report",
+    ],
 )
 def test_every_option_is_documented(command: str) -> None:
     env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb"}

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
-from ragwright.adapters.chatmodels.local import LocalChatModel, LocalModelServer, assemble_model
+from ragwright.adapters.chatmodels.local import OnDemandLocalModel
 from ragwright.adapters.chatmodels.ollama import OllamaChatModel
 from ragwright.adapters.chatmodels.openai_compatible import OpenAIChatModel
 from ragwright.adapters.edge import EdgeIndex
@@ -29,7 +29,7 @@ from ragwright.core.answers import SchemaStyle
 from ragwright.core.contracts import contract_for
 from ragwright.core.lexical import LexicalProfile
 from ragwright.errors import ConfigError
-from ragwright.pipeline.retrieve import Retriever
+from ragwright.pipeline.retrieve import Retriever, Thresholds
 from ragwright.protocols import Embedder, Reranker, VectorIndex
 from ragwright.settings import Settings
 from ragwright.types import EmbeddingProfile
@@ -152,28 +152,44 @@ def open_retriever(settings: Settings, index: VectorIndex) -> Retriever:
     )
 
 
-def open_chat_provider(settings: Settings) -> tuple[ChatModel, Callable[[], None]]:
-    """The configured provider and a function that releases what it holds."""
+def open_chat_provider(settings: Settings) -> tuple[ChatModel, Callable[[], Awaitable[None]]]:
+    """The configured provider and its async ``close`` (await it in the loop that used it).
+
+    The local model starts on its first call, so a question that ends without eligible
+    evidence never starts it.
+    """
     key = settings.chat_api_key.get_secret_value() if settings.chat_api_key else "unused"
     if settings.chat_provider == "local":
-        model_path = assemble_model(settings.home / "models")
-        server = LocalModelServer(model_path)
-        return LocalChatModel(server), server.close
+        local = OnDemandLocalModel(settings.home / "models")
+        return local, local.close
     if not settings.chat_model:
         raise ConfigError("RAGWRIGHT_CHAT_MODEL", f"required for {settings.chat_provider}")
     if settings.chat_provider == "ollama":
-        return OllamaChatModel(
+        ollama = OllamaChatModel(
             settings.chat_model, base_url=settings.chat_base_url or "http://127.0.0.1:11434"
-        ), _noop
+        )
+        return ollama, ollama.close
     if settings.chat_provider == "azure-openai":
         if not settings.chat_base_url:
             raise ConfigError(
                 "RAGWRIGHT_CHAT_BASE_URL", "the Azure OpenAI resource endpoint is required"
             )
-        return OpenAIChatModel(
+        azure = OpenAIChatModel(
             settings.chat_model, api_key=key, azure_endpoint=settings.chat_base_url
-        ), _noop
-    return OpenAIChatModel(settings.chat_model, api_key=key, base_url=settings.chat_base_url), _noop
+        )
+        return azure, azure.close
+    openai = OpenAIChatModel(settings.chat_model, api_key=key, base_url=settings.chat_base_url)
+    return openai, openai.close
+
+
+def thresholds(settings: Settings) -> Thresholds:
+    """The configured per-stage score thresholds (``RAGWRIGHT_THRESHOLD_*``)."""
+    return Thresholds(
+        dense=settings.threshold_dense,
+        sparse=settings.threshold_sparse,
+        fusion=settings.threshold_fusion,
+        rerank=settings.threshold_rerank,
+    )
 
 
 def answer_schema_style(settings: Settings) -> SchemaStyle:
@@ -181,10 +197,6 @@ def answer_schema_style(settings: Settings) -> SchemaStyle:
     if settings.chat_schema_style != "auto":
         return settings.chat_schema_style
     return "variants" if settings.chat_provider in ("local", "ollama") else "object"
-
-
-def _noop() -> None:
-    return None
 
 
 def build_chat_pipeline(

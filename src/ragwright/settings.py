@@ -56,6 +56,14 @@ class Settings(BaseSettings):
         (1.0, 1.0), description="Weights of the dense and BM25 rankings in RRF."
     )
     hybrid_candidates: int = Field(100, gt=0, description="Candidates per leg before fusion.")
+    threshold_dense: float | None = Field(
+        None, description="Minimum dense (cosine) score for search and ask; see eval calibrate."
+    )
+    threshold_sparse: float | None = Field(
+        None, description="Minimum BM25 score for search and ask; see eval calibrate."
+    )
+    threshold_fusion: float | None = Field(None, description="Minimum RRF score.")
+    threshold_rerank: float | None = Field(None, description="Minimum rerank score.")
     reranker: Literal["none", "bi-encoder", "http"] = "none"
     reranker_url: str | None = None
     reranker_model: str = ""

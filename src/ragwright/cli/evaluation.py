@@ -1,11 +1,13 @@
-"""Evaluation commands: ``eval run``, ``eval compare`` and ``eval report``."""
+"""Evaluation commands: ``eval run``, ``eval calibrate``, ``eval compare`` and ``eval report``."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -17,7 +19,12 @@ from ragwright.cli.common import (
     EligibleTypes,
     eval_app,
 )
-from ragwright.settings import load_settings
+from ragwright.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from ragwright.pipeline.evaluate import EligibleCorpus, EvalConfig
+    from ragwright.pipeline.retrieve import Retriever, Thresholds
+    from ragwright.types import EvalCase
 
 
 def _code_revision() -> str:
@@ -36,54 +43,55 @@ def _code_revision() -> str:
     return done.stdout.strip() or f"ragwright {__version__}"
 
 
-@eval_app.command("run")
-def eval_run(
-    dataset: Annotated[
-        Path | None, typer.Argument(help="JSONL dataset (docs/evaluation.md); omit with --beir.")
-    ] = None,
-    beir: Annotated[
-        Path | None, typer.Option("--beir", help="BEIR directory: document-level evaluation.")
-    ] = None,
-    split: Annotated[str, typer.Option("--split", help="BEIR qrels split.")] = "test",
-    mode: Annotated[str, typer.Option("--mode", help="dense, sparse or hybrid.")] = "hybrid",
-    ks: Annotated[str, typer.Option("--k", help="Cutoffs, comma-separated.")] = "1,3,5,10",
-    types: EligibleTypes = None,
-    states: EligibleStates = None,
-    tenant: CallerTenant = None,
-    threshold_dense: Annotated[float | None, typer.Option(help="Minimum dense score.")] = None,
-    threshold_sparse: Annotated[float | None, typer.Option(help="Minimum BM25 score.")] = None,
-    threshold_fusion: Annotated[float | None, typer.Option(help="Minimum RRF score.")] = None,
-    threshold_rerank: Annotated[float | None, typer.Option(help="Minimum rerank score.")] = None,
-    with_text: Annotated[
-        bool, typer.Option("--with-text", help="Store chunk texts in the run.")
-    ] = False,
-    report: Annotated[bool, typer.Option("--report", help="Also write report.html.")] = False,
-    as_json: AsJson = False,
-) -> None:
-    """Run an evaluation and persist it under RAGWRIGHT_HOME/evaluations/<execution-id>/."""
-    import hashlib
+Dataset = Annotated[
+    Path | None, typer.Argument(help="JSONL dataset (docs/evaluation.md); omit with --beir.")
+]
+Beir = Annotated[
+    Path | None, typer.Option("--beir", help="BEIR directory: document-level evaluation.")
+]
+Split = Annotated[str, typer.Option("--split", help="BEIR qrels split.")]
+ModeOption = Annotated[str, typer.Option("--mode", help="dense, sparse or hybrid.")]
 
+
+@dataclass
+class _Setup:
+    """What ``eval run`` and ``eval calibrate`` share: cases, config, index and corpus."""
+
+    settings: Settings
+    source: Path
+    fingerprint_path: Path
+    cases: list[EvalCase]
+    config: EvalConfig
+    retriever: Retriever
+    corpus: EligibleCorpus
+
+
+@contextmanager
+def _evaluation(
+    dataset: Path | None,
+    beir: Path | None,
+    split: str,
+    mode: str,
+    cutoffs: tuple[int, ...],
+    types: list[str] | None,
+    states: list[str] | None,
+    tenant: str | None,
+    thresholds: Thresholds,
+    with_text: bool = False,
+) -> Iterator[_Setup]:
     from ragwright.adapters.datasets import load_beir_cases, load_cases
     from ragwright.core.eligibility import CallerScope, Eligibility
-    from ragwright.pipeline.evaluate import EvalConfig, eligible_corpus, run_evaluation, save_run
-    from ragwright.pipeline.retrieve import MODES, Thresholds
-    from ragwright.runtime import embedding_profile, lexical_profile, open_index, open_retriever
+    from ragwright.pipeline.evaluate import EvalConfig, eligible_corpus
+    from ragwright.pipeline.retrieve import MODES
+    from ragwright.runtime import embedding_profile, open_index, open_retriever
 
     source = beir if beir is not None else dataset
     if source is None or (dataset is not None and beir is not None):
         raise typer.BadParameter("give a DATASET or --beir DIR, not both", param_hint="DATASET")
     if mode not in MODES:
         raise typer.BadParameter(f"must be one of {', '.join(MODES)}", param_hint="--mode")
-    try:
-        cutoffs = tuple(int(k) for k in ks.split(","))
-    except ValueError as error:
-        raise typer.BadParameter(
-            "comma-separated integers, e.g. 1,3,5,10", param_hint="--k"
-        ) from error
     cases = load_beir_cases(source, split) if beir is not None else load_cases(source)
-    fingerprint_path = source / "qrels" / f"{split}.tsv" if beir is not None else source
     settings = load_settings()
-    profile = embedding_profile(settings)
     eligibility = Eligibility(
         chunking_version=settings.chunking_policy().version,
         document_types=tuple(types or ("runbook",)),
@@ -94,30 +102,98 @@ def eval_run(
         scope=CallerScope(tenant=tenant),
         mode=mode,
         ks=cutoffs,
-        thresholds=Thresholds(
-            threshold_dense, threshold_sparse, threshold_fusion, threshold_rerank
-        ),
+        thresholds=thresholds,
         with_text=with_text,
     )
-    index = open_index(settings, profile, write=False)
+    index = open_index(settings, embedding_profile(settings), write=False)
     try:
         retriever = open_retriever(settings, index)
         retriever.candidates = max(
             retriever.candidates, max(cutoffs) * config.document_depth_factor
         )
-        corpus = eligible_corpus(index, eligibility, config.scope)
+        yield _Setup(
+            settings=settings,
+            source=source,
+            fingerprint_path=source / "qrels" / f"{split}.tsv" if beir is not None else source,
+            cases=cases,
+            config=config,
+            retriever=retriever,
+            corpus=eligible_corpus(index, eligibility, config.scope),
+        )
+    finally:
+        index.close()
+
+
+def _cutoffs(ks: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(k) for k in ks.split(","))
+    except ValueError as error:
+        raise typer.BadParameter(
+            "comma-separated integers, e.g. 1,3,5,10", param_hint="--k"
+        ) from error
+
+
+@eval_app.command("run")
+def eval_run(
+    dataset: Dataset = None,
+    beir: Beir = None,
+    split: Split = "test",
+    mode: ModeOption = "hybrid",
+    ks: Annotated[str, typer.Option("--k", help="Cutoffs, comma-separated.")] = "1,3,5,10",
+    types: EligibleTypes = None,
+    states: EligibleStates = None,
+    tenant: CallerTenant = None,
+    threshold_dense: Annotated[
+        float | None, typer.Option(help="Minimum dense score (default: RAGWRIGHT_THRESHOLD_DENSE).")
+    ] = None,
+    threshold_sparse: Annotated[
+        float | None, typer.Option(help="Minimum BM25 score (default: RAGWRIGHT_THRESHOLD_SPARSE).")
+    ] = None,
+    threshold_fusion: Annotated[
+        float | None, typer.Option(help="Minimum RRF score (default: RAGWRIGHT_THRESHOLD_FUSION).")
+    ] = None,
+    threshold_rerank: Annotated[
+        float | None,
+        typer.Option(help="Minimum rerank score (default: RAGWRIGHT_THRESHOLD_RERANK)."),
+    ] = None,
+    with_text: Annotated[
+        bool, typer.Option("--with-text", help="Store chunk texts in the run.")
+    ] = False,
+    report: Annotated[bool, typer.Option("--report", help="Also write report.html.")] = False,
+    as_json: AsJson = False,
+) -> None:
+    """Run an evaluation and persist it under RAGWRIGHT_HOME/evaluations/<execution-id>/."""
+    import hashlib
+
+    from ragwright.pipeline.evaluate import run_evaluation, save_run
+    from ragwright.pipeline.retrieve import Thresholds
+    from ragwright.runtime import embedding_profile, lexical_profile, thresholds
+
+    configured = thresholds(load_settings())
+    given = Thresholds(
+        dense=configured.dense if threshold_dense is None else threshold_dense,
+        sparse=configured.sparse if threshold_sparse is None else threshold_sparse,
+        fusion=configured.fusion if threshold_fusion is None else threshold_fusion,
+        rerank=configured.rerank if threshold_rerank is None else threshold_rerank,
+    )
+    cutoffs = _cutoffs(ks)
+    with _evaluation(
+        dataset, beir, split, mode, cutoffs, types, states, tenant, given, with_text
+    ) as setup:
+        settings = setup.settings
+        profile = embedding_profile(settings)
         record = run_evaluation(
-            cases,
-            retriever,
-            config,
-            corpus,
+            setup.cases,
+            setup.retriever,
+            setup.config,
+            setup.corpus,
             run_config={
-                "dataset": str(source),
-                "dataset_sha256": hashlib.sha256(fingerprint_path.read_bytes()).hexdigest(),
+                "dataset": str(setup.source),
+                "dataset_sha256": hashlib.sha256(setup.fingerprint_path.read_bytes()).hexdigest(),
                 "embedding_profile": profile.profile_id,
                 "model_digest": profile.artifact_digest,
                 "lexical_profile": lexical_profile(settings).profile_id,
-                "chunking_version": eligibility.chunking_version,
+                "chunking_version": setup.config.eligibility.chunking_version,
                 "rrf_k": settings.rrf_k,
                 "rrf_weights": list(settings.rrf_weights),
                 "reranker": settings.reranker,
@@ -125,8 +201,6 @@ def eval_run(
                 "code_revision": _code_revision(),
             },
         )
-    finally:
-        index.close()
     directory = save_run(record, settings.home)
     if report:
         from ragwright.report import render_report
@@ -150,6 +224,96 @@ def eval_run(
     print(
         f"saved {directory / 'run.json'}" + (f" and {directory / 'report.html'}" if report else "")
     )
+
+
+@eval_app.command("calibrate")
+def eval_calibrate(
+    dataset: Annotated[
+        Path, typer.Argument(help="JSONL dataset with answerable and unsupported cases.")
+    ],
+    mode: ModeOption = "hybrid",
+    k: Annotated[int, typer.Option("--k", min=1, help="Cutoff for Recall@K and nDCG@K.")] = 5,
+    types: EligibleTypes = None,
+    states: EligibleStates = None,
+    tenant: CallerTenant = None,
+    max_recall_loss: Annotated[
+        float,
+        typer.Option("--max-recall-loss", min=0.0, help="Recall@K the recommendation may give up."),
+    ] = 0.0,
+    as_json: AsJson = False,
+) -> None:
+    """Sweep dense/BM25 score thresholds so unsupported questions find no evidence.
+
+    Tries "no threshold" and, per leg, the smallest margin that rejects each unsupported
+    question; prints false-acceptance rate, Recall@K, nDCG@K and refused answerable
+    questions for every combination, and recommends the lowest false acceptance within
+    --max-recall-loss of the unthresholded Recall@K. Nothing is persisted: put the
+    recommendation in ragwright.toml (threshold_dense, threshold_sparse) to apply it to
+    search and ask.
+    """
+    from ragwright.pipeline.calibrate import calibrate
+    from ragwright.pipeline.retrieve import Thresholds
+
+    with _evaluation(
+        dataset, None, "test", mode, (k,), types, states, tenant, Thresholds()
+    ) as setup:
+        result = calibrate(
+            setup.cases,
+            setup.retriever,
+            setup.config,
+            setup.corpus,
+            k=k,
+            max_recall_loss=max_recall_loss,
+        )
+    rows = [
+        {
+            "threshold_dense": r.thresholds.dense,
+            "threshold_sparse": r.thresholds.sparse,
+            "false_acceptance_rate": round(r.false_acceptance_rate, 4),
+            f"recall@{k}": round(r.recall, 4),
+            f"ndcg@{k}": round(r.ndcg, 4),
+            "refused_answerable": r.refused_answerable,
+            "recommended": r is result.recommended,
+        }
+        for r in result.rows
+    ]
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "mode": result.mode,
+                    "k": k,
+                    "answerable": result.answerable,
+                    "unsupported": result.unsupported,
+                    "rows": rows,
+                    "recommended": next(r for r in rows if r["recommended"]),
+                },
+                indent=2,
+            )
+        )
+        return
+    print(
+        f"calibration ({result.mode}, K={k}): {result.answerable} answerable, "
+        f"{result.unsupported} unsupported, {len(rows)} combinations"
+    )
+    print(f"  {'dense':>8} {'bm25':>8} {'FA':>6} {'R@K':>6} {'nDCG':>6} {'refused':>7}")
+    for row in rows:
+        dense, sparse = row["threshold_dense"], row["threshold_sparse"]
+        print(
+            f"{'*' if row['recommended'] else ' '} "
+            f"{'-' if dense is None else f'{dense:.4f}':>8} "
+            f"{'-' if sparse is None else f'{sparse:.4f}':>8} "
+            f"{row['false_acceptance_rate']:6.3f} {row[f'recall@{k}']:6.3f} "
+            f"{row[f'ndcg@{k}']:6.3f} {row['refused_answerable']:>7}"
+        )
+    chosen = result.recommended.thresholds
+    print("recommended (ragwright.toml):")
+    for name in ("dense", "sparse"):
+        value = getattr(chosen, name)
+        if value is not None:
+            print(f"  threshold_{name} = {value:.4f}")
+    if chosen.dense is None and chosen.sparse is None:
+        print("  no threshold: none lowers false acceptance within the allowed recall loss")
 
 
 def _print_summary(execution_id: str, summary: dict[str, Any], unsupported: dict[str, Any]) -> None:

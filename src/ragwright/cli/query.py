@@ -40,7 +40,7 @@ def search(
     """
     from ragwright.core.eligibility import CallerScope, Eligibility
     from ragwright.pipeline.retrieve import MODES
-    from ragwright.runtime import embedding_profile, open_index, open_retriever
+    from ragwright.runtime import embedding_profile, open_index, open_retriever, thresholds
 
     if mode not in MODES:
         raise typer.BadParameter(f"must be one of {', '.join(MODES)}", param_hint="--mode")
@@ -54,7 +54,14 @@ def search(
     index = open_index(settings, embedding_profile(settings), write=False)
     try:
         retriever = open_retriever(settings, index)
-        result = retriever.search(question, eligibility, CallerScope(tenant=tenant), k=k, mode=mode)
+        result = retriever.search(
+            question,
+            eligibility,
+            CallerScope(tenant=tenant),
+            k=k,
+            mode=mode,
+            thresholds=thresholds(settings),
+        )
     finally:
         index.close()
     if as_json:
@@ -73,7 +80,10 @@ def search(
         print(json.dumps(rows, ensure_ascii=False, indent=2))
         return
     if result.no_eligible_evidence:
-        print("No eligible evidence: nothing matched the required conditions.")
+        print(
+            "No eligible evidence: nothing matched the required conditions"
+            " (and the configured score thresholds, if any)."
+        )
         return
     for rank, hit in enumerate(result.hits, start=1):
         p = hit.payload
@@ -115,7 +125,7 @@ def ask(
 
     from ragwright.adapters.tokenizer import O200kCounter
     from ragwright.core.eligibility import CallerScope, Eligibility
-    from ragwright.pipeline.answer import answer_question
+    from ragwright.pipeline.answer import AnswerResult, answer_question
     from ragwright.runtime import (
         answer_schema_style,
         build_chat_pipeline,
@@ -123,6 +133,7 @@ def ask(
         open_chat_provider,
         open_index,
         open_retriever,
+        thresholds,
     )
 
     settings = load_settings()
@@ -132,17 +143,16 @@ def ask(
         document_types=tuple(types or ("runbook",)),
     )
     index = open_index(settings, embedding_profile(settings), write=False)
-    release = None
-    try:
-        retriever = open_retriever(settings, index)
-        chat = None
+
+    async def run() -> AnswerResult:
+        chat, close = None, None
         if not preview:
-            provider, release = open_chat_provider(settings)
+            provider, close = open_chat_provider(settings)
             chat = build_chat_pipeline(settings, [provider], count_tokens=counter.count)
-        result = asyncio.run(
-            answer_question(
+        try:
+            return await answer_question(
                 question,
-                retriever=retriever,
+                retriever=open_retriever(settings, index),
                 eligibility=eligibility,
                 scope=CallerScope(tenant=tenant),
                 chat=chat,
@@ -151,14 +161,18 @@ def ask(
                 policy=policy,
                 preview=preview,
                 support_check=check,
+                thresholds=thresholds(settings),
                 schema_style=answer_schema_style(settings),
                 temperature=settings.chat_temperature,
             )
-        )
+        finally:
+            if close is not None:
+                await close()
+
+    try:
+        result = asyncio.run(run())
     finally:
         index.close()
-        if release is not None:
-            release()
     context = result.context
     decisions = [
         {

@@ -30,7 +30,7 @@ from ragwright.core.answers import Citation, SchemaStyle, answer_schema, parse_a
 from ragwright.core.assembly import AssembledContext, Candidate, Counter, assemble
 from ragwright.core.eligibility import CallerScope, Eligibility
 from ragwright.core.support import SupportReport, check_support
-from ragwright.pipeline.retrieve import Hit, Mode, Retriever
+from ragwright.pipeline.retrieve import Hit, Mode, Retriever, Thresholds
 
 Status = Literal["answered", "insufficient", "no_eligible_evidence", "preview"]
 
@@ -103,17 +103,20 @@ async def answer_question(
     support_check: bool = False,
     schema_style: SchemaStyle = "variants",
     temperature: float | None = 0.0,
+    thresholds: Thresholds = Thresholds(),
 ) -> AnswerResult:
     """Answer ``question`` from eligible evidence, or say why not.
 
     ``chat`` may be ``None`` only for a preview. The request's schema is narrowed to the
     labels assembly issued (``schema_style`` as in :func:`answer_schema`); ``temperature``
     0 makes a greedy, repeatable answer (``None`` leaves it to the provider).
+    ``thresholds`` (calibrated with ``eval calibrate``) let a question whose best evidence
+    scores too low end as ``no_eligible_evidence`` without a model call.
 
     Raises :class:`AnswerContractError` when the model's answer breaks the contract, and
     :class:`ChatError` when the model call fails.
     """
-    result = retriever.search(question, eligibility, scope, k=k, mode=mode)
+    result = retriever.search(question, eligibility, scope, k=k, mode=mode, thresholds=thresholds)
     context = assemble(
         candidates_from(result.hits),
         question,

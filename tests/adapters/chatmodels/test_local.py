@@ -11,9 +11,10 @@ import pytest
 from ragwright.adapters.chatmodels.local import (
     LocalChatModel,
     LocalModelServer,
+    OnDemandLocalModel,
     assemble_model,
 )
-from ragwright.chat.contract import ChatMessage, ChatOptions, ChatRequest, Deadline
+from ragwright.chat.contract import ChatMessage, ChatOptions, ChatRequest, ChatResponse, Deadline
 from ragwright.core.answers import answer_schema
 from ragwright.errors import ArtifactMismatch, ChatError, FailureCategory
 
@@ -65,6 +66,35 @@ REQUEST = ChatRequest(
 )
 
 
+def test_the_on_demand_model_assembles_nothing_until_the_first_call(tmp_path: Path) -> None:
+    parts, digest = fake_parts(tmp_path)
+    parts[0].write_bytes(b"XXXX")  # a wrong part: assembly fails, but only when called
+    model = OnDemandLocalModel(tmp_path / "cache", parts=parts, expected_sha256=digest)
+    asyncio.run(model.close())  # closing a model that never started is fine
+    assert not model.started and not (tmp_path / "cache").exists()
+    with pytest.raises(ArtifactMismatch):
+        asyncio.run(model.complete(REQUEST, Deadline.after(5)))
+    assert not model.started
+
+
+@pytest.mark.slow
+def test_the_on_demand_model_starts_on_the_first_call_and_stops(tmp_path: Path) -> None:
+    model = OnDemandLocalModel(tmp_path / "cache", context_tokens=1024)
+    assert not model.started
+
+    async def go() -> ChatResponse:
+        try:
+            response = await model.complete(REQUEST, Deadline.after(60))
+            assert model.started
+            return response
+        finally:
+            await model.close()
+
+    assert json.loads(asyncio.run(go()).text)
+    assert not model.started
+    model.stop()  # idempotent
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalModelServer]:
     model = assemble_model(tmp_path_factory.mktemp("models"))
@@ -72,16 +102,20 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalModelServe
         yield running
 
 
-@pytest.mark.slow
-def test_the_real_local_model_answers_schema_constrained_json(server: LocalModelServer) -> None:
-    async def go():  # type: ignore[no-untyped-def]
+def complete(server: LocalModelServer, request: ChatRequest) -> ChatResponse:
+    async def go() -> ChatResponse:
         model = LocalChatModel(server)
         try:
-            return await model.complete(REQUEST, Deadline.after(60))
+            return await model.complete(request, Deadline.after(60))
         finally:
             await model.close()
 
-    response = asyncio.run(go())
+    return asyncio.run(go())
+
+
+@pytest.mark.slow
+def test_the_real_local_model_answers_schema_constrained_json(server: LocalModelServer) -> None:
+    response = complete(server, REQUEST)
     answer = json.loads(response.text)
     assert answer["status"] in ("answered", "insufficient") and isinstance(answer["answer"], str)
     assert response.usage is not None and response.usage.input_tokens > 10
@@ -113,15 +147,7 @@ def test_the_variants_schema_binds_the_real_model_to_the_issued_labels(
             json_schema=answer_schema(labels, style="variants", max_answer_chars=300),
         ),
     )
-
-    async def go():  # type: ignore[no-untyped-def]
-        model = LocalChatModel(server)
-        try:
-            return await model.complete(request, Deadline.after(60))
-        finally:
-            await model.close()
-
-    answer = json.loads(asyncio.run(go()).text)
+    answer = json.loads(complete(server, request).text)
     assert set(answer) == {"status", "answer", "sourceIds"}
     if answer["status"] == "answered":
         assert answer["answer"] and answer["sourceIds"]

@@ -137,3 +137,69 @@ class LocalChatModel:
 
     async def close(self) -> None:
         await self._client.close()
+
+
+class OnDemandLocalModel:
+    """The local model, assembled and started on the first call, not before.
+
+    ``ask`` opens its provider before it knows whether any evidence is eligible; a
+    question that ends with no eligible evidence must not pay for a model start (about a
+    second, and 1.6 s of hashing on a fresh cache) or for the memory of a model that never
+    answers. ``close()`` (async, like the other adapters) closes the client and stops the
+    server; ``stop()`` is the synchronous fallback.
+    """
+
+    def __init__(
+        self,
+        cache_dir: Path,
+        *,
+        context_tokens: int = 4096,
+        name: str = "local",
+        parts: Sequence[Path] | None = None,
+        expected_sha256: str = GGUF_SHA256,
+    ) -> None:
+        self.name = name
+        self._cache_dir = cache_dir
+        self._context_tokens = context_tokens
+        self._parts = parts
+        self._expected = expected_sha256
+        self._server: LocalModelServer | None = None
+        self._client: LocalChatModel | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def started(self) -> bool:
+        """Whether the first call has started the server."""
+        return self._server is not None
+
+    def _model(self) -> LocalChatModel:
+        with self._lock:
+            if self._client is None:
+                path = assemble_model(
+                    self._cache_dir, parts=self._parts, expected_sha256=self._expected
+                )
+                self._server = LocalModelServer(path, context_tokens=self._context_tokens)
+                self._client = LocalChatModel(self._server, name=self.name)
+            return self._client
+
+    async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
+        return await self._model().complete(request, deadline)
+
+    async def stream(self, request: ChatRequest, deadline: Deadline) -> AsyncIterator[ChatUpdate]:
+        async for update in self._model().stream(request, deadline):
+            yield update
+
+    async def close(self) -> None:
+        """Close the client (inside the event loop that used it) and stop the server."""
+        client = self._client
+        if client is not None:
+            await client.close()
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop the server if the model was ever started (safe to call twice)."""
+        with self._lock:
+            if self._server is not None:
+                self._server.close()
+            self._server = None
+            self._client = None

@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from ragwright.adapters.datasets import load_cases
+from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.lexical import Bm25Encoder
+from ragwright.core.eligibility import Eligibility
+from ragwright.errors import EvaluationError
+from ragwright.pipeline.calibrate import Calibration, calibrate
+from ragwright.pipeline.evaluate import EvalConfig, eligible_corpus, run_evaluation
+from ragwright.pipeline.retrieve import Mode, Retriever, Thresholds
+from ragwright.testing.fakes import HashingEmbedder
+from ragwright.types import ChunkingPolicy
+from tests.conftest import REPO
+from tests.pipeline.indexes import hashing_index
+
+POLICY = ChunkingPolicy()
+ELIGIBLE = Eligibility(POLICY.version, ("runbook", "note"), ("published",))
+CASES = load_cases(REPO / "samples" / "eval" / "cases.jsonl")
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EdgeIndex]:
+    with hashing_index(tmp_path_factory.mktemp("calibrate") / "i") as opened:
+        yield opened
+
+
+def run(index: EdgeIndex, mode: Mode, **kwargs: float) -> tuple[Calibration, Retriever, EvalConfig]:
+    retriever = Retriever(index, HashingEmbedder(), Bm25Encoder())
+    config = EvalConfig(ELIGIBLE, mode=mode)
+    corpus = eligible_corpus(index, ELIGIBLE, config.scope)
+    return calibrate(CASES, retriever, config, corpus, k=5, **kwargs), retriever, config
+
+
+@pytest.mark.parametrize("mode", ["dense", "sparse", "hybrid"])
+def test_the_recommendation_never_accepts_more_and_keeps_recall(
+    index: EdgeIndex, mode: Mode
+) -> None:
+    result, retriever, config = run(index, mode)
+    baseline = result.rows[0]
+    recommended = result.recommended
+    assert baseline.thresholds == Thresholds()
+    # The unthresholded row is an ordinary evaluation of the same cases.
+    corpus = eligible_corpus(index, ELIGIBLE, config.scope)
+    plain = run_evaluation(
+        CASES, retriever, EvalConfig(ELIGIBLE, mode=mode, ks=(5,)), corpus, run_config={}
+    )
+    assert baseline.false_acceptance_rate == plain.unsupported["false_acceptance_rate"]
+    assert baseline.recall == pytest.approx(plain.summary["K"]["5"]["recall"])
+    assert recommended.recall >= baseline.recall - 1e-12
+    assert recommended.false_acceptance_rate <= baseline.false_acceptance_rate
+    keeping = [r for r in result.rows if r.recall >= baseline.recall - 1e-12]
+    assert recommended.false_acceptance_rate == min(r.false_acceptance_rate for r in keeping)
+
+
+def test_only_the_legs_of_the_mode_are_swept(index: EdgeIndex) -> None:
+    dense, _, _ = run(index, "dense")
+    assert all(r.thresholds.sparse is None for r in dense.rows)
+    assert any(r.thresholds.dense is not None for r in dense.rows)
+    hybrid, _, _ = run(index, "hybrid")
+    dense_values = {r.thresholds.dense for r in hybrid.rows}
+    sparse_values = {r.thresholds.sparse for r in hybrid.rows}
+    assert len(hybrid.rows) == len(dense_values) * len(sparse_values)
+    assert all(r.thresholds.fusion is None and r.thresholds.rerank is None for r in hybrid.rows)
+
+
+def test_every_candidate_rejects_some_unsupported_question(index: EdgeIndex) -> None:
+    result, _, _ = run(index, "dense")
+    unsupported_best = [result.best_scores[c.case_id]["dense"] for c in CASES if c.unsupported]
+    for row in result.rows[1:]:
+        assert any(row.thresholds.dense > s for s in unsupported_best if s is not None)
+
+
+def test_a_looser_recall_budget_can_only_lower_false_acceptance(index: EdgeIndex) -> None:
+    strict, _, _ = run(index, "hybrid")
+    loose, _, _ = run(index, "hybrid", max_recall_loss=1.0)
+    assert loose.recommended.false_acceptance_rate <= strict.recommended.false_acceptance_rate
+    assert loose.recommended.false_acceptance_rate == min(
+        r.false_acceptance_rate for r in loose.rows
+    )
+
+
+def test_calibration_needs_both_kinds_of_case_and_a_sane_budget(index: EdgeIndex) -> None:
+    retriever = Retriever(index, HashingEmbedder(), Bm25Encoder())
+    config = EvalConfig(ELIGIBLE)
+    corpus = eligible_corpus(index, ELIGIBLE, config.scope)
+    answerable = [c for c in CASES if not c.unsupported]
+    with pytest.raises(EvaluationError, match="answerable and unsupported"):
+        calibrate(answerable, retriever, config, corpus)
+    with pytest.raises(EvaluationError, match="max_recall_loss"):
+        calibrate(CASES, retriever, config, corpus, max_recall_loss=-0.1)
