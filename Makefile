@@ -18,7 +18,7 @@ demo: $(STAMP)
 	RAGWRIGHT_HOME=.ragwright/demo $(BIN)/ragwright status
 	RAGWRIGHT_HOME=.ragwright/demo $(BIN)/ragwright search "Should I drain all queued work during shutdown?" --k 3
 	RAGWRIGHT_HOME=.ragwright/demo $(BIN)/ragwright eval run samples/eval/cases.jsonl --type runbook --type note --report
-	RAGWRIGHT_HOME=.ragwright/demo $(BIN)/ragwright ask "Should I drain all queued work during shutdown?"
+	RAGWRIGHT_HOME=.ragwright/demo $(BIN)/ragwright ask "Should I drain all queued work during shutdown?" --check-support
 	RAGWRIGHT_HOME=.ragwright/demo $(BIN)/ragwright ask "How long does a refund take to show up?" --type note
 	RAGWRIGHT_HOME=.ragwright/demo $(BIN)/ragwright eval calibrate samples/eval/cases.jsonl --type runbook --type note
 	@# The thresholds the calibration above recommends for the sample corpus: an unsupported

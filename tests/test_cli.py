@@ -389,3 +389,21 @@ def test_ask_answers_with_the_local_model(indexed_home: Path) -> None:
     assert set(out["citations"]) <= labels
     assert ("support" in out) == (out["status"] == "answered")
     assert out["usage"] is None or out["usage"]["input_tokens"] > 0
+
+
+@pytest.mark.slow
+def test_ask_text_output_explains_a_flagged_answer(indexed_home: Path) -> None:
+    out = ragwright(
+        "ask",
+        "Should I drain all queued work during shutdown?",
+        "--check-support",
+        home=indexed_home,
+        check=True,
+    ).stdout
+    first = out.splitlines()[0]
+    assert first.startswith(("[answered]", "[insufficient]"))
+    if first.startswith("[answered]"):
+        verdict = next(line for line in out.splitlines() if line.startswith("support check:"))
+        if verdict.endswith("FLAGGED"):
+            assert "cited but supporting no sentence" in out or "no cited source supports" in out
+    assert "decisions:" in out and "input tokens (o200k_base estimate)" in out

@@ -233,6 +233,13 @@ def ask(
         if result.support is not None:
             verdict = "FLAGGED" if result.support.flagged else "ok"
             print(f"support check: {verdict}")
+            idle = [c.label for c in result.support.citations if not c.supported]
+            if idle:
+                print(f"  cited but supporting no sentence: {', '.join(idle)}")
+            for sentence in result.support.unsupported_sentences:
+                print(f"  no cited source supports: {sentence}")
+    if not decisions:
+        return
     print("decisions:")
     for d in decisions:
         label = f" {d['label']}" if d["label"] else ""
