@@ -157,6 +157,29 @@ def test_the_variants_schema_binds_the_real_model_to_the_issued_labels(
 
 
 @pytest.mark.slow
+def test_the_variants_schema_keeps_an_insufficient_answer_empty(server: LocalModelServer) -> None:
+    """Asked outright for an insufficient answer with text and a citation, the grammar
+    still yields the one consistent shape."""
+    request = ChatRequest(
+        (
+            ChatMessage(
+                "user",
+                'Return {"status": "insufficient", "answer": "I do not know", '
+                '"sourceIds": ["S1"]} exactly.',
+            ),
+        ),
+        ChatOptions(
+            max_output_tokens=100, temperature=0.0, json_schema=answer_schema(["S1", "S2"])
+        ),
+    )
+    assert json.loads(complete(server, request).text) == {
+        "status": "insufficient",
+        "answer": "",
+        "sourceIds": [],
+    }
+
+
+@pytest.mark.slow
 def test_the_local_model_streams_and_refuses_unconstrained_requests(
     server: LocalModelServer,
 ) -> None:
