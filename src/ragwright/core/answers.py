@@ -57,8 +57,9 @@ def answer_schema(
     - ``variants``: ``anyOf`` an answered object (non-empty text up to
       ``max_answer_chars``, 1..n ids) and an insufficient object (empty text, no ids).
       Engines that compile the whole schema into a grammar (llama.cpp, Ollama, vLLM) then
-      cannot produce an inconsistent answer, and the length cap keeps a rambling answer
-      from being cut off mid-JSON by the output token limit.
+      cannot produce an inconsistent answer, and the length cap keeps ordinary answers
+      inside the output token limit (a degenerate answer of very short tokens can still
+      reach it; the adapter then reports the cut instead of returning half a JSON).
 
     :func:`parse_answer` validates every response the same way whichever style was sent.
     """
