@@ -388,6 +388,8 @@ def test_ask_answers_with_the_local_model(indexed_home: Path) -> None:
     labels = {s["label"] for s in out["sources"]}
     assert set(out["citations"]) <= labels
     assert ("support" in out) == (out["status"] == "answered")
+    assert out["provider"] == "local" and out["options"]["schema_style"] == "variants"
+    assert out["options"]["temperature"] == 0.0 and out["options"]["thresholds"]["dense"] is None
     assert out["usage"] is None or out["usage"]["input_tokens"] > 0
 
 

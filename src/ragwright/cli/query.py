@@ -210,6 +210,13 @@ def ask(
             "policy": context.policy,
             "usage": usage,
             "model": result.model,
+            "provider": result.provider,
+            "options": {
+                "k": k,
+                "thresholds": asdict(thresholds(settings)),
+                "schema_style": answer_schema_style(settings),
+                "temperature": settings.chat_temperature,
+            },
         }
         if preview:
             out["user_message"] = context.user_message
