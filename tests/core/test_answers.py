@@ -157,6 +157,17 @@ def test_object_schema_fits_hosted_strict_modes() -> None:
     assert schema["type"] == "object" and "anyOf" not in schema
     assert schema["required"] == list(schema["properties"])
     assert schema["additionalProperties"] is False
+    portable = {"type", "enum", "items", "properties", "required", "additionalProperties"}
+
+    def keywords(node: object) -> set[str]:
+        if not isinstance(node, dict):
+            return set()
+        found = set(node) - {"status", "answer", "sourceIds"}
+        for value in node.values():
+            found |= keywords(value)
+        return found
+
+    assert keywords(schema) <= portable
 
 
 def test_variant_answers_are_capped_in_length() -> None:

@@ -47,13 +47,14 @@ def answer_schema(
 ) -> dict[str, Any]:
     """The JSON schema sent with one request, narrowed to the labels issued for it.
 
-    Both styles restrict ``sourceIds`` to ``labels`` (at most once each by count), so a
-    constrained decoder cannot cite a source that was not given.
+    Both styles restrict ``sourceIds`` to ``labels``, so a constrained decoder cannot cite
+    a source that was not given.
 
-    - ``object``: one object with the three fields. It fits hosted "strict" structured
-      output modes, which require an object at the root and reject variants whose objects
-      start with the same key. Consistency between status, text and ids is left to
-      :func:`parse_answer`.
+    - ``object``: one object with the three fields, using only keywords every hosted
+      "strict" structured-output mode accepts (type, enum, required,
+      additionalProperties): those modes require an object at the root and reject variants
+      whose objects start with the same key. Consistency between status, text and ids,
+      and duplicate ids, are left to :func:`parse_answer`.
     - ``variants``: ``anyOf`` an answered object (non-empty text up to
       ``max_answer_chars``, 1..n ids) and an insufficient object (empty text, no ids).
       Engines that compile the whole schema into a grammar (llama.cpp, Ollama, vLLM) then
@@ -72,7 +73,7 @@ def answer_schema(
             "properties": {
                 "status": {"type": "string", "enum": ["answered", "insufficient"]},
                 "answer": {"type": "string"},
-                "sourceIds": {**ids, "maxItems": len(labels)},
+                "sourceIds": ids,
             },
             "required": list(_REQUIRED),
             "additionalProperties": False,
