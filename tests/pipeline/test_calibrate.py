@@ -28,7 +28,9 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EdgeIndex]:
         yield opened
 
 
-def run(index: EdgeIndex, mode: Mode, **kwargs: float) -> tuple[Calibration, Retriever, EvalConfig]:
+def run(
+    index: EdgeIndex, mode: Mode, **kwargs: float | int
+) -> tuple[Calibration, Retriever, EvalConfig]:
     retriever = Retriever(index, HashingEmbedder(), Bm25Encoder())
     config = EvalConfig(ELIGIBLE, mode=mode)
     corpus = eligible_corpus(index, ELIGIBLE, config.scope)
@@ -83,6 +85,16 @@ def test_a_looser_recall_budget_can_only_lower_false_acceptance(index: EdgeIndex
     )
 
 
+def test_the_sweep_is_capped_per_leg(index: EdgeIndex) -> None:
+    full, _, _ = run(index, "hybrid")
+    capped, _, _ = run(index, "hybrid", max_candidates=3)
+    for leg in ("dense", "sparse"):
+        values = {getattr(r.thresholds, leg) for r in capped.rows}
+        assert None in values and len(values) <= 3
+        assert values <= {getattr(r.thresholds, leg) for r in full.rows}
+    assert len(capped.rows) <= 9 < len(full.rows)
+
+
 def test_calibration_needs_both_kinds_of_case_and_a_sane_budget(index: EdgeIndex) -> None:
     retriever = Retriever(index, HashingEmbedder(), Bm25Encoder())
     config = EvalConfig(ELIGIBLE)
@@ -92,3 +104,5 @@ def test_calibration_needs_both_kinds_of_case_and_a_sane_budget(index: EdgeIndex
         calibrate(answerable, retriever, config, corpus)
     with pytest.raises(EvaluationError, match="max_recall_loss"):
         calibrate(CASES, retriever, config, corpus, max_recall_loss=-0.1)
+    with pytest.raises(EvaluationError, match="max_candidates"):
+        calibrate(CASES, retriever, config, corpus, max_candidates=1)

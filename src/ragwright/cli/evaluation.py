@@ -240,6 +240,10 @@ def eval_calibrate(
         float,
         typer.Option("--max-recall-loss", min=0.0, help="Recall@K the recommendation may give up."),
     ] = 0.0,
+    max_candidates: Annotated[
+        int,
+        typer.Option("--max-candidates", min=2, help="Thresholds tried per leg, 'none' included."),
+    ] = 8,
     as_json: AsJson = False,
 ) -> None:
     """Sweep dense/BM25 score thresholds so unsupported questions find no evidence.
@@ -264,6 +268,7 @@ def eval_calibrate(
             setup.corpus,
             k=k,
             max_recall_loss=max_recall_loss,
+            max_candidates=max_candidates,
         )
     rows = [
         {

@@ -75,12 +75,17 @@ def calibrate(
     *,
     k: int = 5,
     max_recall_loss: float = 0.0,
+    max_candidates: int = 8,
 ) -> Calibration:
     """Sweep dense/BM25 thresholds on ``cases`` under ``config``'s eligibility and mode.
 
+    ``max_candidates`` caps the candidates per leg ("none" included; evenly spaced over
+    the sorted margins when there are more), so a hybrid sweep runs at most
+    ``max_candidates²`` evaluations.
+
     Raises:
         EvaluationError: no unsupported or no answerable case (nothing to calibrate
-            against), or a negative ``max_recall_loss``.
+            against), a negative ``max_recall_loss``, or ``max_candidates`` under 2.
     """
     unsupported = [c for c in cases if c.unsupported]
     answerable = [c for c in cases if not c.unsupported]
@@ -91,6 +96,8 @@ def calibrate(
         )
     if max_recall_loss < 0:
         raise EvaluationError(f"max_recall_loss must be >= 0, got {max_recall_loss}")
+    if max_candidates < 2:
+        raise EvaluationError(f"max_candidates must be >= 2, got {max_candidates}")
     legs = _LEGS[config.mode]
     best: dict[str, dict[str, float | None]] = {}
     for case in cases:
@@ -99,7 +106,7 @@ def calibrate(
         for leg in legs:
             hits = retriever.search(vectors, config.eligibility, config.scope, k=1, mode=leg).hits
             best[case.case_id][leg] = hits[0].score if hits else None
-    candidates = [_candidates(leg, best, unsupported) for leg in legs]
+    candidates = [_candidates(leg, best, unsupported, max_candidates) for leg in legs]
     base = dataclasses.replace(config, ks=(k,), thresholds=Thresholds(), with_text=False)
     rows = []
     for combination in itertools.product(*candidates):
@@ -130,7 +137,10 @@ def calibrate(
 
 
 def _candidates(
-    leg: str, best: dict[str, dict[str, float | None]], unsupported: Sequence[EvalCase]
+    leg: str,
+    best: dict[str, dict[str, float | None]],
+    unsupported: Sequence[EvalCase],
+    limit: int,
 ) -> list[float | None]:
     observed = sorted({s for scores in best.values() if (s := scores[leg]) is not None})
     values: set[float] = set()
@@ -140,7 +150,12 @@ def _candidates(
             continue  # nothing on this leg to reject
         higher = [s for s in observed if s > score]
         values.add((score + higher[0]) / 2 if higher else score + abs(score) * 1e-6 + 1e-9)
-    return [None, *sorted(values)]
+    ordered = sorted(values)
+    room = limit - 1
+    if len(ordered) > room:
+        step = (len(ordered) - 1) / max(room - 1, 1)
+        ordered = sorted({ordered[round(i * step)] for i in range(room)})
+    return [None, *ordered]
 
 
 def _row(

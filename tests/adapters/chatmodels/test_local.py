@@ -49,7 +49,7 @@ SCHEMA = {
     "type": "object",
     "properties": {
         "status": {"type": "string", "enum": ["answered", "insufficient"]},
-        "answer": {"type": "string"},
+        "answer": {"type": "string", "maxLength": 60},
     },
     "required": ["status", "answer"],
     "additionalProperties": False,
@@ -62,7 +62,8 @@ REQUEST = ChatRequest(
             "Evidence: Refunds take five to ten business days. Question: How long do refunds take?",
         ),
     ),
-    ChatOptions(max_output_tokens=60, json_schema=SCHEMA),
+    # Greedy and bounded: the answer cannot outgrow the output limit, so the JSON closes.
+    ChatOptions(max_output_tokens=200, temperature=0.0, json_schema=SCHEMA),
 )
 
 
