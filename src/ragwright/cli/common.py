@@ -100,7 +100,8 @@ def _documents(
 
 
 eval_app = typer.Typer(
-    no_args_is_help=True, help="Evaluate retrieval on labelled questions; compare and report runs."
+    no_args_is_help=True,
+    help="Evaluate retrieval on labelled questions; calibrate thresholds; compare and report runs.",
 )
 app.add_typer(eval_app, name="eval")
 
