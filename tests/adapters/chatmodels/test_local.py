@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import json
 from collections.abc import Iterator
@@ -94,6 +95,19 @@ def test_the_on_demand_model_starts_on_the_first_call_and_stops(tmp_path: Path) 
     assert json.loads(asyncio.run(go()).text)
     assert not model.started
     model.stop()  # idempotent
+
+
+@pytest.mark.slow
+# Misuse on purpose: the first loop's socket dies unclosed, which Python reports.
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_closing_under_another_event_loop_still_stops_the_server(tmp_path: Path) -> None:
+    model = OnDemandLocalModel(tmp_path / "cache", context_tokens=1024)
+    asyncio.run(model.complete(REQUEST, Deadline.after(60)))
+    assert model.started
+    asyncio.run(model.close())
+    assert not model.started
+    gc.collect()  # let the dead loop's socket be reported here, not in a later test
 
 
 @pytest.fixture(scope="module")

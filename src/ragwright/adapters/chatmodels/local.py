@@ -192,9 +192,15 @@ class OnDemandLocalModel:
     async def close(self) -> None:
         """Close the client (inside the event loop that used it) and stop the server."""
         client = self._client
-        if client is not None:
-            await client.close()
-        self.stop()
+        try:
+            if client is not None:
+                await client.close()
+        except RuntimeError:
+            # The connections belong to an event loop that has already ended (the calls
+            # ran under another asyncio.run); they died with it, so nothing is left open.
+            pass
+        finally:
+            self.stop()
 
     def stop(self) -> None:
         """Stop the server if the model was ever started (safe to call twice)."""
