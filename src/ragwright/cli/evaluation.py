@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -57,7 +58,6 @@ ModeOption = Annotated[str, typer.Option("--mode", help="dense, sparse or hybrid
 class _Setup:
     """What ``eval run`` and ``eval calibrate`` share: cases, config, index and corpus."""
 
-    settings: Settings
     source: Path
     fingerprint_path: Path
     cases: list[EvalCase]
@@ -68,6 +68,7 @@ class _Setup:
 
 @contextmanager
 def _evaluation(
+    settings: Settings,
     dataset: Path | None,
     beir: Path | None,
     split: str,
@@ -91,7 +92,6 @@ def _evaluation(
     if mode not in MODES:
         raise typer.BadParameter(f"must be one of {', '.join(MODES)}", param_hint="--mode")
     cases = load_beir_cases(source, split) if beir is not None else load_cases(source)
-    settings = load_settings()
     eligibility = Eligibility(
         chunking_version=settings.chunking_policy().version,
         document_types=tuple(types or ("runbook",)),
@@ -112,7 +112,6 @@ def _evaluation(
             retriever.candidates, max(cutoffs) * config.document_depth_factor
         )
         yield _Setup(
-            settings=settings,
             source=source,
             fingerprint_path=source / "qrels" / f"{split}.tsv" if beir is not None else source,
             cases=cases,
@@ -166,21 +165,22 @@ def eval_run(
     import hashlib
 
     from ragwright.pipeline.evaluate import run_evaluation, save_run
-    from ragwright.pipeline.retrieve import Thresholds
     from ragwright.runtime import embedding_profile, lexical_profile, thresholds
 
-    configured = thresholds(load_settings())
-    given = Thresholds(
-        dense=configured.dense if threshold_dense is None else threshold_dense,
-        sparse=configured.sparse if threshold_sparse is None else threshold_sparse,
-        fusion=configured.fusion if threshold_fusion is None else threshold_fusion,
-        rerank=configured.rerank if threshold_rerank is None else threshold_rerank,
+    settings = load_settings()
+    given = {
+        "dense": threshold_dense,
+        "sparse": threshold_sparse,
+        "fusion": threshold_fusion,
+        "rerank": threshold_rerank,
+    }
+    # Options given on the command line override the configured thresholds.
+    chosen = dataclasses.replace(
+        thresholds(settings), **{stage: v for stage, v in given.items() if v is not None}
     )
-    cutoffs = _cutoffs(ks)
     with _evaluation(
-        dataset, beir, split, mode, cutoffs, types, states, tenant, given, with_text
+        settings, dataset, beir, split, mode, _cutoffs(ks), types, states, tenant, chosen, with_text
     ) as setup:
-        settings = setup.settings
         profile = embedding_profile(settings)
         record = run_evaluation(
             setup.cases,
@@ -259,7 +259,7 @@ def eval_calibrate(
     from ragwright.pipeline.retrieve import Thresholds
 
     with _evaluation(
-        dataset, None, "test", mode, (k,), types, states, tenant, Thresholds()
+        load_settings(), dataset, None, "test", mode, (k,), types, states, tenant, Thresholds()
     ) as setup:
         result = calibrate(
             setup.cases,

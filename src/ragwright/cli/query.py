@@ -142,6 +142,7 @@ def ask(
         chunking_version=settings.chunking_policy().version,
         document_types=tuple(types or ("runbook",)),
     )
+    limits, style = thresholds(settings), answer_schema_style(settings)
     index = open_index(settings, embedding_profile(settings), write=False)
 
     async def run() -> AnswerResult:
@@ -161,8 +162,8 @@ def ask(
                 policy=policy,
                 preview=preview,
                 support_check=check,
-                thresholds=thresholds(settings),
-                schema_style=answer_schema_style(settings),
+                thresholds=limits,
+                schema_style=style,
                 temperature=settings.chat_temperature,
             )
         finally:
@@ -213,8 +214,8 @@ def ask(
             "provider": result.provider,
             "options": {
                 "k": k,
-                "thresholds": asdict(thresholds(settings)),
-                "schema_style": answer_schema_style(settings),
+                "thresholds": asdict(limits),
+                "schema_style": style,
                 "temperature": settings.chat_temperature,
             },
         }

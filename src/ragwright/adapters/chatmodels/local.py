@@ -80,6 +80,15 @@ def assemble_model(
     return target
 
 
+def _require_schema(name: str, request: ChatRequest) -> None:
+    if request.options.json_schema is None:
+        raise ChatError(
+            name,
+            FailureCategory.UNSUPPORTED_OPTION,
+            "the local model answers only schema-constrained requests",
+        )
+
+
 class LocalModelServer:
     """llama.cpp's server for one GGUF file, on 127.0.0.1 and a free port."""
 
@@ -118,20 +127,12 @@ class LocalChatModel:
         self.name = name
         self._client = OpenAIChatModel(MODEL_ID, base_url=f"{server.base_url}/v1", name=name)
 
-    def _require_schema(self, request: ChatRequest) -> None:
-        if request.options.json_schema is None:
-            raise ChatError(
-                self.name,
-                FailureCategory.UNSUPPORTED_OPTION,
-                "the local model answers only schema-constrained requests",
-            )
-
     async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
-        self._require_schema(request)
+        _require_schema(self.name, request)
         return await self._client.complete(request, deadline)
 
     async def stream(self, request: ChatRequest, deadline: Deadline) -> AsyncIterator[ChatUpdate]:
-        self._require_schema(request)
+        _require_schema(self.name, request)
         async for update in self._client.stream(request, deadline):
             yield update
 
@@ -183,9 +184,11 @@ class OnDemandLocalModel:
             return self._client
 
     async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
+        _require_schema(self.name, request)  # before paying for a start
         return await self._model().complete(request, deadline)
 
     async def stream(self, request: ChatRequest, deadline: Deadline) -> AsyncIterator[ChatUpdate]:
+        _require_schema(self.name, request)
         async for update in self._model().stream(request, deadline):
             yield update
 
