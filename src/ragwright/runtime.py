@@ -1,13 +1,21 @@
-"""Wiring: settings → embedder and index. The one place that picks adapters."""
+"""The composition root: settings → adapters → :class:`Application`.
+
+The one place that picks and imports adapters. Entry points call
+:func:`build_application` and nothing else from here.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import subprocess
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 
+from ragwright import __version__
 from ragwright.adapters.chatmodels.local import OnDemandLocalModel
 from ragwright.adapters.chatmodels.ollama import OllamaChatModel
 from ragwright.adapters.chatmodels.openai_compatible import OpenAIChatModel
+from ragwright.adapters.datasets import load_beir_cases, load_cases
 from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.embedders.onnx import MINILM_PROFILE, OnnxEmbedder
 from ragwright.adapters.embedders.remote import OllamaEmbedder, OpenAIEmbedder
@@ -15,6 +23,9 @@ from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.adapters.qdrant import QdrantIndex
 from ragwright.adapters.redis import RedisCacheStore, RedisCapacityPool, connect
 from ragwright.adapters.rerankers import BiEncoderReranker, HttpReranker
+from ragwright.adapters.sources import SourceDefaults, load_sources
+from ragwright.adapters.tokenizer import O200kCounter
+from ragwright.application import Application, ChatSession, LoadedSources, SkippedFile
 from ragwright.chat.budget import AttemptLimit, Budgeted
 from ragwright.chat.builder import ChatPipelineBuilder
 from ragwright.chat.cache import CacheStore, MemoryCacheStore, ResponseCache
@@ -25,14 +36,13 @@ from ragwright.chat.guard import MessageGuard
 from ragwright.chat.probes import Probe
 from ragwright.chat.retry import Retry
 from ragwright.chat.telemetry import Telemetry
-from ragwright.core.answers import SchemaStyle
 from ragwright.core.contracts import contract_for
 from ragwright.core.lexical import LexicalProfile
 from ragwright.errors import ConfigError
 from ragwright.pipeline.retrieve import Retriever, Thresholds
-from ragwright.protocols import Embedder, Reranker, VectorIndex
-from ragwright.settings import Settings
-from ragwright.types import EmbeddingProfile
+from ragwright.protocols import Embedder, Reranker, SparseEncoder, TokenCounter, VectorIndex
+from ragwright.settings import Settings, load_settings
+from ragwright.types import EmbeddingProfile, EvalCase
 
 
 def embedding_profile(settings: Settings) -> EmbeddingProfile:
@@ -105,6 +115,7 @@ def open_index(
     add_chunking_version: bool = False,
     write: bool = True,
     any_chunking_version: bool = False,
+    chunking_version: str | None = None,
 ) -> VectorIndex:
     """Open the configured collection, checking its contract.
 
@@ -112,7 +123,8 @@ def open_index(
     ``any_chunking_version`` accepts whatever chunking versions the collection holds
     (``status`` inspects them all).
     """
-    contract = contract_for(profile, settings.chunking_policy().version, lexical_profile(settings))
+    version = chunking_version or settings.chunking_policy().version
+    contract = contract_for(profile, version, lexical_profile(settings))
     if any_chunking_version:
         contract = dataclasses.replace(contract, chunking_versions=())
     if settings.backend == "edge":
@@ -131,9 +143,15 @@ def open_index(
     )
 
 
-def open_retriever(settings: Settings, index: VectorIndex) -> Retriever:
+def open_retriever(
+    settings: Settings,
+    index: VectorIndex,
+    *,
+    embedder: Embedder | None = None,
+    candidates: int | None = None,
+) -> Retriever:
     """A retriever over ``index`` with the configured embedder, BM25 and reranker."""
-    embedder = open_embedder(settings)
+    embedder = embedder or open_embedder(settings)
     reranker: Reranker | None = None
     if settings.reranker == "bi-encoder":
         reranker = BiEncoderReranker(embedder)
@@ -148,7 +166,7 @@ def open_retriever(settings: Settings, index: VectorIndex) -> Retriever:
         reranker=reranker,
         rrf_k=settings.rrf_k,
         rrf_weights=settings.rrf_weights,
-        candidates=settings.hybrid_candidates,
+        candidates=candidates or settings.hybrid_candidates,
     )
 
 
@@ -190,13 +208,6 @@ def thresholds(settings: Settings) -> Thresholds:
         fusion=settings.threshold_fusion,
         rerank=settings.threshold_rerank,
     )
-
-
-def answer_schema_style(settings: Settings) -> SchemaStyle:
-    """The answer schema style for the configured provider (``chat_schema_style``)."""
-    if settings.chat_schema_style != "auto":
-        return settings.chat_schema_style
-    return "variants" if settings.chat_provider in ("local", "ollama") else "object"
 
 
 def build_chat_pipeline(
@@ -268,3 +279,98 @@ def build_chat_pipeline(
 
 def _ignore(_event: str) -> None:
     return None
+
+
+class RuntimeComponents:
+    """The adapters :class:`Settings` select, built lazily and at most once each."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._embedder: Embedder | None = None
+        self._counter: O200kCounter | None = None
+
+    def embedding_profile(self) -> EmbeddingProfile:
+        return embedding_profile(self.settings)
+
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = open_embedder(self.settings)
+        return self._embedder
+
+    def sparse_encoder(self) -> SparseEncoder:
+        return open_sparse_encoder(self.settings)
+
+    def open_index(
+        self,
+        chunking_version: str,
+        *,
+        write: bool,
+        add_chunking_version: bool = False,
+        any_chunking_version: bool = False,
+    ) -> VectorIndex:
+        return open_index(
+            self.settings,
+            self.embedding_profile(),
+            write=write,
+            add_chunking_version=add_chunking_version,
+            any_chunking_version=any_chunking_version,
+            chunking_version=chunking_version,
+        )
+
+    def retriever(self, index: VectorIndex, *, candidates: int | None = None) -> Retriever:
+        return open_retriever(self.settings, index, embedder=self.embedder(), candidates=candidates)
+
+    def token_counter(self) -> TokenCounter:
+        if self._counter is None:
+            self._counter = O200kCounter(self.settings.home / "tokenizers")
+        return self._counter
+
+    def chat(self, counter: TokenCounter) -> ChatSession:
+        provider, close = open_chat_provider(self.settings)
+        return ChatSession(
+            build_chat_pipeline(self.settings, [provider], count_tokens=counter.count), close
+        )
+
+    def load_sources(
+        self,
+        paths: Sequence[Path],
+        *,
+        document_type: str | None,
+        publication_state: str | None,
+    ) -> LoadedSources:
+        defaults = SourceDefaults(
+            document_type=document_type,
+            publication_state=publication_state,
+            document_types=self.settings.document_types,
+        )
+        skipped: list[SkippedFile] = []
+        documents = load_sources(
+            paths, defaults, skipped=lambda path, reason: skipped.append(SkippedFile(path, reason))
+        )
+        return LoadedSources(tuple(documents), tuple(skipped))
+
+    def load_cases(self, path: Path, *, beir: bool, split: str) -> list[EvalCase]:
+        return load_beir_cases(path, split) if beir else load_cases(path)
+
+    def code_revision(self) -> str:
+        return code_revision()
+
+
+def build_application(settings: Settings | None = None) -> Application:
+    """The application over the adapters the settings (default: environment) select."""
+    return Application(RuntimeComponents(settings or load_settings()))
+
+
+def code_revision() -> str:
+    """The git commit of this checkout when there is one, else the package version."""
+    here = Path(__file__).resolve().parent
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError:
+        return f"ragwright {__version__}"
+    return done.stdout.strip() or f"ragwright {__version__}"

@@ -8,6 +8,7 @@ as the user would spell it (``RAGWRIGHT_MAX_WORDS``).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -94,6 +95,13 @@ class Settings(BaseSettings):
         "engines: llama.cpp, Ollama, vLLM), 'object' (hosted strict modes); auto picks "
         "variants for local and ollama, object for openai and azure-openai.",
     )
+    answer_deadline: float = Field(
+        120.0,
+        gt=0,
+        le=3600,
+        description="Seconds one answer may take end to end (retrieval, every model attempt "
+        "and wait); a request may set its own (ask --deadline).",
+    )
     redis_url: str | None = Field(
         None,
         description="Shared cache and capacity pool across processes (e.g. redis://127.0.0.1:6379/0).",
@@ -143,6 +151,11 @@ class Settings(BaseSettings):
             max_tokens=self.max_tokens,
         )
 
+    def with_overrides(self, **overrides: object) -> Settings:
+        """These settings with ``overrides`` applied and validated like every setting
+        (an invalid value raises :class:`ConfigError` naming it)."""
+        return _validated(lambda: Settings(**{**self.model_dump(), **overrides}))
+
     @property
     def index_path(self) -> Path:
         """Directory of the embedded index for this collection."""
@@ -154,8 +167,12 @@ def load_settings(**overrides: object) -> Settings:
     config = os.environ.get("RAGWRIGHT_CONFIG")
     if config and not Path(config).is_file():
         raise ConfigError("RAGWRIGHT_CONFIG", f"no such file: {config}")
+    return _validated(lambda: Settings(**overrides))  # type: ignore[arg-type]
+
+
+def _validated(build: Callable[[], Settings]) -> Settings:
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        return build()
     except ValidationError as error:
         first = error.errors()[0]
         name = str(first["loc"][0]) if first["loc"] else "settings"

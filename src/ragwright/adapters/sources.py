@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,9 +69,15 @@ class SourceDefaults:
 
 
 def load_sources(
-    paths: Sequence[Path], defaults: SourceDefaults = SourceDefaults()
+    paths: Sequence[Path],
+    defaults: SourceDefaults = SourceDefaults(),
+    *,
+    skipped: Callable[[str, str], None] | None = None,
 ) -> list[SourceDocument]:
     """Load every supported file under ``paths`` (directories are walked, sorted).
+
+    ``skipped`` receives (path, reason) for every file under a directory that is not
+    loaded (README/LICENSE files, unsupported types), so callers can say what was left out.
 
     Raises:
         SourceError: a path does not exist, a file cannot be parsed, or has no supported type.
@@ -82,7 +88,7 @@ def load_sources(
         root = Path(given)
         if not root.exists():
             raise SourceError(str(root), "no such file or directory")
-        for path, relative in _files(root):
+        for path, relative in _files(root, skipped or _ignore):
             if path.suffix == ".md":
                 documents.append(load_markdown(path, defaults, document_id=relative))
             elif path.suffix == ".json":
@@ -94,15 +100,23 @@ def load_sources(
     return ensure_unique_ids(documents)
 
 
-def _files(root: Path) -> Iterator[tuple[Path, str]]:
+def _files(root: Path, skipped: Callable[[str, str], None]) -> Iterator[tuple[Path, str]]:
     if root.is_file():
         yield root, root.with_suffix("").name
         return
     for path in sorted(root.rglob("*")):
-        if path.is_file() and path.suffix in (".md", ".json", ".jsonl"):
-            if path.name.lower() in ("readme.md", "license.md"):
-                continue
+        if not path.is_file() or any(part.startswith(".") for part in path.relative_to(root).parts):
+            continue
+        if path.suffix not in (".md", ".json", ".jsonl"):
+            skipped(str(path), f"unsupported file type {path.suffix or '(none)'!r}")
+        elif path.name.lower() in ("readme.md", "license.md"):
+            skipped(str(path), "README and LICENSE files describe a folder; they are not documents")
+        else:
             yield path, path.relative_to(root).with_suffix("").as_posix()
+
+
+def _ignore(_path: str, _reason: str) -> None:
+    return None
 
 
 def slugify(text: str) -> str:

@@ -1,4 +1,8 @@
-"""Shared pieces of the ``ragwright`` command: the app, common options, helpers, entry point.
+"""Shared pieces of the ``ragwright`` command: the app, common options, entry point.
+
+The command line only parses arguments into a typed request of
+:mod:`ragwright.application`, calls the application the composition root builds, and
+prints the typed result. It holds no business logic and imports no adapter.
 
 Exit status: 0 success, 1 invalid input or configuration (the error goes to stderr and
 nothing already stored is lost), 2 usage errors (from the argument parser).
@@ -6,35 +10,40 @@ nothing already stored is lost), 2 usage errors (from the argument parser).
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ragwright import __version__
-from ragwright.adapters.sources import SourceDefaults, load_sources
 from ragwright.errors import RagwrightError
-from ragwright.settings import Settings, load_settings
-from ragwright.types import SourceDocument
+
+if TYPE_CHECKING:
+    from ragwright.application import Application, EvidenceFilter
 
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     help="Answer questions from your own documents with evidence you can check.",
 )
-_err = Console(stderr=True)
 
 Sources = Annotated[
-    list[Path], typer.Argument(help="Markdown/JSON files, BEIR corpus.jsonl, or directories.")
+    list[Path],
+    typer.Argument(
+        help="Markdown/JSON files, BEIR corpus.jsonl, or directories.", metavar="SOURCES..."
+    ),
 ]
 MaxWords = Annotated[
     int | None,
     typer.Option(
-        "--max-words", min=1, help="Word budget per chunk, heading included (default 80)."
+        "--max-words",
+        min=1,
+        metavar="N",
+        help="Word budget per chunk, heading included (default 80).",
     ),
 ]
 MaxTokens = Annotated[
@@ -42,6 +51,7 @@ MaxTokens = Annotated[
     typer.Option(
         "--max-tokens",
         min=1,
+        metavar="N",
         help="Token ceiling per embedding input, counted by the embedding model's tokenizer.",
     ),
 ]
@@ -52,91 +62,119 @@ Policy = Annotated[
     str | None,
     typer.Option(
         "--policy",
-        help="section-paragraphs (refuses oversize paragraphs) or sentence-blocks "
-        "(splits them at sentence/line boundaries) (default section-paragraphs).",
+        metavar="POLICY",
+        help="Chunking policy: section-paragraphs (refuses oversize paragraphs) or "
+        "sentence-blocks (splits them at sentence/line boundaries) "
+        "(default section-paragraphs).",
     ),
 ]
 DocType = Annotated[
-    str | None, typer.Option("--type", help="document_type for files that do not set it.")
+    str | None,
+    typer.Option("--type", metavar="TYPE", help="document_type for files that do not set it."),
 ]
 DocState = Annotated[
-    str | None, typer.Option("--state", help="publication_state for files that do not set it.")
+    str | None,
+    typer.Option(
+        "--state", metavar="STATE", help="publication_state for files that do not set it."
+    ),
 ]
 EligibleTypes = Annotated[
-    list[str] | None, typer.Option("--type", help="Eligible document type (repeatable).")
+    list[str] | None,
+    typer.Option(
+        "--type", metavar="TYPE", help="Eligible document type (repeatable; default runbook)."
+    ),
 ]
 EligibleStates = Annotated[
-    list[str] | None, typer.Option("--state", help="Eligible publication state (repeatable).")
+    list[str] | None,
+    typer.Option(
+        "--state",
+        metavar="STATE",
+        help="Eligible publication state (repeatable; default published).",
+    ),
+]
+EligibleDocuments = Annotated[
+    list[str] | None,
+    typer.Option("--document", metavar="ID", help="Restrict to document id (repeatable)."),
+]
+ChunkingVersion = Annotated[
+    str | None,
+    typer.Option(
+        "--chunking-version",
+        metavar="VERSION",
+        help="Query this chunking version (default: the one the chunking settings produce; "
+        "'ragwright status' lists those indexed).",
+    ),
 ]
 CallerTenant = Annotated[
     str | None,
-    typer.Option("--tenant", help="Caller's tenant (trusted context; default: untenanted only)."),
+    typer.Option(
+        "--tenant",
+        metavar="TENANT",
+        help="Caller's tenant (trusted context; default: untenanted only).",
+    ),
+]
+SearchMode = Annotated[
+    str,
+    typer.Option(
+        "--mode", metavar="MODE", help="dense (cosine), sparse (BM25) or hybrid (RRF of both)."
+    ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
-
-
-def _settings(
-    max_words: int | None, no_overlap: bool, policy: str | None, max_tokens: int | None = None
-) -> Settings:
-    overrides: dict[str, Any] = {}
-    if max_words is not None:
-        overrides["max_words"] = max_words
-    if max_tokens is not None:
-        overrides["max_tokens"] = max_tokens
-    if no_overlap:
-        overrides["overlap"] = False
-    if policy is not None:
-        overrides["chunking"] = policy
-    return load_settings(**overrides)
-
-
-def _documents(
-    sources: list[Path], settings: Settings, doc_type: str | None, state: str | None
-) -> list[SourceDocument]:
-    defaults = SourceDefaults(
-        document_type=doc_type, publication_state=state, document_types=settings.document_types
-    )
-    return load_sources(sources, defaults)
-
+ShowProgress = Annotated[
+    bool,
+    typer.Option(
+        "--progress",
+        help="Print one progress line to stderr every few seconds even when stderr is not "
+        "a terminal (on a terminal a progress bar is always shown).",
+    ),
+]
 
 eval_app = typer.Typer(
     no_args_is_help=True,
+    rich_markup_mode=None,
     help="Evaluate retrieval on labelled questions; calibrate thresholds; compare and report runs.",
 )
 app.add_typer(eval_app, name="eval")
 
 
-class _Progress:
-    """A rich progress bar fed by ingestion events; silent when not on a terminal."""
+def application() -> Application:
+    """The application over the adapters the settings select (built by the composition
+    root; imported here lazily so ``--help`` starts fast)."""
+    from ragwright.runtime import build_application
 
-    def __init__(self, *, enabled: bool) -> None:
-        self.enabled = enabled
-        self._bar = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=_err,
-            transient=True,
-        )
-        self._task: Any = None
+    return build_application()
 
-    def __enter__(self) -> _Progress:
-        if self.enabled:
-            self._bar.start()
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        if self.enabled:
-            self._bar.stop()
+def evidence_filter(
+    types: list[str] | None,
+    states: list[str] | None,
+    documents: list[str] | None = None,
+    chunking_version: str | None = None,
+) -> EvidenceFilter:
+    """The request's evidence filter from the shared eligibility options."""
+    from ragwright.application import EvidenceFilter
 
-    def __call__(self, event: str, count: int) -> None:
-        if not self.enabled:
-            return
-        if event == "plan":
-            self._task = self._bar.add_task("chunks", total=count)
-        elif self._task is not None and event in ("unchanged", "embedded"):
-            self._bar.advance(self._task, count)
+    return EvidenceFilter(
+        types=tuple(types or ()),
+        states=tuple(states or ()),
+        documents=tuple(documents or ()),
+        chunking_version=chunking_version,
+    )
+
+
+def check_choice(value: str, choices: tuple[str, ...], param: str) -> None:
+    """A usage error (exit 2) naming the option when ``value`` is not one of ``choices``."""
+    if value not in choices:
+        raise typer.BadParameter(f"must be one of {', '.join(choices)}", param_hint=param)
+
+
+def print_json(data: Any) -> None:
+    print(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+def plural(count: int, noun: str, plural_form: str | None = None) -> str:
+    """``1 document``, ``2 documents``."""
+    return f"{count} {noun if count == 1 else plural_form or noun + 's'}"
 
 
 def version_callback(value: bool) -> None:
@@ -163,5 +201,5 @@ def main() -> None:
     try:
         app()
     except RagwrightError as error:
-        _err.print(f"error: {error}", markup=False, highlight=False, soft_wrap=True)
+        print(f"error: {error}", file=sys.stderr)
         sys.exit(1)

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import sys
-from collections import Counter
-from dataclasses import asdict
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import typer
 
@@ -18,15 +14,42 @@ from ragwright.cli.common import (
     MaxWords,
     NoOverlap,
     Policy,
+    ShowProgress,
     Sources,
-    _documents,
-    _Progress,
-    _settings,
     app,
+    application,
+    check_choice,
+    plural,
+    print_json,
 )
-from ragwright.core.chunking import build_chunks
-from ragwright.core.points import LIVE
-from ragwright.settings import load_settings
+
+if TYPE_CHECKING:
+    from ragwright.application import ChunkingOptions, SkippedFile
+
+CHUNKING_POLICIES = ("section-paragraphs", "sentence-blocks")
+
+
+def _chunking(
+    policy: str | None, max_words: int | None, max_tokens: int | None, no_overlap: bool
+) -> ChunkingOptions:
+    from ragwright.application import ChunkingOptions
+
+    if policy is not None:
+        check_choice(policy, CHUNKING_POLICIES, "--policy")
+    kind = cast(Literal["section-paragraphs", "sentence-blocks"] | None, policy)
+    return ChunkingOptions(
+        policy=kind,
+        max_words=max_words,
+        max_tokens=max_tokens,
+        overlap=False if no_overlap else None,
+    )
+
+
+def _print_skipped(skipped: tuple[SkippedFile, ...]) -> None:
+    if skipped:
+        print(f"skipped {plural(len(skipped), 'file')}:")
+        for item in skipped:
+            print(f"  {item.path}: {item.reason}")
 
 
 @app.command()
@@ -42,44 +65,29 @@ def chunks(
 ) -> None:
     """Preview the chunks SOURCES produce. Needs no index and no embedding provider
     (with --max-tokens it loads the bundled model's tokenizer to count)."""
-    settings = _settings(max_words, no_overlap, policy, max_tokens)
-    chunking = settings.chunking_policy()
-    embedder = None
-    if chunking.max_tokens is not None:
-        from ragwright.pipeline.ingest import token_counter
-        from ragwright.runtime import open_embedder
+    from ragwright.application import ChunksRequest
 
-        embedder = open_embedder(settings)
-    rows = []
-    for document in _documents(sources, settings, doc_type, state):
-        counter = token_counter(embedder, document) if embedder is not None else None
-        for chunk in build_chunks(document, chunking, count_tokens=counter):
-            rows.append(
-                {
-                    "document_id": chunk.document_id,
-                    "chunk_id": chunk.chunk_id,
-                    "point_id": str(chunk.point_id),
-                    "section_id": chunk.section_id,
-                    "chunking_version": chunk.chunking_version,
-                    "word_count": chunk.word_count,
-                    "document_type": document.document_type,
-                    "publication_state": document.publication_state,
-                    "paragraphs": list(chunk.positions.paragraph_indexes),
-                    "text": chunk.text,
-                }
-            )
-    if as_json:
-        print(json.dumps(rows, ensure_ascii=False, indent=2))
-        return
-    for row in rows:
-        print(
-            f"{row['document_id']}/{row['chunk_id']} ({row['word_count']} words) "
-            f"[{row['document_type']}, {row['publication_state']}] {row['chunking_version']}"
+    result = application().chunks(
+        ChunksRequest(
+            sources=tuple(sources),
+            chunking=_chunking(policy, max_words, max_tokens, no_overlap),
+            document_type=doc_type,
+            publication_state=state,
         )
-        print(f"point {row['point_id']}")
-        print(row["text"])
+    )
+    if as_json:
+        print_json(result.to_dict()["chunks"])
+        return
+    for row in result.chunks:
+        print(
+            f"{row.document_id}/{row.chunk_id} ({plural(row.word_count, 'word')}) "
+            f"[{row.document_type}, {row.publication_state}] {row.chunking_version}"
+        )
+        print(f"point {row.point_id}")
+        print(row.text)
         print()
-    print(f"{len(rows)} chunks, {chunking.version}")
+    print(f"{plural(len(result.chunks), 'chunk')}, {result.chunking_version}")
+    _print_skipped(result.skipped_files)
 
 
 @app.command()
@@ -101,112 +109,87 @@ def ingest(
             help="Allow writing a chunking version the collection does not hold yet.",
         ),
     ] = False,
+    progress: ShowProgress = False,
     as_json: AsJson = False,
 ) -> None:
     """Index SOURCES: chunk, embed what changed, upsert, switch, verify.
 
-    Prints a summary: documents, chunks, embedded, unchanged, payload_updated,
-    deleted, verified. Re-running on unchanged input embeds and writes nothing.
+    Prints a summary: documents, chunks, embedded, unchanged, payload updated,
+    deleted, verified, and the files under SOURCES that were skipped and why.
+    Re-running on unchanged input embeds and writes nothing.
     """
-    from ragwright.pipeline.ingest import ingest as run_ingest
-    from ragwright.runtime import (
-        embedding_profile,
-        open_embedder,
-        open_index,
-        open_sparse_encoder,
-    )
+    from ragwright.application import IngestRequest
+    from ragwright.cli.progress import ProgressDisplay
 
-    settings = _settings(max_words, no_overlap, policy, max_tokens)
-    documents = _documents(sources, settings, doc_type, state)
-    profile = embedding_profile(settings)
-    embedder = open_embedder(settings)
-    index = open_index(settings, profile, add_chunking_version=add_chunking_version)
-    try:
-        with _Progress(enabled=sys.stderr.isatty() and not as_json) as bar:
-            report = run_ingest(
-                documents,
-                policy=settings.chunking_policy(),
-                embedder=embedder,
-                sparse_encoder=open_sparse_encoder(settings),
-                index=index,
-                prune=prune,
-                batch_size=settings.batch_size,
-                progress=bar,
-            )
-    finally:
-        index.close()
-    summary = asdict(report)
-    summary["chunking_version"] = settings.chunking_policy().version
-    summary["embedding_profile"] = profile.profile_id
+    request = IngestRequest(
+        sources=tuple(sources),
+        chunking=_chunking(policy, max_words, max_tokens, no_overlap),
+        document_type=doc_type,
+        publication_state=state,
+        prune=prune,
+        add_chunking_version=add_chunking_version,
+    )
+    with ProgressDisplay("chunks", force_lines=progress) as display:
+        result = application().ingest(request, progress=display)
     if as_json:
-        print(json.dumps(summary, indent=2))
+        print_json(result.to_dict())
         return
     print(
-        f"{report.documents} documents, {report.chunks} chunks ({summary['chunking_version']}, "
-        f"{profile.profile_id}): {report.embedded} embedded, {report.unchanged} unchanged, "
-        f"{report.payload_updated} payload updated, {report.deleted} deleted, "
-        f"{report.verified} verified"
+        f"{plural(result.documents, 'document')}, {plural(result.chunks, 'chunk')} "
+        f"({result.chunking_version}, {result.embedding_profile}): "
+        f"{result.embedded} embedded, {result.unchanged} unchanged, "
+        f"{result.payload_updated} payload updated, {result.deleted} deleted, "
+        f"{result.verified} verified"
     )
+    _print_skipped(result.skipped_files)
 
 
 @app.command()
 def status(as_json: AsJson = False) -> None:
-    """List what the index holds: documents, chunks, types, states, versions."""
-    from ragwright.core.points import read_payload
-    from ragwright.runtime import embedding_profile, open_index
-
-    settings = load_settings()
-    index = open_index(
-        settings, embedding_profile(settings), write=False, any_chunking_version=True
-    )
-    try:
-        per_document: dict[tuple[str, str], dict[str, Any]] = {}
-        states: Counter[str] = Counter()
-        for point in index.scroll():
-            payload = read_payload(point.point_id, point.payload)
-            states[payload.index_state] += 1
-            key = (payload.document_id, payload.chunking_version)
-            row = per_document.setdefault(
-                key,
-                {
-                    "document_id": payload.document_id,
-                    "title": payload.title,
-                    "document_type": payload.document_type,
-                    "publication_state": payload.publication_state,
-                    "chunking_version": payload.chunking_version,
-                    "tenant": payload.tenant,
-                    "live_chunks": 0,
-                    "staged_chunks": 0,
-                },
-            )
-            row["live_chunks" if payload.index_state == LIVE else "staged_chunks"] += 1
-        rows = sorted(
-            per_document.values(), key=lambda r: (r["chunking_version"], r["document_id"])
-        )
-        contract = index.contract
-    finally:
-        index.close()
+    """List what the index holds: documents, chunks, types, states, and every chunking
+    version, marking the one queries use."""
+    result = application().status()
     if as_json:
-        print(
-            json.dumps(
-                {
-                    "collection": settings.collection,
-                    "documents": rows,
-                    "points": dict(states),
-                    "embedding_profile": contract.profile_id,
-                    "chunking_versions": list(contract.chunking_versions),
-                },
-                indent=2,
-            )
-        )
+        print_json(result.to_dict())
         return
     print(
-        f"collection {settings.collection} "
-        f"({contract.profile_id}, {contract.dimensions} dims, {contract.distance})"
+        f"collection {result.collection} "
+        f"({result.embedding_profile}, {result.dimensions} dims, {result.distance})"
     )
-    for row in rows:
+    print("chunking versions:")
+    for version in result.versions:
+        mark = "  <- queries use this" if version.queried else ""
         print(
-            f"  {row['document_id']:<40} {row['document_type']:<8} {row['publication_state']:<10} "
-            f"{row['live_chunks']:>3} chunks  {row['title']}"
+            f"  {version.chunking_version}: {plural(version.documents, 'document')}, "
+            f"{plural(version.live_chunks, 'live chunk')}{mark}"
         )
-    print(f"{len(rows)} documents, {sum(states.values())} points ({dict(states)})")
+    if not any(v.queried for v in result.versions):
+        print(
+            f"  queries use {result.query_chunking_version}, which holds nothing: change the "
+            "chunking settings or pass --chunking-version to search and ask"
+        )
+    rows: list[dict[str, Any]] = [
+        {
+            "id": d.document_id,
+            "type": d.document_type,
+            "state": d.publication_state,
+            "tenant": d.tenant or "-",
+            "chunks": str(d.live_chunks)
+            + (f" (+{d.staged_chunks} staged)" if d.staged_chunks else ""),
+            "version": d.chunking_version,
+            "title": d.title,
+        }
+        for d in result.documents
+    ]
+    if rows:
+        columns = ("id", "type", "state", "tenant", "chunks", "version")
+        widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
+        print("  ".join(c.upper().ljust(widths[c]) for c in columns) + "  TITLE")
+        for row in rows:
+            print("  ".join(row[c].ljust(widths[c]) for c in columns) + "  " + row["title"])
+    points = ", ".join(f"{count} {state}" for state, count in sorted(result.points.items()))
+    total = sum(result.points.values())
+    print(
+        f"{plural(len({d.document_id for d in result.documents}), 'document')}, "
+        f"{plural(total, 'point')}" + (f" ({points})" if points else "")
+    )

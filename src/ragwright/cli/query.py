@@ -3,109 +3,169 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
-from typing import Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
 from ragwright.cli.common import (
     AsJson,
     CallerTenant,
+    ChunkingVersion,
+    EligibleDocuments,
     EligibleStates,
     EligibleTypes,
+    SearchMode,
     app,
+    application,
+    check_choice,
+    evidence_filter,
+    plural,
+    print_json,
 )
-from ragwright.settings import load_settings
+from ragwright.errors import SourceError
+
+if TYPE_CHECKING:
+    from ragwright.application import AnswerOutcome, SearchResult, Turn
+
+MODES = ("dense", "sparse", "hybrid")
+ASSEMBLY_POLICIES_HELP = (
+    "Context assembly policy: seed-baseline or whole-or-marked-fragment, optionally with "
+    "modifiers '+edges' (best evidence first and second best last), '+history=S' (share S "
+    "of the input budget for --history turns) and '+prefer-current-revision'."
+)
+
+
+def _excluded_note(result: SearchResult) -> None:
+    if not result.excluded_versions:
+        return
+    counts = ", ".join(
+        f"{plural(n, 'chunk')} under {v}" for v, n in sorted(result.excluded_versions.items())
+    )
+    print(
+        f"note: this query searched chunking version {result.chunking_version}; "
+        f"otherwise eligible {counts} were not searched (pass --chunking-version to use them)."
+    )
 
 
 @app.command()
 def search(
-    question: Annotated[str, typer.Argument(help="The question to find evidence for.")],
-    k: Annotated[int, typer.Option("--k", min=1, max=1000, help="Number of results.")] = 5,
-    mode: Annotated[
-        str, typer.Option("--mode", help="dense, sparse (BM25) or hybrid (RRF of both).")
-    ] = "hybrid",
+    question: Annotated[
+        str, typer.Argument(help="The question to find evidence for.", metavar="QUESTION")
+    ],
+    k: Annotated[
+        int, typer.Option("--k", min=1, max=1000, metavar="K", help="Number of results.")
+    ] = 5,
+    mode: SearchMode = "hybrid",
     types: EligibleTypes = None,
     states: EligibleStates = None,
-    documents: Annotated[
-        list[str] | None, typer.Option("--document", help="Restrict to document id (repeatable).")
-    ] = None,
+    documents: EligibleDocuments = None,
+    chunking_version: ChunkingVersion = None,
     tenant: CallerTenant = None,
     as_json: AsJson = False,
 ) -> None:
     """Find the best eligible chunks for QUESTION (default: published runbooks).
 
     Eligibility is part of the query: drafts or other types never fill the result, and
-    an empty result means no eligible evidence (conditions are never relaxed).
+    an empty result means no eligible evidence (conditions are never relaxed). Each
+    score says its kind: cosine (dense), bm25 (sparse), rrf (hybrid) or rerank.
     """
-    from ragwright.core.eligibility import CallerScope, Eligibility
-    from ragwright.pipeline.retrieve import MODES
-    from ragwright.runtime import embedding_profile, open_index, open_retriever, thresholds
+    from ragwright.application import SearchRequest
 
-    if mode not in MODES:
-        raise typer.BadParameter(f"must be one of {', '.join(MODES)}", param_hint="--mode")
-    settings = load_settings()
-    eligibility = Eligibility(
-        chunking_version=settings.chunking_policy().version,
-        document_types=tuple(types or ("runbook",)),
-        publication_states=tuple(states or ("published",)),
-        document_ids=tuple(documents or ()),
-    )
-    index = open_index(settings, embedding_profile(settings), write=False)
-    try:
-        retriever = open_retriever(settings, index)
-        result = retriever.search(
-            question,
-            eligibility,
-            CallerScope(tenant=tenant),
+    check_choice(mode, MODES, "--mode")
+    result = application().search(
+        SearchRequest(
+            question=question,
             k=k,
-            mode=mode,
-            thresholds=thresholds(settings),
+            mode=cast(Any, mode),
+            evidence=evidence_filter(types, states, documents, chunking_version),
+            tenant=tenant,
         )
-    finally:
-        index.close()
+    )
     if as_json:
-        rows = [
-            {
-                "document_id": h.payload.document_id,
-                "chunk_id": h.payload.chunk_id,
-                "chunking_version": h.payload.chunking_version,
-                "document_type": h.payload.document_type,
-                "publication_state": h.payload.publication_state,
-                "score": h.score,
-                "text": h.payload.text,
-            }
-            for h in result.hits
-        ]
-        print(json.dumps(rows, ensure_ascii=False, indent=2))
+        print_json(result.to_dict())
         return
     if result.no_eligible_evidence:
         print(
             "No eligible evidence: nothing matched the required conditions"
             " (and the configured score thresholds, if any)."
         )
-        return
-    for rank, hit in enumerate(result.hits, start=1):
-        p = hit.payload
+    for hit in result.hits:
         print(
-            f"{rank}. {p.document_id}/{p.chunk_id} [{p.chunking_version}] "
-            f"({p.document_type}, {p.publication_state}) score {hit.score:.4f}"
+            f"{hit.rank}. {hit.document_id}/{hit.chunk_id} [{hit.chunking_version}] "
+            f"({hit.document_type}, {hit.publication_state}) {hit.score_kind} {hit.score:.4f}"
         )
-        print(p.text)
+        print(hit.text)
         print()
+    _excluded_note(result)
+
+
+def load_history(path: Path) -> tuple[Turn, ...]:
+    """Earlier turns from a JSON file: a list of ``{"question", "answer"}`` objects, or of
+    chat messages ``{"role": "user"|"assistant", "content"}`` alternating from a user turn."""
+    from ragwright.application import Turn
+
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as error:
+        raise SourceError(str(path), f"history must be a readable JSON file ({error})") from error
+    if not isinstance(data, list):
+        raise SourceError(str(path), "history must be a JSON list of turns")
+    if all(isinstance(t, dict) and set(t) == {"question", "answer"} for t in data):
+        return tuple(Turn(str(t["question"]), str(t["answer"])) for t in data)
+    roles = [t.get("role") if isinstance(t, dict) else None for t in data]
+    if len(data) % 2 or roles != ["user", "assistant"] * (len(data) // 2):
+        raise SourceError(
+            str(path),
+            "history turns must be {question, answer} objects, or role/content messages "
+            "alternating user, assistant",
+        )
+    return tuple(
+        Turn(str(data[i]["content"]), str(data[i + 1]["content"])) for i in range(0, len(data), 2)
+    )
 
 
 @app.command()
 def ask(
-    question: Annotated[str, typer.Argument(help="The question to answer from the documents.")],
-    k: Annotated[int, typer.Option("--k", min=1, max=100, help="Retrieved candidates.")] = 5,
+    question: Annotated[
+        str, typer.Argument(help="The question to answer from the documents.", metavar="QUESTION")
+    ],
+    k: Annotated[
+        int, typer.Option("--k", min=1, max=100, metavar="K", help="Retrieved candidates.")
+    ] = 5,
+    mode: SearchMode = "hybrid",
     policy: Annotated[
-        str, typer.Option("--policy", help="Context assembly policy.")
+        str, typer.Option("--policy", metavar="POLICY", help=ASSEMBLY_POLICIES_HELP)
     ] = "seed-baseline",
     types: EligibleTypes = None,
+    states: EligibleStates = None,
+    documents: EligibleDocuments = None,
+    chunking_version: ChunkingVersion = None,
     tenant: CallerTenant = None,
+    history: Annotated[
+        Path | None,
+        typer.Option(
+            "--history",
+            metavar="FILE",
+            help='Earlier turns of the conversation as JSON: [{"question", "answer"}, ...] '
+            'or chat messages [{"role", "content"}, ...].',
+        ),
+    ] = None,
+    deadline: Annotated[
+        float | None,
+        typer.Option(
+            "--deadline",
+            min=0.001,
+            metavar="SECONDS",
+            help="Time budget for the whole answer (default: the answer_deadline setting, 120).",
+        ),
+    ] = None,
     preview: Annotated[
-        bool, typer.Option("--preview", help="Stop before the model: show the exact message.")
+        bool,
+        typer.Option(
+            "--preview",
+            help="Stop before the model: show the exact messages it would receive.",
+        ),
     ] = False,
     check: Annotated[
         bool,
@@ -115,7 +175,7 @@ def ask(
     ] = False,
     as_json: AsJson = False,
 ) -> None:
-    """Answer QUESTION from published evidence with the configured chat model.
+    """Answer QUESTION from eligible evidence with the configured chat model.
 
     Retrieves eligible chunks, assembles them within the token budget, asks the model for
     a schema-constrained answer, validates it and resolves its citations. With no
@@ -123,135 +183,56 @@ def ask(
     """
     import asyncio
 
-    from ragwright.adapters.tokenizer import O200kCounter
-    from ragwright.core.eligibility import CallerScope, Eligibility
-    from ragwright.pipeline.answer import AnswerResult, answer_question
-    from ragwright.runtime import (
-        answer_schema_style,
-        build_chat_pipeline,
-        embedding_profile,
-        open_chat_provider,
-        open_index,
-        open_retriever,
-        thresholds,
-    )
+    from ragwright.application import AnswerRequest
 
-    settings = load_settings()
-    counter = O200kCounter(settings.home / "tokenizers")
-    eligibility = Eligibility(
-        chunking_version=settings.chunking_policy().version,
-        document_types=tuple(types or ("runbook",)),
+    check_choice(mode, MODES, "--mode")
+    request = AnswerRequest(
+        question=question,
+        k=k,
+        mode=cast(Any, mode),
+        policy=policy,
+        evidence=evidence_filter(types, states, documents, chunking_version),
+        tenant=tenant,
+        history=load_history(history) if history is not None else (),
+        preview=preview,
+        check_support=check,
+        deadline_seconds=deadline,
     )
-    limits, style = thresholds(settings), answer_schema_style(settings)
-    index = open_index(settings, embedding_profile(settings), write=False)
-
-    async def run() -> AnswerResult:
-        chat, close = None, None
-        if not preview:
-            provider, close = open_chat_provider(settings)
-            chat = build_chat_pipeline(settings, [provider], count_tokens=counter.count)
-        try:
-            return await answer_question(
-                question,
-                retriever=open_retriever(settings, index),
-                eligibility=eligibility,
-                scope=CallerScope(tenant=tenant),
-                chat=chat,
-                counter=counter,
-                k=k,
-                policy=policy,
-                preview=preview,
-                support_check=check,
-                thresholds=limits,
-                schema_style=style,
-                temperature=settings.chat_temperature,
-            )
-        finally:
-            if close is not None:
-                await close()
-
-    try:
-        result = asyncio.run(run())
-    finally:
-        index.close()
-    context = result.context
-    decisions = [
-        {
-            "document_id": d.document_id,
-            "chunk_id": d.chunk_id,
-            "chunking_version": d.chunking_version,
-            "outcome": d.outcome,
-            "label": d.label,
-            "removed_paragraphs": d.removed_paragraphs,
-        }
-        for d in context.decisions
-    ]
-    sources = [
-        {
-            "label": s.label,
-            "document_id": s.candidate.document_id,
-            "chunk_id": s.candidate.chunk_id,
-            "chunking_version": s.candidate.chunking_version,
-        }
-        for s in context.sources
-    ]
-    usage = (
-        {"input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens}
-        if result.usage
-        else None
-    )
+    outcome = asyncio.run(application().answer(request))
     if as_json:
-        out: dict[str, Any] = {
-            "status": result.status,
-            "answer": result.answer,
-            "citations": [c.label for c in result.citations],
-            "sources": sources,
-            "decisions": decisions,
-            "input_tokens": context.input_tokens,
-            "policy": context.policy,
-            "usage": usage,
-            "model": result.model,
-            "provider": result.provider,
-            "options": {
-                "k": k,
-                "thresholds": asdict(limits),
-                "schema_style": style,
-                "temperature": settings.chat_temperature,
-            },
-        }
-        if preview:
-            out["user_message"] = context.user_message
-        if result.support is not None:
-            out["support"] = {
-                "flagged": result.support.flagged,
-                "citations": [asdict(c) for c in result.support.citations],
-                "unsupported_sentences": list(result.support.unsupported_sentences),
-            }
-        print(json.dumps(out, ensure_ascii=False, indent=2))
+        print_json(outcome.to_dict())
         return
-    if result.status == "no_eligible_evidence":
+    _print_answer(outcome)
+
+
+def _print_answer(outcome: AnswerOutcome) -> None:
+    data = outcome.to_dict()
+    if data["status"] == "no_eligible_evidence":
         print("No eligible evidence: nothing was sent to the model.")
-    elif preview:
-        print(context.user_message)
+    elif data["status"] == "preview":
+        for message in data["messages"]:
+            print(f"--- {message['role']} ---")
+            print(message["content"])
     else:
-        print(f"[{result.status}] {result.answer or '(the evidence is insufficient)'}")
-        for citation in result.citations:
-            where = f"{citation.document_id}/{citation.chunk_id}"
-            print(f"  {citation.label}: {where} [{citation.chunking_version}]")
-        if result.support is not None:
-            verdict = "FLAGGED" if result.support.flagged else "ok"
-            print(f"support check: {verdict}")
-            idle = [c.label for c in result.support.citations if not c.supported]
+        print(f"[{data['status']}] {data['answer'] or '(the evidence is insufficient)'}")
+        for citation in data["citations"]:
+            where = f"{citation['document_id']}/{citation['chunk_id']}"
+            print(f"  {citation['label']}: {where} [{citation['chunking_version']}]")
+        support = data["support"]
+        if support is not None:
+            print(f"support check: {'FLAGGED' if support['flagged'] else 'ok'}")
+            idle = [c["label"] for c in support["citations"] if not c["supported"]]
             if idle:
                 print(f"  cited but supporting no sentence: {', '.join(idle)}")
-            for sentence in result.support.unsupported_sentences:
+            for sentence in support["unsupported_sentences"]:
                 print(f"  no cited source supports: {sentence}")
-    if not decisions:
+    if not data["decisions"]:
         return
     print("decisions:")
-    for d in decisions:
+    for d in data["decisions"]:
         label = f" {d['label']}" if d["label"] else ""
         where = f"{d['document_id']}/{d['chunk_id']}"
         print(f"  {where}: {d['outcome']}{label} (removed {d['removed_paragraphs']})")
+    usage = data["usage"]
     used = f"{usage['input_tokens']} in / {usage['output_tokens']} out" if usage else "unknown"
-    print(f"input tokens (o200k_base estimate): {context.input_tokens}; provider usage: {used}")
+    print(f"input tokens (o200k_base estimate): {data['input_tokens']}; provider usage: {used}")

@@ -27,7 +27,7 @@ from ragwright.chat.contract import (
     Usage,
 )
 from ragwright.core.answers import Citation, SchemaStyle, answer_schema, parse_answer
-from ragwright.core.assembly import AssembledContext, Candidate, Counter, assemble
+from ragwright.core.assembly import AssembledContext, Candidate, Counter, Turn, assemble
 from ragwright.core.eligibility import CallerScope, Eligibility
 from ragwright.core.support import SupportReport, check_support
 from ragwright.pipeline.retrieve import Hit, Mode, Retriever, Thresholds
@@ -104,6 +104,7 @@ async def answer_question(
     schema_style: SchemaStyle = "variants",
     temperature: float | None = 0.0,
     thresholds: Thresholds = Thresholds(),
+    history: Sequence[Turn] = (),
 ) -> AnswerResult:
     """Answer ``question`` from eligible evidence, or say why not.
 
@@ -123,6 +124,7 @@ async def answer_question(
         counter=counter,
         max_input_tokens=budget.max_input_tokens,
         policy=policy,
+        history=history,
     )
     if not context.sources:
         return AnswerResult("no_eligible_evidence", "", (), context)

@@ -1,0 +1,95 @@
+"""What the application needs from the composition root (``ragwright.runtime``).
+
+The application never picks or imports an adapter: the composition root builds them from
+settings and hands them over through this protocol, so tests can hand over fakes (the
+hashing embedder, a scripted chat model) and the use cases stay the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from ragwright.application.requests import SkippedFile
+from ragwright.chat.contract import ChatModel
+from ragwright.pipeline.retrieve import Retriever
+from ragwright.protocols import Embedder, SparseEncoder, TokenCounter, VectorIndex
+from ragwright.settings import Settings
+from ragwright.types import EmbeddingProfile, EvalCase, SourceDocument
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedSources:
+    """Documents read from source paths, and the files under them that were not read."""
+
+    documents: tuple[SourceDocument, ...]
+    skipped: tuple[SkippedFile, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ChatSession:
+    """A chat pipeline for one use-case call and the coroutine that releases it."""
+
+    model: ChatModel
+    close: Callable[[], Awaitable[None]]
+
+
+class Components(Protocol):
+    """Adapters built from one :class:`Settings`."""
+
+    settings: Settings
+
+    def embedding_profile(self) -> EmbeddingProfile:
+        """The embedding profile the settings describe."""
+        ...
+
+    def embedder(self) -> Embedder:
+        """The configured embedder (artifacts verified)."""
+        ...
+
+    def sparse_encoder(self) -> SparseEncoder:
+        """The configured BM25 encoder."""
+        ...
+
+    def open_index(
+        self,
+        chunking_version: str,
+        *,
+        write: bool,
+        add_chunking_version: bool = False,
+        any_chunking_version: bool = False,
+    ) -> VectorIndex:
+        """The configured collection, its contract checked for ``chunking_version``."""
+        ...
+
+    def retriever(self, index: VectorIndex, *, candidates: int | None = None) -> Retriever:
+        """A retriever over ``index`` (``candidates`` per leg, default from settings)."""
+        ...
+
+    def token_counter(self) -> TokenCounter:
+        """The o200k_base counter used for budgets."""
+        ...
+
+    def chat(self, counter: TokenCounter) -> ChatSession:
+        """The configured chat pipeline (providers start on first use)."""
+        ...
+
+    def load_sources(
+        self,
+        paths: Sequence[Path],
+        *,
+        document_type: str | None,
+        publication_state: str | None,
+    ) -> LoadedSources:
+        """Validated documents from Markdown/JSON/BEIR sources."""
+        ...
+
+    def load_cases(self, path: Path, *, beir: bool, split: str) -> list[EvalCase]:
+        """Labelled evaluation cases."""
+        ...
+
+    def code_revision(self) -> str:
+        """Which code produced a run (recorded in evaluation provenance)."""
+        ...

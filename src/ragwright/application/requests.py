@@ -1,0 +1,464 @@
+"""Typed requests and results of every use case.
+
+Every option a use case honours is a field of its request, and every result has one
+stable JSON form (``to_dict``), the same for the command line's ``--json`` and the HTTP
+service. Field names are the contract: add fields, never rename or drop them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ragwright.core.assembly import Turn
+from ragwright.pipeline.retrieve import Mode, Thresholds
+
+ScoreKind = Literal["cosine", "bm25", "rrf", "rerank"]
+
+# The one place the default eligibility lives: published runbooks. Requests that name no
+# type or state get these; an entry point never repeats them.
+DEFAULT_ELIGIBLE_TYPES: tuple[str, ...] = ("runbook",)
+DEFAULT_ELIGIBLE_STATES: tuple[str, ...] = ("published",)
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceFilter:
+    """Which indexed evidence a request may use (applied inside every engine query).
+
+    Empty ``types``/``states`` mean the defaults (published runbooks); ``documents``
+    restricts to those ids; ``chunking_version`` ``None`` means the version the settings'
+    chunking policy produces.
+    """
+
+    types: tuple[str, ...] = ()
+    states: tuple[str, ...] = ()
+    documents: tuple[str, ...] = ()
+    chunking_version: str | None = None
+
+    @property
+    def effective_types(self) -> tuple[str, ...]:
+        return self.types or DEFAULT_ELIGIBLE_TYPES
+
+    @property
+    def effective_states(self) -> tuple[str, ...]:
+        return self.states or DEFAULT_ELIGIBLE_STATES
+
+
+@dataclass(frozen=True, slots=True)
+class ThresholdOverrides:
+    """Per-stage minimum scores given with a request; ``None`` keeps the configured one
+    (``RAGWRIGHT_THRESHOLD_*``)."""
+
+    dense: float | None = None
+    sparse: float | None = None
+    fusion: float | None = None
+    rerank: float | None = None
+
+
+# --- chunks -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkingOptions:
+    """Overrides of the configured chunking policy (``None`` keeps the setting)."""
+
+    policy: Literal["section-paragraphs", "sentence-blocks"] | None = None
+    max_words: int | None = None
+    max_tokens: int | None = None
+    overlap: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChunksRequest:
+    """Preview the chunks sources produce (no index, no embedding)."""
+
+    sources: tuple[Path, ...]
+    chunking: ChunkingOptions = ChunkingOptions()
+    document_type: str | None = None
+    publication_state: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRow:
+    document_id: str
+    chunk_id: str
+    point_id: str
+    section_id: str
+    chunking_version: str
+    word_count: int
+    document_type: str
+    publication_state: str
+    paragraphs: tuple[int, ...]
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChunksResult:
+    chunking_version: str
+    chunks: tuple[ChunkRow, ...]
+    skipped_files: tuple[SkippedFile, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "chunking_version": self.chunking_version,
+            "chunks": [_plain(asdict(c)) for c in self.chunks],
+            "skipped_files": [asdict(s) for s in self.skipped_files],
+        }
+
+
+# --- ingest -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedFile:
+    """A file under a source directory that was not loaded, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class IngestRequest:
+    """Index sources: chunk, embed what changed, upsert, switch, verify."""
+
+    sources: tuple[Path, ...]
+    chunking: ChunkingOptions = ChunkingOptions()
+    document_type: str | None = None
+    publication_state: str | None = None
+    prune: bool = False
+    add_chunking_version: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    documents: int
+    chunks: int
+    embedded: int
+    unchanged: int
+    payload_updated: int
+    deleted: int
+    verified: int
+    documents_changed: int
+    documents_pruned: int
+    embedding_tokens: int
+    chunking_version: str
+    embedding_profile: str
+    skipped_files: tuple[SkippedFile, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["skipped_files"] = [asdict(s) for s in self.skipped_files]
+        return out
+
+
+# --- status -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StatusRequest:
+    """What the index holds (every chunking version)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentStatus:
+    document_id: str
+    title: str
+    document_type: str
+    publication_state: str
+    chunking_version: str
+    tenant: str | None
+    live_chunks: int
+    staged_chunks: int
+
+
+@dataclass(frozen=True, slots=True)
+class VersionStatus:
+    """One chunking version in the collection and whether queries use it."""
+
+    chunking_version: str
+    documents: int
+    live_chunks: int
+    queried: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StatusResult:
+    collection: str
+    embedding_profile: str
+    dimensions: int
+    distance: str
+    query_chunking_version: str
+    versions: tuple[VersionStatus, ...]
+    documents: tuple[DocumentStatus, ...]
+    points: Mapping[str, int]
+
+    @property
+    def chunking_versions(self) -> tuple[str, ...]:
+        return tuple(v.chunking_version for v in self.versions)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "collection": self.collection,
+            "embedding_profile": self.embedding_profile,
+            "dimensions": self.dimensions,
+            "distance": self.distance,
+            "query_chunking_version": self.query_chunking_version,
+            "chunking_versions": list(self.chunking_versions),
+            "versions": [asdict(v) for v in self.versions],
+            "documents": [asdict(d) for d in self.documents],
+            "points": dict(self.points),
+        }
+
+
+# --- search -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    """Rank eligible evidence for a question.
+
+    ``tenant`` is the caller's tenant from trusted context (never from the question).
+    """
+
+    question: str
+    k: int = 5
+    mode: Mode = "hybrid"
+    evidence: EvidenceFilter = EvidenceFilter()
+    tenant: str | None = None
+    thresholds: ThresholdOverrides = ThresholdOverrides()
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    rank: int
+    document_id: str
+    chunk_id: str
+    chunking_version: str
+    document_type: str
+    publication_state: str
+    score: float
+    score_kind: ScoreKind
+    text: str
+    dense_score: float | None = None
+    sparse_score: float | None = None
+    fused_score: float | None = None
+    rerank_score: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """Ranked eligible evidence; ``excluded_versions`` counts live chunks of other
+    chunking versions the query could not see (by version only)."""
+
+    question: str
+    mode: Mode
+    score_kind: ScoreKind
+    chunking_version: str
+    hits: tuple[SearchHit, ...]
+    thresholds: Thresholds
+    excluded_versions: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def no_eligible_evidence(self) -> bool:
+        return not self.hits
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "mode": self.mode,
+            "score_kind": self.score_kind,
+            "chunking_version": self.chunking_version,
+            "thresholds": asdict(self.thresholds),
+            "no_eligible_evidence": self.no_eligible_evidence,
+            "excluded_versions": dict(self.excluded_versions),
+            "hits": [asdict(h) for h in self.hits],
+        }
+
+
+# --- answer -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerRequest:
+    """Answer a question from eligible evidence.
+
+    ``history`` holds earlier turns of the conversation (oldest first); they enter the
+    request through the assembly policy's history share (``+history=S``; 0.25 when the
+    policy names none). ``deadline_seconds`` ``None`` uses the ``answer_deadline``
+    setting.
+    """
+
+    question: str
+    k: int = 5
+    mode: Mode = "hybrid"
+    policy: str = "seed-baseline"
+    evidence: EvidenceFilter = EvidenceFilter()
+    tenant: str | None = None
+    history: tuple[Turn, ...] = ()
+    preview: bool = False
+    check_support: bool = False
+    deadline_seconds: float | None = None
+    thresholds: ThresholdOverrides = ThresholdOverrides()
+
+
+# --- evaluate / calibrate / compare / report ---------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Dataset:
+    """A JSONL dataset file, or a BEIR directory with a qrels split."""
+
+    path: Path
+    beir: bool = False
+    split: str = "test"
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluateRequest:
+    """Score retrieval on labelled questions and persist the run."""
+
+    dataset: Dataset
+    mode: Mode = "hybrid"
+    ks: tuple[int, ...] = (1, 3, 5, 10)
+    evidence: EvidenceFilter = EvidenceFilter()
+    tenant: str | None = None
+    thresholds: ThresholdOverrides = ThresholdOverrides()
+    with_text: bool = False
+    report: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluateResult:
+    execution_id: str
+    path: Path
+    summary: Mapping[str, Any]
+    categories: Mapping[str, Any]
+    unsupported: Mapping[str, Any]
+    report_path: Path | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "execution_id": self.execution_id,
+            "path": str(self.path),
+            "report": str(self.report_path) if self.report_path else None,
+            "summary": dict(self.summary),
+            "categories": dict(self.categories),
+            "unsupported": {k: v for k, v in self.unsupported.items() if k != "results"},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrateRequest:
+    """Sweep dense/BM25 thresholds against unsupported questions."""
+
+    dataset: Dataset
+    mode: Mode = "hybrid"
+    k: int = 5
+    evidence: EvidenceFilter = EvidenceFilter()
+    tenant: str | None = None
+    max_recall_loss: float = 0.0
+    max_candidates: int = 8
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationRowResult:
+    threshold_dense: float | None
+    threshold_sparse: float | None
+    false_acceptance_rate: float
+    recall: float
+    ndcg: float
+    refused_answerable: int
+    recommended: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrateResult:
+    mode: Mode
+    k: int
+    answerable: int
+    unsupported: int
+    rows: tuple[CalibrationRowResult, ...]
+
+    @property
+    def recommended(self) -> CalibrationRowResult:
+        return next(r for r in self.rows if r.recommended)
+
+    def to_dict(self) -> dict[str, Any]:
+        rows = [_calibration_row(r, self.k) for r in self.rows]
+        return {
+            "mode": self.mode,
+            "k": self.k,
+            "answerable": self.answerable,
+            "unsupported": self.unsupported,
+            "rows": rows,
+            "recommended": next(r for r in rows if r["recommended"]),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CompareRequest:
+    """Per-case changes of one metric at one cutoff between two persisted runs."""
+
+    before: str
+    after: str
+    k: int = 10
+    metric: Literal["precision", "recall", "reciprocal_rank", "ndcg"] = "ndcg"
+
+
+@dataclass(frozen=True, slots=True)
+class CaseChangeResult:
+    case_id: str
+    before: float
+    after: float
+
+
+@dataclass(frozen=True, slots=True)
+class CompareResult:
+    k: int
+    metric: str
+    regressions: tuple[CaseChangeResult, ...]
+    improvements: tuple[CaseChangeResult, ...]
+    notes: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "k": self.k,
+            "metric": self.metric,
+            "regressions": [asdict(c) for c in self.regressions],
+            "improvements": [asdict(c) for c in self.improvements],
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ReportRequest:
+    """Render report.html for a persisted run."""
+
+    run: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReportResult:
+    execution_id: str
+    path: Path
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"execution_id": self.execution_id, "path": str(self.path)}
+
+
+def _calibration_row(row: CalibrationRowResult, k: int) -> dict[str, Any]:
+    return {
+        "threshold_dense": row.threshold_dense,
+        "threshold_sparse": row.threshold_sparse,
+        "false_acceptance_rate": round(row.false_acceptance_rate, 4),
+        f"recall@{k}": round(row.recall, 4),
+        f"ndcg@{k}": round(row.ndcg, 4),
+        "refused_answerable": row.refused_answerable,
+        "recommended": row.recommended,
+    }
+
+
+def _plain(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}

@@ -1,0 +1,523 @@
+"""The application: one method per use case, shared by every entry point.
+
+The command line (and the HTTP service) only turn their input into a typed request,
+call one of these methods, and print or send the typed result. Nothing here picks an
+adapter: :class:`Components` (built by ``ragwright.runtime``) supplies them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections import Counter
+from typing import Any
+
+from ragwright.application.components import Components
+from ragwright.application.outcomes import AnswerOutcome
+from ragwright.application.requests import (
+    AnswerRequest,
+    CalibrateRequest,
+    CalibrateResult,
+    CalibrationRowResult,
+    CaseChangeResult,
+    ChunkingOptions,
+    ChunkRow,
+    ChunksRequest,
+    ChunksResult,
+    CompareRequest,
+    CompareResult,
+    Dataset,
+    DocumentStatus,
+    EvaluateRequest,
+    EvaluateResult,
+    EvidenceFilter,
+    IngestRequest,
+    IngestResult,
+    ReportRequest,
+    ReportResult,
+    ScoreKind,
+    SearchHit,
+    SearchRequest,
+    SearchResult,
+    StatusRequest,
+    StatusResult,
+    ThresholdOverrides,
+    VersionStatus,
+)
+from ragwright.chat.contract import Deadline
+from ragwright.core.answers import SchemaStyle
+from ragwright.core.chunking import build_chunks
+from ragwright.core.eligibility import CallerScope, Eligibility, eligibility_filter
+from ragwright.core.points import LIVE, read_payload
+from ragwright.errors import EvaluationError
+from ragwright.pipeline.answer import answer_question
+from ragwright.pipeline.calibrate import calibrate
+from ragwright.pipeline.evaluate import (
+    EvalConfig,
+    compare_runs,
+    eligible_corpus,
+    load_run,
+    run_evaluation,
+    save_run,
+)
+from ragwright.pipeline.ingest import ProgressCallback, ingest, token_counter
+from ragwright.pipeline.retrieve import Hit, Mode, Retriever, Thresholds
+from ragwright.protocols import VectorIndex
+from ragwright.report import render_report
+from ragwright.settings import Settings
+from ragwright.types import ChunkingPolicy, EvalCase, PointFilter
+
+# History enters an answer through the assembly policy's history share; a request that
+# brings history under a policy without one gets this share rather than being ignored.
+DEFAULT_HISTORY_SHARE = 0.25
+
+
+class Application:
+    """Every use case of ragwright over one set of components."""
+
+    def __init__(self, components: Components) -> None:
+        self.components = components
+
+    @property
+    def settings(self) -> Settings:
+        return self.components.settings
+
+    # --- corpus ---------------------------------------------------------------------
+
+    def chunks(self, request: ChunksRequest) -> ChunksResult:
+        """The chunks ``request.sources`` produce under the (overridden) policy."""
+        policy = self.chunking_policy(request.chunking)
+        loaded = self.components.load_sources(
+            request.sources,
+            document_type=request.document_type,
+            publication_state=request.publication_state,
+        )
+        embedder = self.components.embedder() if policy.max_tokens is not None else None
+        rows = []
+        for document in loaded.documents:
+            counter = token_counter(embedder, document) if embedder is not None else None
+            for chunk in build_chunks(document, policy, count_tokens=counter):
+                rows.append(
+                    ChunkRow(
+                        document_id=chunk.document_id,
+                        chunk_id=chunk.chunk_id,
+                        point_id=str(chunk.point_id),
+                        section_id=chunk.section_id,
+                        chunking_version=chunk.chunking_version,
+                        word_count=chunk.word_count,
+                        document_type=document.document_type,
+                        publication_state=document.publication_state,
+                        paragraphs=chunk.positions.paragraph_indexes,
+                        text=chunk.text,
+                    )
+                )
+        return ChunksResult(policy.version, tuple(rows), loaded.skipped)
+
+    def ingest(
+        self, request: IngestRequest, *, progress: ProgressCallback | None = None
+    ) -> IngestResult:
+        """Bring the index in line with ``request.sources``."""
+        policy = self.chunking_policy(request.chunking)
+        loaded = self.components.load_sources(
+            request.sources,
+            document_type=request.document_type,
+            publication_state=request.publication_state,
+        )
+        embedder = self.components.embedder()
+        index = self.components.open_index(
+            policy.version, write=True, add_chunking_version=request.add_chunking_version
+        )
+        try:
+            report = ingest(
+                loaded.documents,
+                policy=policy,
+                embedder=embedder,
+                sparse_encoder=self.components.sparse_encoder(),
+                index=index,
+                prune=request.prune,
+                batch_size=self.settings.batch_size,
+                progress=progress,
+            )
+        finally:
+            index.close()
+        return IngestResult(
+            **dataclasses.asdict(report),
+            chunking_version=policy.version,
+            embedding_profile=embedder.profile.profile_id,
+            skipped_files=loaded.skipped,
+        )
+
+    def status(self, request: StatusRequest | None = None) -> StatusResult:
+        """Documents, chunks, states and chunking versions the collection holds."""
+        query_version = self.chunking_policy().version
+        index = self.components.open_index(query_version, write=False, any_chunking_version=True)
+        try:
+            per_document: dict[tuple[str, str], dict[str, Any]] = {}
+            states: Counter[str] = Counter()
+            for point in index.scroll():
+                payload = read_payload(point.point_id, point.payload)
+                states[payload.index_state] += 1
+                row = per_document.setdefault(
+                    (payload.document_id, payload.chunking_version),
+                    {
+                        "document_id": payload.document_id,
+                        "title": payload.title,
+                        "document_type": payload.document_type,
+                        "publication_state": payload.publication_state,
+                        "chunking_version": payload.chunking_version,
+                        "tenant": payload.tenant,
+                        "live_chunks": 0,
+                        "staged_chunks": 0,
+                    },
+                )
+                row["live_chunks" if payload.index_state == LIVE else "staged_chunks"] += 1
+            contract = index.contract
+        finally:
+            index.close()
+        documents = tuple(
+            DocumentStatus(**row)
+            for row in sorted(
+                per_document.values(), key=lambda r: (r["chunking_version"], r["document_id"])
+            )
+        )
+        versions = []
+        for version in sorted(
+            {*contract.chunking_versions, *(d.chunking_version for d in documents)}
+        ):
+            held = [d for d in documents if d.chunking_version == version]
+            versions.append(
+                VersionStatus(
+                    chunking_version=version,
+                    documents=len(held),
+                    live_chunks=sum(d.live_chunks for d in held),
+                    queried=version == query_version,
+                )
+            )
+        return StatusResult(
+            collection=self.settings.collection,
+            embedding_profile=contract.profile_id,
+            dimensions=contract.dimensions,
+            distance=contract.distance,
+            query_chunking_version=query_version,
+            versions=tuple(versions),
+            documents=documents,
+            points=dict(states),
+        )
+
+    # --- queries --------------------------------------------------------------------
+
+    def search(self, request: SearchRequest) -> SearchResult:
+        """The ``k`` best eligible chunks for the question (never relaxed to fill)."""
+        eligibility = self.eligibility(request.evidence)
+        limits = self.thresholds(request.thresholds)
+        index = self.components.open_index(
+            eligibility.chunking_version, write=False, any_chunking_version=True
+        )
+        try:
+            retriever = self.components.retriever(index)
+            result = retriever.search(
+                request.question,
+                eligibility,
+                CallerScope(tenant=request.tenant),
+                k=request.k,
+                mode=request.mode,
+                thresholds=limits,
+            )
+            excluded = _excluded_versions(index, eligibility, request.tenant)
+        finally:
+            index.close()
+        kind = score_kind(request.mode, reranked=retriever.reranker is not None)
+        hits = tuple(_search_hit(rank, hit, kind) for rank, hit in enumerate(result.hits, 1))
+        return SearchResult(
+            question=request.question,
+            mode=request.mode,
+            score_kind=kind,
+            chunking_version=eligibility.chunking_version,
+            hits=hits,
+            thresholds=limits,
+            excluded_versions=excluded,
+        )
+
+    async def answer(self, request: AnswerRequest) -> AnswerOutcome:
+        """Retrieve, assemble, generate, validate and cite; or say why not."""
+        eligibility = self.eligibility(request.evidence)
+        limits = self.thresholds(request.thresholds)
+        policy = request.policy
+        if request.history and "+history=" not in policy:
+            policy = f"{policy}+history={DEFAULT_HISTORY_SHARE:g}"
+        deadline_seconds = request.deadline_seconds or self.settings.answer_deadline
+        counter = self.components.token_counter()
+        index = self.components.open_index(
+            eligibility.chunking_version, write=False, any_chunking_version=True
+        )
+        session = None if request.preview else self.components.chat(counter)
+        try:
+            result = await answer_question(
+                request.question,
+                retriever=self.components.retriever(index),
+                eligibility=eligibility,
+                scope=CallerScope(tenant=request.tenant),
+                chat=session.model if session else None,
+                counter=counter,
+                k=request.k,
+                mode=request.mode,
+                policy=policy,
+                history=request.history,
+                deadline=Deadline.after(deadline_seconds),
+                preview=request.preview,
+                support_check=request.check_support,
+                thresholds=limits,
+                schema_style=self.schema_style(),
+                temperature=self.settings.chat_temperature,
+            )
+        finally:
+            if session is not None:
+                await session.close()
+            index.close()
+        options = {
+            "k": request.k,
+            "mode": request.mode,
+            "policy": policy,
+            "chunking_version": eligibility.chunking_version,
+            "document_types": list(eligibility.document_types),
+            "publication_states": list(eligibility.publication_states),
+            "documents": list(eligibility.document_ids),
+            "tenant": request.tenant,
+            "history_turns": len(request.history),
+            "check_support": request.check_support,
+            "deadline_seconds": deadline_seconds,
+            "thresholds": dataclasses.asdict(limits),
+            "schema_style": self.schema_style(),
+            "temperature": self.settings.chat_temperature,
+        }
+        return AnswerOutcome(result, options)
+
+    # --- evaluation -----------------------------------------------------------------
+
+    def evaluate(self, request: EvaluateRequest) -> EvaluateResult:
+        """Score retrieval on labelled cases; persist the run (and its HTML report)."""
+        if not request.ks or any(k <= 0 for k in request.ks):
+            raise EvaluationError(f"cutoffs must be positive, got {list(request.ks)}")
+        cases = self._cases(request.dataset)
+        config = EvalConfig(
+            eligibility=self.eligibility(request.evidence),
+            scope=CallerScope(tenant=request.tenant),
+            mode=request.mode,
+            ks=request.ks,
+            thresholds=self.thresholds(request.thresholds),
+            with_text=request.with_text,
+        )
+        profile = self.components.embedding_profile()
+        index = self.components.open_index(
+            config.eligibility.chunking_version, write=False, any_chunking_version=True
+        )
+        try:
+            retriever = self._evaluation_retriever(index, config)
+            record = run_evaluation(
+                cases,
+                retriever,
+                config,
+                eligible_corpus(index, config.eligibility, config.scope),
+                run_config={
+                    "dataset": str(request.dataset.path),
+                    "dataset_sha256": _dataset_digest(request.dataset),
+                    "embedding_profile": profile.profile_id,
+                    "model_digest": profile.artifact_digest,
+                    "lexical_profile": self.components.sparse_encoder().profile.profile_id,
+                    "chunking_version": config.eligibility.chunking_version,
+                    "rrf_k": self.settings.rrf_k,
+                    "rrf_weights": list(self.settings.rrf_weights),
+                    "reranker": self.settings.reranker,
+                    "collection": self.settings.collection,
+                    "code_revision": self.components.code_revision(),
+                },
+            )
+        finally:
+            index.close()
+        directory = save_run(record, self.settings.home)
+        report_path = None
+        if request.report:
+            report_path = directory / "report.html"
+            report_path.write_text(render_report(record.to_json()), "utf-8")
+        return EvaluateResult(
+            execution_id=record.execution_id,
+            path=directory,
+            summary=record.summary,
+            categories=record.categories,
+            unsupported=record.unsupported,
+            report_path=report_path,
+        )
+
+    def calibrate(self, request: CalibrateRequest) -> CalibrateResult:
+        """Sweep thresholds so unsupported questions find no evidence; recommend one."""
+        cases = self._cases(request.dataset)
+        config = EvalConfig(
+            eligibility=self.eligibility(request.evidence),
+            scope=CallerScope(tenant=request.tenant),
+            mode=request.mode,
+            ks=(request.k,),
+        )
+        index = self.components.open_index(
+            config.eligibility.chunking_version, write=False, any_chunking_version=True
+        )
+        try:
+            result = calibrate(
+                cases,
+                self._evaluation_retriever(index, config),
+                config,
+                eligible_corpus(index, config.eligibility, config.scope),
+                k=request.k,
+                max_recall_loss=request.max_recall_loss,
+                max_candidates=request.max_candidates,
+            )
+        finally:
+            index.close()
+        rows = tuple(
+            CalibrationRowResult(
+                threshold_dense=r.thresholds.dense,
+                threshold_sparse=r.thresholds.sparse,
+                false_acceptance_rate=r.false_acceptance_rate,
+                recall=r.recall,
+                ndcg=r.ndcg,
+                refused_answerable=r.refused_answerable,
+                recommended=r is result.recommended,
+            )
+            for r in result.rows
+        )
+        return CalibrateResult(
+            mode=result.mode,
+            k=request.k,
+            answerable=result.answerable,
+            unsupported=result.unsupported,
+            rows=rows,
+        )
+
+    def compare(self, request: CompareRequest) -> CompareResult:
+        """Per-case regressions and improvements between two persisted runs."""
+        home = self.settings.home
+        regressions, improvements, notes = compare_runs(
+            load_run(request.before, home),
+            load_run(request.after, home),
+            k=request.k,
+            metric=request.metric,
+        )
+        return CompareResult(
+            k=request.k,
+            metric=request.metric,
+            regressions=tuple(CaseChangeResult(c.case_id, c.before, c.after) for c in regressions),
+            improvements=tuple(
+                CaseChangeResult(c.case_id, c.before, c.after) for c in improvements
+            ),
+            notes=tuple(notes),
+        )
+
+    def report(self, request: ReportRequest) -> ReportResult:
+        """Write report.html for a persisted run."""
+        data = load_run(request.run, self.settings.home)
+        target = self.settings.home / "evaluations" / data["execution_id"] / "report.html"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(render_report(data), "utf-8")
+        return ReportResult(data["execution_id"], target)
+
+    # --- shared decisions -----------------------------------------------------------
+
+    def chunking_policy(self, options: ChunkingOptions = ChunkingOptions()) -> ChunkingPolicy:
+        """The configured chunking policy with a request's overrides, validated like
+        settings (an out-of-range value names its setting)."""
+        overrides: dict[str, Any] = {
+            name: value
+            for name, value in (
+                ("chunking", options.policy),
+                ("max_words", options.max_words),
+                ("max_tokens", options.max_tokens),
+                ("overlap", options.overlap),
+            )
+            if value is not None
+        }
+        if not overrides:
+            return self.settings.chunking_policy()
+        return self.settings.with_overrides(**overrides).chunking_policy()
+
+    def eligibility(self, evidence: EvidenceFilter) -> Eligibility:
+        """The eligibility a request asks for, defaults applied in this one place."""
+        return Eligibility(
+            chunking_version=evidence.chunking_version or self.chunking_policy().version,
+            document_types=evidence.effective_types,
+            publication_states=evidence.effective_states,
+            document_ids=evidence.documents,
+        )
+
+    def thresholds(self, overrides: ThresholdOverrides = ThresholdOverrides()) -> Thresholds:
+        """Configured per-stage thresholds, each replaced by a request's value if given."""
+        s = self.settings
+        return Thresholds(
+            dense=s.threshold_dense if overrides.dense is None else overrides.dense,
+            sparse=s.threshold_sparse if overrides.sparse is None else overrides.sparse,
+            fusion=s.threshold_fusion if overrides.fusion is None else overrides.fusion,
+            rerank=s.threshold_rerank if overrides.rerank is None else overrides.rerank,
+        )
+
+    def schema_style(self) -> SchemaStyle:
+        """The answer schema style for the configured provider."""
+        if self.settings.chat_schema_style != "auto":
+            return self.settings.chat_schema_style
+        return "variants" if self.settings.chat_provider in ("local", "ollama") else "object"
+
+    def _cases(self, dataset: Dataset) -> list[EvalCase]:
+        return self.components.load_cases(dataset.path, beir=dataset.beir, split=dataset.split)
+
+    def _evaluation_retriever(self, index: VectorIndex, config: EvalConfig) -> Retriever:
+        # Document-level scoring ranks chunks deeper than the largest cutoff.
+        depth = max(self.settings.hybrid_candidates, max(config.ks) * config.document_depth_factor)
+        return self.components.retriever(index, candidates=depth)
+
+
+def score_kind(mode: Mode, *, reranked: bool) -> ScoreKind:
+    """What a hit's ``score`` measures: cosine (dense), BM25, RRF (hybrid) or rerank."""
+    if reranked:
+        return "rerank"
+    return {"dense": "cosine", "sparse": "bm25", "hybrid": "rrf"}[mode]  # type: ignore[return-value]
+
+
+def _search_hit(rank: int, hit: Hit, kind: ScoreKind) -> SearchHit:
+    p = hit.payload
+    return SearchHit(
+        rank=rank,
+        document_id=p.document_id,
+        chunk_id=p.chunk_id,
+        chunking_version=p.chunking_version,
+        document_type=p.document_type,
+        publication_state=p.publication_state,
+        score=hit.score,
+        score_kind=kind,
+        text=p.text,
+        dense_score=hit.dense_score,
+        sparse_score=hit.sparse_score,
+        fused_score=hit.fused_score,
+        rerank_score=hit.rerank_score,
+    )
+
+
+def _excluded_versions(
+    index: VectorIndex, eligibility: Eligibility, tenant: str | None
+) -> dict[str, int]:
+    """Live chunks the query could not see only because of their chunking version."""
+    others = [v for v in index.contract.chunking_versions if v != eligibility.chunking_version]
+    if not others:
+        return {}
+    counts = {}
+    for version in others:
+        other = dataclasses.replace(eligibility, chunking_version=version)
+        count = index.count(_eligibility_filter(other, tenant))
+        if count:
+            counts[version] = count
+    return counts
+
+
+def _eligibility_filter(eligibility: Eligibility, tenant: str | None) -> PointFilter:
+    return eligibility_filter(eligibility, CallerScope(tenant=tenant))
+
+
+def _dataset_digest(dataset: Dataset) -> str:
+    path = dataset.path / "qrels" / f"{dataset.split}.tsv" if dataset.beir else dataset.path
+    return hashlib.sha256(path.read_bytes()).hexdigest()
