@@ -133,18 +133,22 @@ def indexed_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.slow
 def test_search_json_returns_only_eligible_chunks(indexed_home: Path) -> None:
     question = "Should I drain all queued work during shutdown?"
-    rows = json.loads(
+    out = json.loads(
         ragwright("search", question, "--json", "--k", "5", home=indexed_home, check=True).stdout
     )
+    rows = out["hits"]
+    assert out["score_kind"] == "rrf" and out["mode"] == "hybrid"
     assert rows and {r["publication_state"] for r in rows} == {"published"}
     assert {r["document_type"] for r in rows} == {"runbook"}
-    assert set(rows[0]) == {
+    assert set(rows[0]) >= {
+        "rank",
         "document_id",
         "chunk_id",
         "chunking_version",
         "document_type",
         "publication_state",
         "score",
+        "score_kind",
         "text",
     }
     assert rows[0]["document_id"] == "worker-shutdown"
@@ -152,7 +156,7 @@ def test_search_json_returns_only_eligible_chunks(indexed_home: Path) -> None:
         ragwright(
             "search", question, "--json", "--state", "draft", home=indexed_home, check=True
         ).stdout
-    )
+    )["hits"]
     assert {r["document_id"] for r in drafts} <= {"worker-shutdown-draft", "backup-restore"}
 
 
@@ -167,7 +171,8 @@ def test_search_with_nothing_eligible_prints_an_empty_list(indexed_home: Path) -
         home=indexed_home,
         check=True,
     )
-    assert json.loads(result.stdout) == []
+    out = json.loads(result.stdout)
+    assert out["hits"] == [] and out["no_eligible_evidence"] is True
     text = ragwright(
         "search", "drain", "--document", "worker-shutdown-draft", home=indexed_home, check=True
     )
@@ -247,7 +252,7 @@ def test_calibrated_thresholds_make_search_ask_and_eval_refuse_unsupported_quest
         for q in unsupported
         if json.loads(
             ragwright("search", q, *eligible, "--json", home=indexed_home, check=True, **env).stdout
-        )
+        )["hits"]
         == []
     ]
     assert len(refused) == round((1 - chosen["false_acceptance_rate"]) * len(unsupported))
@@ -366,7 +371,9 @@ def test_ask_preview_json_shows_the_exact_message_without_a_model(indexed_home: 
     )
     out = json.loads(result.stdout)
     assert out["status"] == "preview" and out["sources"][0]["label"] == "S1"
-    message = json.loads(out["user_message"])
+    system, user = out["messages"]
+    assert system["role"] == "system" and "only the supplied evidence" in system["content"]
+    message = json.loads(user["content"])
     assert message["question"] == "Should I drain all queued work during shutdown?"
     assert {"outcome", "label", "removed_paragraphs"} <= set(out["decisions"][0])
 
@@ -386,8 +393,8 @@ def test_ask_answers_with_the_local_model(indexed_home: Path) -> None:
     out = json.loads(result.stdout)
     assert out["status"] in ("answered", "insufficient")
     labels = {s["label"] for s in out["sources"]}
-    assert set(out["citations"]) <= labels
-    assert ("support" in out) == (out["status"] == "answered")
+    assert {c["label"] for c in out["citations"]} <= labels
+    assert (out["support"] is not None) == (out["status"] == "answered")
     assert out["provider"] == "local" and out["options"]["schema_style"] == "variants"
     assert out["options"]["temperature"] == 0.0 and out["options"]["thresholds"]["dense"] is None
     assert out["usage"] is None or out["usage"]["input_tokens"] > 0

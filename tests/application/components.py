@@ -1,0 +1,59 @@
+"""Components for application tests: the real composition root with two substitutions.
+
+The hashing embedder stands in for the bundled model (fast, deterministic ranking) and a
+scripted chat model for the provider; the index, BM25, token counting, assembly, answer
+contract and evaluation are the real ones.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ragwright.application import Application, ChatSession
+from ragwright.chat.contract import ChatModel
+from ragwright.protocols import Embedder, TokenCounter
+from ragwright.runtime import RuntimeComponents, build_chat_pipeline
+from ragwright.settings import Settings, load_settings
+from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
+from ragwright.testing.scripted import Reply, ScriptedChatModel
+from ragwright.types import EmbeddingProfile
+
+
+def answered(
+    *labels: str, text: str = "Drain only while the shutdown deadline allows it."
+) -> Reply:
+    """A valid answer citing ``labels``."""
+    return Reply(json.dumps({"status": "answered", "answer": text, "sourceIds": list(labels)}))
+
+
+class FakeComponents(RuntimeComponents):
+    """Runtime components with the hashing embedder and a scripted provider."""
+
+    def __init__(self, settings: Settings, model: ChatModel | None = None) -> None:
+        super().__init__(settings)
+        self.model = model or ScriptedChatModel([answered("S1")] * 20)
+        self.sessions = 0
+        self._hashing = HashingEmbedder()
+
+    def embedding_profile(self) -> EmbeddingProfile:
+        return HASHING_PROFILE
+
+    def embedder(self) -> Embedder:
+        return self._hashing
+
+    def chat(self, counter: TokenCounter) -> ChatSession:
+        self.sessions += 1
+        pipeline = build_chat_pipeline(self.settings, [self.model], count_tokens=counter.count)
+        return ChatSession(pipeline, _nothing)
+
+
+async def _nothing() -> None:
+    return None
+
+
+def fake_application(
+    home: Path, model: ChatModel | None = None, **settings: object
+) -> tuple[Application, FakeComponents]:
+    components = FakeComponents(load_settings(home=home, **settings), model)
+    return Application(components), components

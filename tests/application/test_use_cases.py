@@ -1,0 +1,504 @@
+"""Every request field changes what its use case does (issue 8: an option that changes
+nothing is a defect). Each case runs one use case twice, with the field at its default and
+with another value, and names the difference that must appear."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragwright.application import (
+    AnswerRequest,
+    Application,
+    CalibrateRequest,
+    ChunkingOptions,
+    ChunksRequest,
+    CompareRequest,
+    Dataset,
+    EvaluateRequest,
+    EvidenceFilter,
+    IngestRequest,
+    ReportRequest,
+    SearchRequest,
+    ThresholdOverrides,
+    Turn,
+)
+from ragwright.errors import ChatError, ConfigError, ContractMismatch, FailureCategory
+from ragwright.testing.scripted import Hang, ScriptedChatModel
+from tests.application.components import answered, fake_application
+from tests.conftest import SAMPLES
+
+QUESTION = "Should I drain all queued work during shutdown?"
+CASES = SAMPLES.parent / "eval" / "cases.jsonl"
+TENANT_DOC = """---
+document_id: acme-escalation
+document_type: runbook
+publication_state: published
+tenant: acme
+---
+# Acme escalation
+
+## Escalate
+
+Acme incidents escalate to the acme duty manager after fifteen minutes of shutdown drain.
+"""
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("corpus")
+    shutil.copytree(SAMPLES, root / "samples")
+    (root / "samples" / "acme-escalation.md").write_text(TENANT_DOC, "utf-8")
+    (root / "samples" / "notes.txt").write_text("not a document", "utf-8")
+    return root / "samples"
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> Path:
+    home = tmp_path_factory.mktemp("home")
+    app, _ = fake_application(home)
+    app.ingest(IngestRequest(sources=(corpus,)))
+    return home
+
+
+@pytest.fixture
+def home(tmp_path: Path, indexed: Path) -> Iterator[Path]:
+    copy = tmp_path / "home"
+    shutil.copytree(indexed, copy)
+    yield copy
+
+
+def _app(home: Path, **settings: object) -> Application:
+    return fake_application(home, **settings)[0]
+
+
+# --- chunks ----------------------------------------------------------------------------
+
+CHUNKS_CHANGES: list[tuple[str, dict[str, Any], Callable[[Any], Any]]] = [
+    (
+        "sources",
+        {"sources": (SAMPLES / "refund-policy.md",)},
+        lambda r: {c.document_id for c in r.chunks},
+    ),
+    (
+        "chunking.policy",
+        {"chunking": ChunkingOptions(policy="sentence-blocks")},
+        lambda r: r.chunking_version,
+    ),
+    ("chunking.max_words", {"chunking": ChunkingOptions(max_words=30)}, lambda r: len(r.chunks)),
+    (
+        "chunking.max_tokens",
+        {"chunking": ChunkingOptions(max_tokens=200)},
+        lambda r: r.chunking_version,
+    ),
+    (
+        "chunking.overlap",
+        {"chunking": ChunkingOptions(overlap=False)},
+        lambda r: [c.text for c in r.chunks],
+    ),
+    ("document_type", {"document_type": "note"}, lambda r: {c.document_type for c in r.chunks}),
+    (
+        "publication_state",
+        {"publication_state": "draft"},
+        lambda r: {c.publication_state for c in r.chunks},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("field", "change", "observe"), CHUNKS_CHANGES, ids=[c[0] for c in CHUNKS_CHANGES]
+)
+def test_chunks_request_fields_change_the_preview(
+    tmp_path: Path, field: str, change: dict[str, Any], observe: Callable[[Any], Any]
+) -> None:
+    source = tmp_path / "plain.md"
+    source.write_text(
+        "# Plain\n\n## Body\n\n"
+        + "\n\n".join(f"Sentence {i} " * 12 + "ends here." for i in range(4)),
+        "utf-8",
+    )
+    app = _app(tmp_path / "h")
+    base = ChunksRequest(sources=(source,), document_type="runbook", publication_state="published")
+    assert observe(app.chunks(base)) != observe(app.chunks(replace(base, **change)))
+
+
+def test_chunks_lists_the_files_it_skipped_and_why(corpus: Path, tmp_path: Path) -> None:
+    result = _app(tmp_path / "h").chunks(ChunksRequest(sources=(corpus,)))
+    reasons = {Path(s.path).name: s.reason for s in result.skipped_files}
+    assert "unsupported file type '.txt'" in reasons["notes.txt"]
+
+
+def test_chunking_overrides_are_validated_like_settings(tmp_path: Path) -> None:
+    app = _app(tmp_path / "h")
+    with pytest.raises(ConfigError) as error:
+        app.chunks(ChunksRequest(sources=(SAMPLES,), chunking=ChunkingOptions(max_words=5000)))
+    assert error.value.setting == "RAGWRIGHT_MAX_WORDS"
+
+
+# --- ingest ----------------------------------------------------------------------------
+
+
+def test_ingest_prune_deletes_documents_missing_from_the_sources(home: Path) -> None:
+    app = _app(home)
+    only = (SAMPLES / "refund-policy.md",)
+    kept = app.ingest(IngestRequest(sources=only))
+    pruned = app.ingest(IngestRequest(sources=only, prune=True))
+    assert kept.deleted == 0 and kept.documents_pruned == 0
+    assert pruned.documents_pruned == 10 and pruned.deleted > 0
+
+
+def test_ingest_chunking_and_add_version_reach_the_index(home: Path) -> None:
+    app = _app(home)
+    other = ChunkingOptions(max_words=40)
+    with pytest.raises(ContractMismatch):
+        app.ingest(IngestRequest(sources=(SAMPLES,), chunking=other))
+    result = app.ingest(
+        IngestRequest(sources=(SAMPLES,), chunking=other, add_chunking_version=True)
+    )
+    assert result.chunking_version == "section-paragraphs-40w-overlap1-v1" and result.embedded > 0
+    status = app.status()
+    assert set(status.chunking_versions) == {
+        "section-paragraphs-80w-overlap1-v1",
+        "section-paragraphs-40w-overlap1-v1",
+    }
+    assert [
+        v.queried
+        for v in status.versions
+        if v.chunking_version.startswith("section-paragraphs-40w")
+    ] == [False]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "attribute"),
+    [
+        ("document_type", "note", "document_type"),
+        ("publication_state", "draft", "publication_state"),
+    ],
+)
+def test_ingest_metadata_defaults_reach_the_stored_documents(
+    tmp_path: Path, field: str, value: str, attribute: str
+) -> None:
+    source = tmp_path / "bare.md"
+    source.write_text("# Bare\n\n## Body\n\nA paragraph without front matter.\n", "utf-8")
+    app = _app(tmp_path / "h")
+    defaults = {"document_type": "runbook", "publication_state": "published", field: value}
+    app.ingest(IngestRequest(sources=(source,), **defaults))
+    (document,) = app.status().documents
+    assert getattr(document, attribute) == value
+
+
+def test_ingest_reports_skipped_files(corpus: Path, tmp_path: Path) -> None:
+    result = _app(tmp_path / "h").ingest(IngestRequest(sources=(corpus,)))
+    assert [Path(s.path).name for s in result.skipped_files] == ["notes.txt"]
+    assert result.to_dict()["skipped_files"][0]["reason"].startswith("unsupported file type")
+
+
+# --- search ----------------------------------------------------------------------------
+
+SEARCH_CHANGES: list[tuple[str, dict[str, Any], Callable[[Any], Any]]] = [
+    (
+        "question",
+        {"question": "How do I rotate the TLS certificate?"},
+        lambda r: r.hits[0].document_id,
+    ),
+    ("k", {"k": 2}, lambda r: len(r.hits)),
+    ("mode", {"mode": "dense"}, lambda r: r.score_kind),
+    (
+        "evidence.types",
+        {"evidence": EvidenceFilter(types=("note",))},
+        lambda r: {h.document_type for h in r.hits},
+    ),
+    (
+        "evidence.states",
+        {"evidence": EvidenceFilter(states=("draft",))},
+        lambda r: {h.publication_state for h in r.hits},
+    ),
+    (
+        "evidence.documents",
+        {"evidence": EvidenceFilter(documents=("disk-full-logs",))},
+        lambda r: {h.document_id for h in r.hits},
+    ),
+    (
+        "evidence.chunking_version",
+        {"evidence": EvidenceFilter(chunking_version="other-v1")},
+        lambda r: (len(r.hits), dict(r.excluded_versions)),
+    ),
+    ("tenant", {"tenant": "acme"}, lambda r: {h.document_id for h in r.hits}),
+    ("thresholds", {"thresholds": ThresholdOverrides(dense=0.99)}, lambda r: len(r.hits)),
+]
+
+
+@pytest.mark.parametrize(
+    ("field", "change", "observe"), SEARCH_CHANGES, ids=[c[0] for c in SEARCH_CHANGES]
+)
+def test_search_request_fields_change_the_result(
+    home: Path, field: str, change: dict[str, Any], observe: Callable[[Any], Any]
+) -> None:
+    app = _app(home)
+    base = SearchRequest(QUESTION, k=10)
+    assert observe(app.search(base)) != observe(app.search(replace(base, **change)))
+
+
+def test_tenant_documents_are_visible_only_to_their_tenant(home: Path) -> None:
+    app = _app(home)
+    anonymous = {h.document_id for h in app.search(SearchRequest(QUESTION, k=20)).hits}
+    acme = {h.document_id for h in app.search(SearchRequest(QUESTION, k=20, tenant="acme")).hits}
+    assert "acme-escalation" in acme and "acme-escalation" not in anonymous
+
+
+def test_search_says_which_chunking_versions_it_left_out(home: Path) -> None:
+    app = _app(home)
+    app.ingest(
+        IngestRequest(
+            sources=(SAMPLES,), chunking=ChunkingOptions(max_words=40), add_chunking_version=True
+        )
+    )
+    result = app.search(SearchRequest(QUESTION))
+    assert result.chunking_version == "section-paragraphs-80w-overlap1-v1"
+    assert result.excluded_versions["section-paragraphs-40w-overlap1-v1"] > 0
+    other = app.search(
+        SearchRequest(
+            QUESTION, evidence=EvidenceFilter(chunking_version="section-paragraphs-40w-overlap1-v1")
+        )
+    )
+    assert {h.chunking_version for h in other.hits} == {"section-paragraphs-40w-overlap1-v1"}
+
+
+def test_search_json_form_is_stable(home: Path) -> None:
+    data = _app(home).search(SearchRequest(QUESTION, k=3)).to_dict()
+    assert set(data) == {
+        "question",
+        "mode",
+        "score_kind",
+        "chunking_version",
+        "thresholds",
+        "no_eligible_evidence",
+        "excluded_versions",
+        "hits",
+    }
+    assert json.loads(json.dumps(data)) == data
+
+
+# --- answer ----------------------------------------------------------------------------
+
+
+def _answer(app: Application, request: AnswerRequest) -> dict[str, Any]:
+    return asyncio.run(app.answer(request)).to_dict()
+
+
+ANSWER_CHANGES: list[tuple[str, dict[str, Any], Callable[[dict[str, Any]], Any]]] = [
+    (
+        "question",
+        {"question": "How do I rotate the TLS certificate?"},
+        lambda r: r["sources"][0]["document_id"],
+    ),
+    ("k", {"k": 1}, lambda r: len(r["decisions"])),
+    ("mode", {"mode": "sparse"}, lambda r: [d["chunk_id"] for d in r["decisions"]]),
+    ("policy", {"policy": "whole-or-marked-fragment+edges"}, lambda r: r["policy"]),
+    (
+        "evidence",
+        {"evidence": EvidenceFilter(types=("note",))},
+        lambda r: {s["document_id"] for s in r["sources"]},
+    ),
+    ("tenant", {"tenant": "acme"}, lambda r: {s["document_id"] for s in r["sources"]}),
+    (
+        "history",
+        {"history": (Turn("Who gets paged?", "The on-call engineer."),)},
+        lambda r: r["messages"][1]["content"],
+    ),
+    ("preview", {"preview": True}, lambda r: (r["status"], r["usage"])),
+    ("check_support", {"check_support": True}, lambda r: r["support"] is None),
+    (
+        "thresholds",
+        {"thresholds": ThresholdOverrides(dense=0.99, sparse=50.0)},
+        lambda r: r["status"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("field", "change", "observe"), ANSWER_CHANGES, ids=[c[0] for c in ANSWER_CHANGES]
+)
+def test_answer_request_fields_change_the_outcome(
+    home: Path, field: str, change: dict[str, Any], observe: Callable[[dict[str, Any]], Any]
+) -> None:
+    app = _app(home)
+    base = AnswerRequest(QUESTION, mode="hybrid")
+    assert observe(_answer(app, base)) != observe(_answer(app, replace(base, **change)))
+
+
+def test_history_reaches_the_model_even_under_a_policy_without_a_history_share(home: Path) -> None:
+    app, components = fake_application(home)
+    outcome = _answer(
+        app, AnswerRequest(QUESTION, history=(Turn("Who gets paged?", "The on-call engineer."),))
+    )
+    model = components.model
+    assert isinstance(model, ScriptedChatModel)
+    sent = json.loads(model.requests[-1].messages[-1].content)
+    assert sent["history"] == [{"question": "Who gets paged?", "answer": "The on-call engineer."}]
+    assert outcome["options"]["policy"] == "seed-baseline+history=0.25"
+
+
+def test_preview_never_opens_a_chat_session(home: Path) -> None:
+    app, components = fake_application(home)
+    outcome = _answer(app, AnswerRequest(QUESTION, preview=True))
+    assert outcome["status"] == "preview" and components.sessions == 0
+    assert [m["role"] for m in outcome["messages"]] == ["system", "user"]
+
+
+def test_deadline_seconds_bounds_the_whole_answer(home: Path) -> None:
+    app, _ = fake_application(home, ScriptedChatModel([Hang()]))
+    with pytest.raises(ChatError) as error:
+        _answer(app, AnswerRequest(QUESTION, deadline_seconds=0.2))
+    assert error.value.category is FailureCategory.DEADLINE_EXHAUSTED
+
+
+def test_answer_deadline_setting_is_the_default(home: Path) -> None:
+    app, _ = fake_application(home, ScriptedChatModel([answered("S1")]), answer_deadline=7.5)
+    assert _answer(app, AnswerRequest(QUESTION))["options"]["deadline_seconds"] == 7.5
+
+
+# --- evaluate, calibrate, compare, report ----------------------------------------------
+
+EVALUATE_CHANGES: list[tuple[str, dict[str, Any], Callable[[Any], Any]]] = [
+    ("mode", {"mode": "sparse"}, lambda r: r.summary["K"]["10"]["ndcg"]),
+    ("ks", {"ks": (2,)}, lambda r: sorted(r.summary["K"])),
+    (
+        "evidence",
+        {"evidence": EvidenceFilter(types=("runbook", "note"), states=("published", "draft"))},
+        lambda r: r.summary,
+    ),
+    (
+        "thresholds",
+        {"thresholds": ThresholdOverrides(dense=0.5)},
+        lambda r: r.unsupported["accepted"],
+    ),
+    (
+        "with_text",
+        {"with_text": True},
+        lambda r: "text" in json.dumps(json.loads((r.path / "run.json").read_text())["cases"]),
+    ),
+    ("report", {"report": True}, lambda r: r.report_path is not None and r.report_path.is_file()),
+]
+
+
+@pytest.mark.parametrize(
+    ("field", "change", "observe"), EVALUATE_CHANGES, ids=[c[0] for c in EVALUATE_CHANGES]
+)
+def test_evaluate_request_fields_change_the_run(
+    home: Path, field: str, change: dict[str, Any], observe: Callable[[Any], Any]
+) -> None:
+    app = _app(home)
+    base = EvaluateRequest(Dataset(CASES), evidence=EvidenceFilter(types=("runbook", "note")))
+    assert observe(app.evaluate(base)) != observe(app.evaluate(replace(base, **change)))
+
+
+def test_evaluate_tenant_changes_the_eligible_corpus(home: Path, tmp_path: Path) -> None:
+    dataset = tmp_path / "acme.jsonl"
+    dataset.write_text(
+        json.dumps(
+            {
+                "id": "a1",
+                "category": "procedure",
+                "question": "Who handles acme incidents?",
+                "relevant": [
+                    {"document_id": "acme-escalation", "chunk_id": "escalate/p0", "grade": 2}
+                ],
+            }
+        )
+        + "\n"
+    )
+    app = _app(home)
+    found = app.evaluate(EvaluateRequest(Dataset(dataset), tenant="acme"))
+    assert found.summary["K"]["10"]["recall"] == 1.0
+    with pytest.raises(Exception, match="acme-escalation"):
+        app.evaluate(EvaluateRequest(Dataset(dataset)))
+
+
+CALIBRATE_CHANGES: list[tuple[str, dict[str, Any], Callable[[Any], Any]]] = [
+    ("mode", {"mode": "dense"}, lambda r: (r.mode, len(r.rows))),
+    ("k", {"k": 1}, lambda r: [row.recall for row in r.rows]),
+    ("evidence", {}, lambda r: [(row.recall, row.ndcg) for row in r.rows]),
+    ("max_recall_loss", {"max_recall_loss": 0.5}, lambda r: r.recommended),
+    ("max_candidates", {"max_candidates": 2}, lambda r: len(r.rows)),
+]
+
+
+@pytest.mark.parametrize(
+    ("field", "change", "observe"), CALIBRATE_CHANGES, ids=[c[0] for c in CALIBRATE_CHANGES]
+)
+def test_calibrate_request_fields_change_the_sweep(
+    home: Path, field: str, change: dict[str, Any], observe: Callable[[Any], Any], tmp_path: Path
+) -> None:
+    runbooks = tmp_path / "runbooks.jsonl"
+    rows = [json.loads(line) for line in CASES.read_text().splitlines()]
+    runbook_docs = {
+        "worker-shutdown",
+        "api-rate-limits",
+        "certificate-rotation",
+        "database-failover",
+        "disk-full-logs",
+    }
+    kept = [
+        r
+        for r in rows
+        if r.get("unsupported") or {k["document_id"] for k in r["relevant"]} <= runbook_docs
+    ]
+    runbooks.write_text("\n".join(json.dumps(r) for r in kept) + "\n")
+    app = _app(home)
+    base = CalibrateRequest(Dataset(runbooks))
+    if field == "evidence":
+        base = CalibrateRequest(Dataset(CASES), evidence=EvidenceFilter(types=("runbook", "note")))
+        change = {
+            "evidence": EvidenceFilter(types=("runbook", "note"), states=("published", "draft"))
+        }
+    assert observe(app.calibrate(base)) != observe(app.calibrate(replace(base, **change)))
+
+
+def _expected_changes(
+    before: Path, after: Path, k: int, metric: str
+) -> tuple[list[str], list[str]]:
+    old = {c["id"]: c["metrics"][str(k)][metric] for c in json.loads(before.read_text())["cases"]}
+    new = {c["id"]: c["metrics"][str(k)][metric] for c in json.loads(after.read_text())["cases"]}
+    worse = sorted(case for case in new if new[case] < old[case] - 1e-9)
+    better = sorted(case for case in new if new[case] > old[case] + 1e-9)
+    return worse, better
+
+
+def test_compare_fields_select_runs_cutoff_and_metric(home: Path) -> None:
+    app = _app(home)
+    evidence = EvidenceFilter(types=("runbook", "note"))
+    dense = app.evaluate(EvaluateRequest(Dataset(CASES), mode="dense", evidence=evidence))
+    sparse = app.evaluate(EvaluateRequest(Dataset(CASES), mode="sparse", evidence=evidence))
+    seen = set()
+    for k, metric in ((10, "ndcg"), (1, "ndcg"), (10, "precision"), (3, "reciprocal_rank")):
+        result = app.compare(CompareRequest(dense.execution_id, sparse.execution_id, k, metric))  # type: ignore[arg-type]
+        got = (
+            sorted(c.case_id for c in result.regressions),
+            sorted(c.case_id for c in result.improvements),
+        )
+        assert got == _expected_changes(
+            dense.path / "run.json", sparse.path / "run.json", k, metric
+        )
+        seen.add(tuple(map(tuple, got)))
+        backward = app.compare(CompareRequest(sparse.execution_id, dense.execution_id, k, metric))  # type: ignore[arg-type]
+        assert sorted(c.case_id for c in backward.improvements) == got[0]
+    assert len(seen) > 1, "cutoff and metric must change which cases moved"
+    assert any("mode differs" in note for note in result.notes)
+
+
+def test_report_writes_the_named_run(home: Path) -> None:
+    app = _app(home)
+    run = app.evaluate(
+        EvaluateRequest(Dataset(CASES), evidence=EvidenceFilter(types=("runbook", "note")))
+    )
+    report = app.report(ReportRequest(run.execution_id))
+    assert report.path == run.path / "report.html" and report.path.is_file()
+    assert run.execution_id in report.path.read_text()

@@ -1,0 +1,223 @@
+"""Every command-line option reaches its typed request (the CLI holds no other logic).
+
+The application is replaced by a recorder that keeps the request and stops the command;
+the tests in tests/application show that each request field changes the outcome.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+import ragwright.runtime
+from ragwright.application import ChunkingOptions, EvidenceFilter, ThresholdOverrides, Turn
+from ragwright.cli import app
+from ragwright.errors import SourceError
+from tests.conftest import SAMPLES
+
+CASES = str(SAMPLES.parent / "eval" / "cases.jsonl")
+
+
+class Recorded(Exception):
+    def __init__(self, method: str, request: Any, **extra: Any) -> None:
+        self.method, self.request, self.extra = method, request, extra
+
+
+class RecordingApplication:
+    def __getattr__(self, method: str) -> Any:
+        def record(request: Any = None, **extra: Any) -> Any:
+            raise Recorded(method, request, **extra)
+
+        return record
+
+
+@pytest.fixture
+def invoke(monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setattr(ragwright.runtime, "build_application", RecordingApplication)
+
+    def run(*argv: str) -> Recorded:
+        result = CliRunner().invoke(app, list(argv))
+        assert isinstance(result.exception, Recorded), result.output
+        return result.exception
+
+    return run
+
+
+def _field(request: Any, path: str) -> Any:
+    for part in path.split("."):
+        request = getattr(request, part)
+    return request
+
+
+OPTIONS: list[tuple[tuple[str, ...], str, str, Any]] = [
+    # chunks
+    (("chunks", "a.md", "b.md"), "chunks", "sources", (Path("a.md"), Path("b.md"))),
+    (("chunks", "a.md", "--max-words", "40"), "chunks", "chunking.max_words", 40),
+    (("chunks", "a.md", "--max-tokens", "128"), "chunks", "chunking.max_tokens", 128),
+    (("chunks", "a.md", "--no-overlap"), "chunks", "chunking.overlap", False),
+    (
+        ("chunks", "a.md", "--policy", "sentence-blocks"),
+        "chunks",
+        "chunking.policy",
+        "sentence-blocks",
+    ),
+    (("chunks", "a.md", "--type", "note"), "chunks", "document_type", "note"),
+    (("chunks", "a.md", "--state", "draft"), "chunks", "publication_state", "draft"),
+    # ingest
+    (("ingest", "a.md"), "ingest", "chunking", ChunkingOptions()),
+    (("ingest", "a.md", "--prune"), "ingest", "prune", True),
+    (("ingest", "a.md", "--max-words", "40"), "ingest", "chunking.max_words", 40),
+    (("ingest", "a.md", "--max-tokens", "64"), "ingest", "chunking.max_tokens", 64),
+    (("ingest", "a.md", "--no-overlap"), "ingest", "chunking.overlap", False),
+    (
+        ("ingest", "a.md", "--policy", "sentence-blocks"),
+        "ingest",
+        "chunking.policy",
+        "sentence-blocks",
+    ),
+    (("ingest", "a.md", "--type", "note"), "ingest", "document_type", "note"),
+    (("ingest", "a.md", "--state", "draft"), "ingest", "publication_state", "draft"),
+    (("ingest", "a.md", "--add-chunking-version"), "ingest", "add_chunking_version", True),
+    # search
+    (("search", "q?"), "search", "evidence", EvidenceFilter()),
+    (("search", "q?", "--k", "7"), "search", "k", 7),
+    (("search", "q?", "--mode", "sparse"), "search", "mode", "sparse"),
+    (
+        ("search", "q?", "--type", "note", "--type", "runbook"),
+        "search",
+        "evidence.types",
+        ("note", "runbook"),
+    ),
+    (("search", "q?", "--state", "draft"), "search", "evidence.states", ("draft",)),
+    (("search", "q?", "--document", "d1"), "search", "evidence.documents", ("d1",)),
+    (("search", "q?", "--chunking-version", "v9"), "search", "evidence.chunking_version", "v9"),
+    (("search", "q?", "--tenant", "acme"), "search", "tenant", "acme"),
+    # ask
+    (("ask", "q?", "--k", "3"), "answer", "k", 3),
+    (("ask", "q?", "--mode", "dense"), "answer", "mode", "dense"),
+    (("ask", "q?", "--policy", "seed-baseline+edges"), "answer", "policy", "seed-baseline+edges"),
+    (("ask", "q?", "--type", "note"), "answer", "evidence.types", ("note",)),
+    (("ask", "q?", "--state", "draft"), "answer", "evidence.states", ("draft",)),
+    (("ask", "q?", "--document", "d1"), "answer", "evidence.documents", ("d1",)),
+    (("ask", "q?", "--chunking-version", "v9"), "answer", "evidence.chunking_version", "v9"),
+    (("ask", "q?", "--tenant", "acme"), "answer", "tenant", "acme"),
+    (("ask", "q?", "--deadline", "9.5"), "answer", "deadline_seconds", 9.5),
+    (("ask", "q?", "--preview"), "answer", "preview", True),
+    (("ask", "q?", "--check-support"), "answer", "check_support", True),
+    # eval run
+    (("eval", "run", CASES), "evaluate", "dataset.path", Path(CASES)),
+    (("eval", "run", "--beir", "dir", "--split", "dev"), "evaluate", "dataset.split", "dev"),
+    (("eval", "run", CASES, "--mode", "dense"), "evaluate", "mode", "dense"),
+    (("eval", "run", CASES, "--k", "2,4"), "evaluate", "ks", (2, 4)),
+    (("eval", "run", CASES, "--type", "note"), "evaluate", "evidence.types", ("note",)),
+    (("eval", "run", CASES, "--state", "draft"), "evaluate", "evidence.states", ("draft",)),
+    (
+        ("eval", "run", CASES, "--chunking-version", "v9"),
+        "evaluate",
+        "evidence.chunking_version",
+        "v9",
+    ),
+    (("eval", "run", CASES, "--tenant", "acme"), "evaluate", "tenant", "acme"),
+    (
+        (
+            "eval",
+            "run",
+            CASES,
+            "--threshold-dense",
+            "0.3",
+            "--threshold-sparse",
+            "2",
+            "--threshold-fusion",
+            "0.01",
+            "--threshold-rerank",
+            "0.5",
+        ),
+        "evaluate",
+        "thresholds",
+        ThresholdOverrides(dense=0.3, sparse=2.0, fusion=0.01, rerank=0.5),
+    ),
+    (("eval", "run", CASES, "--with-text"), "evaluate", "with_text", True),
+    (("eval", "run", CASES, "--report"), "evaluate", "report", True),
+    # eval calibrate
+    (("eval", "calibrate", CASES, "--mode", "dense"), "calibrate", "mode", "dense"),
+    (("eval", "calibrate", CASES, "--k", "3"), "calibrate", "k", 3),
+    (("eval", "calibrate", CASES, "--type", "note"), "calibrate", "evidence.types", ("note",)),
+    (("eval", "calibrate", CASES, "--state", "draft"), "calibrate", "evidence.states", ("draft",)),
+    (
+        ("eval", "calibrate", CASES, "--chunking-version", "v9"),
+        "calibrate",
+        "evidence.chunking_version",
+        "v9",
+    ),
+    (("eval", "calibrate", CASES, "--tenant", "acme"), "calibrate", "tenant", "acme"),
+    (("eval", "calibrate", CASES, "--max-recall-loss", "0.1"), "calibrate", "max_recall_loss", 0.1),
+    (("eval", "calibrate", CASES, "--max-candidates", "4"), "calibrate", "max_candidates", 4),
+    # eval compare / report
+    (("eval", "compare", "r1", "r2"), "compare", "before", "r1"),
+    (("eval", "compare", "r1", "r2"), "compare", "after", "r2"),
+    (("eval", "compare", "r1", "r2", "--k", "3"), "compare", "k", 3),
+    (("eval", "compare", "r1", "r2", "--metric", "recall"), "compare", "metric", "recall"),
+    (("eval", "report", "r1"), "report", "run", "r1"),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "method", "path", "expected"), OPTIONS, ids=[" ".join(o[0]) for o in OPTIONS]
+)
+def test_each_option_reaches_its_request_field(
+    invoke: Any, argv: tuple[str, ...], method: str, path: str, expected: Any
+) -> None:
+    recorded = invoke(*argv)
+    assert recorded.method == method
+    assert _field(recorded.request, path) == expected
+
+
+def test_history_file_becomes_turns(invoke: Any, tmp_path: Path) -> None:
+    qa = tmp_path / "qa.json"
+    qa.write_text('[{"question": "Who is paged?", "answer": "On-call."}]')
+    chat = tmp_path / "chat.json"
+    chat.write_text(
+        '[{"role": "user", "content": "Who is paged?"},'
+        ' {"role": "assistant", "content": "On-call."}]'
+    )
+    for path in (qa, chat):
+        assert invoke("ask", "q?", "--history", str(path)).request.history == (
+            Turn("Who is paged?", "On-call."),
+        )
+
+
+@pytest.mark.parametrize(
+    "content", ['{"question": "x"}', '[{"role": "assistant", "content": "x"}]', "not json"]
+)
+def test_a_malformed_history_file_is_refused_naming_the_file(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "history.json"
+    path.write_text(content)
+    result = CliRunner().invoke(app, ["ask", "q?", "--history", str(path)])
+    assert isinstance(result.exception, SourceError)
+    assert result.exception.source == str(path) and "history" in result.exception.reason
+
+
+def test_ingest_progress_flag_forces_line_progress(invoke: Any) -> None:
+    recorded = invoke("ingest", "a.md", "--progress")
+    display = recorded.extra["progress"]
+    assert display._lines is True
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (("search", "q?", "--mode", "fuzzy"), "--mode"),
+        (("ask", "q?", "--mode", "fuzzy"), "--mode"),
+        (("ingest", "a.md", "--policy", "paragraphs"), "--policy"),
+        (("eval", "compare", "a", "b", "--metric", "f1"), "--metric"),
+        (("eval", "run", CASES, "--k", "0,3"), "--k"),
+    ],
+)
+def test_invalid_choices_are_usage_errors_naming_the_option(
+    invoke: Any, argv: tuple[str, ...], option: str
+) -> None:
+    result = CliRunner().invoke(app, list(argv))
+    assert result.exit_code == 2 and option in result.output
