@@ -30,3 +30,47 @@ def test_core_imports_only_the_standard_library() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+def _imported_modules(package: str) -> dict[str, set[str]]:
+    """Every ``ragwright`` module each file of ``package`` imports, lazy imports included."""
+    import ast
+    from pathlib import Path
+
+    import ragwright
+
+    root = Path(ragwright.__file__).parent / package
+    found: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names.add(node.module)
+            elif isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+        found[path.name] = {n for n in names if n.startswith("ragwright")}
+    return found
+
+
+def test_the_command_line_imports_no_adapter() -> None:
+    # The CLI parses arguments into requests; the composition root picks adapters.
+    imports = _imported_modules("cli")
+    assert imports, "no CLI modules found"
+    offending = {
+        f: sorted(n for n in names if n.startswith("ragwright.adapters"))
+        for f, names in imports.items()
+    }
+    assert not any(offending.values()), offending
+
+
+def test_the_application_imports_no_adapter_and_not_the_composition_root() -> None:
+    imports = _imported_modules("application")
+    offending = {
+        f: sorted(
+            n
+            for n in names
+            if n.startswith(("ragwright.adapters", "ragwright.runtime", "ragwright.cli"))
+        )
+        for f, names in imports.items()
+    }
+    assert not any(offending.values()), offending
