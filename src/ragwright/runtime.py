@@ -31,6 +31,7 @@ from ragwright.core.lexical import LexicalProfile
 from ragwright.errors import ConfigError
 from ragwright.pipeline.retrieve import Retriever, Thresholds
 from ragwright.protocols import Embedder, Reranker, VectorIndex
+from ragwright.retry import RetryingEmbedder, RetryingReranker, RetryPolicy
 from ragwright.settings import Settings
 from ragwright.types import EmbeddingProfile
 
@@ -71,6 +72,14 @@ def open_embedder(settings: Settings) -> Embedder:
     """Create the configured embedder (verifies model artifacts or identity first)."""
     if settings.embedding_provider == "onnx":
         return OnnxEmbedder(batch_size=32, threads=settings.embedding_threads)
+    return RetryingEmbedder(
+        _open_remote_embedder(settings),
+        policy=RetryPolicy(settings.remote_call_attempts),
+        call_budget=settings.remote_call_budget,
+    )
+
+
+def _open_remote_embedder(settings: Settings) -> Embedder:
     profile = embedding_profile(settings)
     if settings.embedding_provider == "ollama":
         return OllamaEmbedder(profile, base_url=settings.ollama_url)
@@ -140,7 +149,11 @@ def open_retriever(settings: Settings, index: VectorIndex) -> Retriever:
     elif settings.reranker == "http":
         if not settings.reranker_url:
             raise ConfigError("RAGWRIGHT_RERANKER_URL", "required when RAGWRIGHT_RERANKER=http")
-        reranker = HttpReranker(settings.reranker_url, model=settings.reranker_model)
+        reranker = RetryingReranker(
+            HttpReranker(settings.reranker_url, model=settings.reranker_model),
+            policy=RetryPolicy(settings.remote_call_attempts),
+            call_budget=settings.remote_call_budget,
+        )
     return Retriever(
         index,
         embedder,
