@@ -243,6 +243,7 @@ def test_reranker_gives_up_as_a_rerank_error_when_the_wait_does_not_fit() -> Non
     with deadline_scope(clock.deadline(1.0)), pytest.raises(RerankError) as caught:
         reranker.rerank("q", ["a"])
     assert caught.value.category is F.DEADLINE_EXHAUSTED and inner.attempts == 1
+    assert clock.waits == []  # the 9 s wait was never started
 
 
 # --- through the real adapters over a fake transport -----------------------------------
