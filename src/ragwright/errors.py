@@ -1,7 +1,10 @@
 """The one exception tree of ragwright.
 
 Every error the project raises on purpose derives from :class:`RagwrightError` and
-carries the fields a caller needs to act on it, so nobody has to parse messages::
+carries the fields a caller needs to act on it, so nobody has to parse messages.
+Provider failures of every kind (chat, embedding, rerank) share one base and one
+:class:`FailureCategory`; the category alone decides whether a retry may help
+(:attr:`FailureCategory.retryable`)::
 
     RagwrightError
     ├── ConfigError(setting, reason)            a setting is missing or invalid
@@ -12,14 +15,17 @@ carries the fields a caller needs to act on it, so nobody has to parse messages:
     │   ├── ArtifactMismatch(path, expected, actual)   bundled model file changed
     │   ├── InputTooLong(item, tokens, limit)   rejected before embedding
     │   ├── DimensionMismatch(expected, actual)
-    │   └── ProviderError(provider, category, retryable)
+    │   └── EmbeddingProviderError              also a ProviderError (below)
+    ├── ProviderError(provider, category, detail, retry_after)   a provider call failed
+    │   ├── ChatError                           a chat-model operation failed
+    │   ├── EmbeddingProviderError              an embedding call failed
+    │   └── RerankError                         a rerank call failed
     ├── VectorIndexError                        the vector index failed
     │   ├── ContractMismatch(field, expected, actual)
     │   ├── IndexBusy(path)                     another process holds the embedded index
     │   ├── IndexNotFound(location)             nothing was ingested there yet
     │   ├── PayloadError(point_id, field, rule) a stored payload is not what we wrote
     │   └── ReadBackError(point_id, reason)     a written point did not read back
-    ├── ChatError(provider, category, retryable, retry_after)  a chat-model operation failed
     ├── AssemblyError(reason)                   context cannot be assembled as asked
     ├── AnswerContractError(reason, detail)     a model answer breaks the JSON contract
     └── EvaluationError(reason)                 an evaluation cannot run or score a case
@@ -134,17 +140,19 @@ class FailureCategory(enum.Enum):
     CAPACITY = "capacity"
     INTERRUPTED = "interrupted"  # a stream failed after text reached the caller
 
+    @property
+    def retryable(self) -> bool:
+        """Whether another attempt may succeed, time permitting (see :data:`RETRYABLE`)."""
+        return self in RETRYABLE
 
-class ProviderError(EmbeddingError):
-    """A remote provider call failed, classified into a stable category."""
 
-    def __init__(
-        self, provider: str, category: FailureCategory, detail: str, *, retryable: bool
-    ) -> None:
-        self.provider = provider
-        self.category = category
-        self.retryable = retryable
-        super().__init__(f"{provider}: {category.value}: {detail}")
+RETRYABLE = frozenset(
+    {FailureCategory.TRANSIENT, FailureCategory.THROTTLED, FailureCategory.TIMEOUT}
+)
+"""Categories a retry may cure: the provider was briefly unavailable, asked us to slow
+down, or did not answer in time. A timeout is retried only while the operation's
+deadline leaves room; an exhausted deadline, cancellation, an interrupted stream and
+every configuration, input or output failure are final."""
 
 
 class VectorIndexError(RagwrightError):
@@ -198,10 +206,16 @@ class ReadBackError(VectorIndexError):
         super().__init__(f"read-back failed for point {point_id}: {reason}")
 
 
-class ChatError(RagwrightError):
-    """A chat-model operation failed, classified into a stable :class:`FailureCategory`.
+class ProviderError(RagwrightError):
+    """A provider call failed, classified into a stable :class:`FailureCategory`.
 
-    ``retry_after`` (seconds) is set when the provider said when to come back.
+    The one base of chat, embedding and rerank provider failures. Classification from
+    HTTP status and exception type lives in ``adapters/http.py``; whether to retry
+    follows from ``category`` alone. ``retry_after`` (seconds) is set when the provider
+    said when to come back.
+
+    Every subclass keeps this constructor, so a layer can re-raise a failure under
+    another category with ``type(error)(error.provider, category, detail)``.
     """
 
     def __init__(
@@ -210,14 +224,25 @@ class ChatError(RagwrightError):
         category: FailureCategory,
         detail: str = "",
         *,
-        retryable: bool = False,
         retry_after: float | None = None,
     ) -> None:
         self.provider = provider
         self.category = category
-        self.retryable = retryable
+        self.detail = detail
         self.retry_after = retry_after
         super().__init__(f"{provider}: {category.value}" + (f": {detail}" if detail else ""))
+
+
+class ChatError(ProviderError):
+    """A chat-model operation failed."""
+
+
+class EmbeddingProviderError(ProviderError, EmbeddingError):
+    """An embedding provider call failed (also an :class:`EmbeddingError`)."""
+
+
+class RerankError(ProviderError):
+    """A rerank provider call failed."""
 
 
 class AssemblyError(RagwrightError):

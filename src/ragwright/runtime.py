@@ -41,6 +41,7 @@ from ragwright.core.lexical import LexicalProfile
 from ragwright.errors import ConfigError
 from ragwright.pipeline.retrieve import Retriever, Thresholds
 from ragwright.protocols import Embedder, Reranker, SparseEncoder, TokenCounter, VectorIndex
+from ragwright.retry import RetryingEmbedder, RetryingReranker, RetryPolicy
 from ragwright.settings import Settings, load_settings
 from ragwright.types import EmbeddingProfile, EvalCase
 
@@ -81,6 +82,14 @@ def open_embedder(settings: Settings) -> Embedder:
     """Create the configured embedder (verifies model artifacts or identity first)."""
     if settings.embedding_provider == "onnx":
         return OnnxEmbedder(batch_size=32, threads=settings.embedding_threads)
+    return RetryingEmbedder(
+        _open_remote_embedder(settings),
+        policy=RetryPolicy(settings.remote_call_attempts),
+        call_budget=settings.remote_call_budget,
+    )
+
+
+def _open_remote_embedder(settings: Settings) -> Embedder:
     profile = embedding_profile(settings)
     if settings.embedding_provider == "ollama":
         return OllamaEmbedder(profile, base_url=settings.ollama_url)
@@ -158,7 +167,11 @@ def open_retriever(
     elif settings.reranker == "http":
         if not settings.reranker_url:
             raise ConfigError("RAGWRIGHT_RERANKER_URL", "required when RAGWRIGHT_RERANKER=http")
-        reranker = HttpReranker(settings.reranker_url, model=settings.reranker_model)
+        reranker = RetryingReranker(
+            HttpReranker(settings.reranker_url, model=settings.reranker_model),
+            policy=RetryPolicy(settings.remote_call_attempts),
+            call_budget=settings.remote_call_budget,
+        )
     return Retriever(
         index,
         embedder,

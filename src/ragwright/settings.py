@@ -68,6 +68,15 @@ class Settings(BaseSettings):
     reranker: Literal["none", "bi-encoder", "http"] = "none"
     reranker_url: str | None = None
     reranker_model: str = ""
+    remote_call_attempts: int = Field(
+        3, gt=0, description="Attempts per remote embedding or rerank call (retries included)."
+    )
+    remote_call_budget: float = Field(
+        120.0,
+        gt=0,
+        description="Seconds per remote embedding or rerank call, retries and waits "
+        "included, when the request sets no deadline.",
+    )
     chat_provider: Literal["local", "openai", "azure-openai", "ollama"] = Field(
         "local", description="local: the bundled Qwen2.5-Coder-0.5B on llama.cpp."
     )

@@ -194,7 +194,8 @@ def test_a_partial_stream_fails_once_with_one_provider_call() -> None:
 
     with pytest.raises(ChatError) as caught:
         asyncio.run(go())
-    assert caught.value.category is FailureCategory.INTERRUPTED and not caught.value.retryable
+    assert caught.value.category is FailureCategory.INTERRUPTED
+    assert not caught.value.category.retryable
     assert received == ["You can find"]
     assert events == [
         "call:stream-begin",

@@ -9,6 +9,7 @@ import pytest
 
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.core.eligibility import CallerScope, Eligibility
+from ragwright.deadline import Deadline, current_deadline
 from ragwright.errors import AnswerContractError
 from ragwright.pipeline.answer import answer_question
 from ragwright.pipeline.retrieve import Retriever
@@ -124,3 +125,19 @@ def test_support_check_flags_a_citation_without_the_claim(retriever: Retriever) 
     )
     result = ask(retriever, ScriptedChatModel([Reply(reply)]), support_check=True)
     assert result.support is not None and result.support.flagged
+
+
+def test_retrieval_spends_the_answer_deadline(tmp_path: Path) -> None:
+    seen: list[Deadline | None] = []
+
+    class DeadlineRecorder(HashingEmbedder):
+        def embed_query(self, text: str) -> list[float]:
+            seen.append(current_deadline())
+            return super().embed_query(text)
+
+    reply = json.dumps({"status": "insufficient", "answer": "", "sourceIds": []})
+    deadline = Deadline.after(30)
+    with hashing_index(tmp_path / "i") as index:
+        retriever = Retriever(index, DeadlineRecorder(), Bm25Encoder())
+        ask(retriever, ScriptedChatModel([Reply(reply)]), deadline=deadline)
+    assert seen == [deadline]  # embedding and rerank calls share the request's budget

@@ -7,7 +7,10 @@ text alone (without the document formatting the index used), with any embedder.
 ``HttpReranker`` speaks the request shape shared by llama.cpp server, TEI, vLLM, Jina and
 Cohere: ``POST {base}/rerank`` with ``{"model", "query", "documents", "top_n"}``,
 answered by ``{"results": [{"index", "relevance_score"}]}`` (a bare list of
-``{"index", "score"}``, as TEI returns, is accepted too).
+``{"index", "score"}``, as TEI returns, is accepted too). Its failures are
+:class:`RerankError` from the one classifier (``adapters/http.py``); each request's
+timeout is what is left of the current deadline, else ``timeout``. Retries are not done
+here: ``runtime.open_retriever`` wraps it in :class:`ragwright.retry.RetryingReranker`.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import httpx
 import numpy as np
 
 from ragwright.adapters.http import post_json
-from ragwright.errors import FailureCategory, ProviderError
+from ragwright.errors import FailureCategory, RerankError
 from ragwright.protocols import Embedder
 
 
@@ -54,6 +57,7 @@ class HttpReranker:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.model = model
         self.path = path
+        self.timeout = timeout
         self._client = httpx.Client(
             base_url=base_url, headers=headers, timeout=timeout, transport=transport
         )
@@ -64,12 +68,12 @@ class HttpReranker:
         body: dict[str, object] = {"query": question, "documents": list(texts), "top_n": len(texts)}
         if self.model:
             body["model"] = self.model
-        data = post_json(self._client, "rerank", self.path, body)
+        data = post_json(
+            self._client, RerankError, "rerank", self.path, body, default_timeout=self.timeout
+        )
         items = data.get("results") if isinstance(data, dict) else data
         if not isinstance(items, list):
-            raise ProviderError(
-                "rerank", FailureCategory.INVALID_OUTPUT, "no results list", retryable=False
-            )
+            raise RerankError("rerank", FailureCategory.INVALID_OUTPUT, "no results list")
         scores: list[float | None] = [None] * len(texts)
         for item in items:
             index = item.get("index") if isinstance(item, dict) else None
@@ -81,19 +85,13 @@ class HttpReranker:
                 or not 0 <= index < len(texts)
                 or not isinstance(score, int | float)
             ):
-                raise ProviderError(
-                    "rerank",
-                    FailureCategory.INVALID_OUTPUT,
-                    f"bad result item {item!r}",
-                    retryable=False,
+                raise RerankError(
+                    "rerank", FailureCategory.INVALID_OUTPUT, f"bad result item {item!r}"
                 )
             scores[index] = float(score)
         if any(s is None for s in scores):
-            raise ProviderError(
-                "rerank",
-                FailureCategory.INVALID_OUTPUT,
-                "not every document was scored",
-                retryable=False,
+            raise RerankError(
+                "rerank", FailureCategory.INVALID_OUTPUT, "not every document was scored"
             )
         return [s for s in scores if s is not None]
 

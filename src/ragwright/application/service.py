@@ -44,11 +44,11 @@ from ragwright.application.requests import (
     ThresholdOverrides,
     VersionStatus,
 )
-from ragwright.chat.contract import Deadline
 from ragwright.core.answers import SchemaStyle
 from ragwright.core.chunking import build_chunks
 from ragwright.core.eligibility import CallerScope, Eligibility, eligibility_filter
 from ragwright.core.points import LIVE, read_payload
+from ragwright.deadline import Deadline, deadline_scope
 from ragwright.errors import EvaluationError
 from ragwright.pipeline.answer import answer_question
 from ragwright.pipeline.calibrate import calibrate
@@ -246,30 +246,34 @@ class Application:
         if request.history and "+history=" not in policy:
             policy = f"{policy}+history={DEFAULT_HISTORY_SHARE:g}"
         deadline_seconds = request.deadline_seconds or self.settings.answer_deadline
+        deadline = Deadline.after(deadline_seconds)
         counter = self.components.token_counter()
         index = self.components.open_index(
             eligibility.chunking_version, write=False, any_chunking_version=True
         )
         session = None if request.preview else self.components.chat(counter)
         try:
-            result = await answer_question(
-                request.question,
-                retriever=self.components.retriever(index),
-                eligibility=eligibility,
-                scope=CallerScope(tenant=request.tenant),
-                chat=session.model if session else None,
-                counter=counter,
-                k=request.k,
-                mode=request.mode,
-                policy=policy,
-                history=request.history,
-                deadline=Deadline.after(deadline_seconds),
-                preview=request.preview,
-                support_check=request.check_support,
-                thresholds=limits,
-                schema_style=self.schema_style(),
-                temperature=self.settings.chat_temperature,
-            )
+            # One budget for the whole answer: the query embedding and reranking (remote
+            # providers retry under it) and every model attempt and wait.
+            with deadline_scope(deadline):
+                result = await answer_question(
+                    request.question,
+                    retriever=self.components.retriever(index),
+                    eligibility=eligibility,
+                    scope=CallerScope(tenant=request.tenant),
+                    chat=session.model if session else None,
+                    counter=counter,
+                    k=request.k,
+                    mode=request.mode,
+                    policy=policy,
+                    history=request.history,
+                    deadline=deadline,
+                    preview=request.preview,
+                    support_check=request.check_support,
+                    thresholds=limits,
+                    schema_style=self.schema_style(),
+                    temperature=self.settings.chat_temperature,
+                )
         finally:
             if session is not None:
                 await session.close()

@@ -23,11 +23,11 @@ from ragwright.chat.contract import (
     ChatRequest,
     ChatResponse,
     ChatUpdate,
-    Clock,
     Deadline,
     Usage,
 )
 from ragwright.chat.probes import EventSink
+from ragwright.deadline import Clock
 from ragwright.errors import ChatError, FailureCategory
 
 

@@ -1,5 +1,8 @@
 """The chat-model contract: requests, responses, stream updates, and one shared deadline.
 
+``Deadline`` lives in ``ragwright.deadline`` (embedding and rerank calls use it too) and
+is re-exported here.
+
 Records are frozen: no middleware can change a caller's messages or options, so every
 attempt is rebuilt from the same known-safe request by construction. Usage a provider
 does not report is ``None`` ("unknown"), never zero.
@@ -7,13 +10,13 @@ does not report is ``None`` ("unknown"), never zero.
 
 from __future__ import annotations
 
-import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from ragwright.deadline import Deadline as Deadline  # noqa: PLC0414 - re-exported
+
 Role = Literal["system", "user", "assistant"]
-Clock = Callable[[], float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,32 +80,6 @@ class ChatUpdate:
     """One piece of a streamed response."""
 
     text: str
-
-
-@dataclass(frozen=True, slots=True)
-class Deadline:
-    """The one time budget of an operation, on a monotonic clock.
-
-    Created once by the caller and passed unchanged through every layer: retries, waits
-    and attempts all spend the same budget, and nothing inside the pipeline extends it.
-    """
-
-    expires_at: float
-    clock: Clock = time.monotonic
-
-    @classmethod
-    def after(cls, seconds: float, clock: Clock = time.monotonic) -> Deadline:
-        """A deadline ``seconds`` from now."""
-        return cls(clock() + seconds, clock)
-
-    def remaining(self) -> float:
-        """Seconds left (never negative)."""
-        return max(0.0, self.expires_at - self.clock())
-
-    @property
-    def expired(self) -> bool:
-        """True once no time is left."""
-        return self.remaining() <= 0.0
 
 
 class ChatModel(Protocol):

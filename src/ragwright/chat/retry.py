@@ -1,11 +1,16 @@
 """Bounded retry under the operation's one shared deadline.
 
-* At most ``max_attempts`` attempts (default 2), only for transient and throttled
-  failures; everything else — cancellation included — propagates at once.
+The decision after a failed attempt is the shared :class:`~ragwright.retry.RetryPolicy`
+(the one embedding and rerank calls use too):
+
+* At most ``max_attempts`` attempts (default 2), only for categories that are
+  :attr:`~ragwright.errors.FailureCategory.retryable` — transient, throttled and
+  timeout; everything else — cancellation included — propagates at once.
 * Each attempt runs under the *same* deadline: no fresh per-attempt timeout, and the
   wait between attempts counts against it. A wait that would not fit the remaining
   budget is not started: the operation ends as ``deadline_exhausted`` instead of
-  sleeping into a certain failure.
+  sleeping into a certain failure. So a timed-out attempt is retried only while the
+  deadline leaves room for a wait and another try.
 * The wait is exponential backoff with full jitter, or the provider's ``retry_after``
   when it is given and fits.
 * Every attempt gets the same frozen request, so no attempt can see what an inner
@@ -24,8 +29,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from ragwright.chat.contract import ChatModel, ChatRequest, ChatResponse, ChatUpdate, Deadline
 from ragwright.chat.probes import EventSink
 from ragwright.errors import ChatError, FailureCategory
-
-RETRYABLE = frozenset({FailureCategory.TRANSIENT, FailureCategory.THROTTLED})
+from ragwright.retry import RetryPolicy
 
 
 class Retry:
@@ -42,19 +46,14 @@ class Retry:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         jitter: Callable[[], float] = random.random,
     ) -> None:
-        if max_attempts < 1:
-            raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
         self.inner = inner
         self.name = inner.name
-        self.max_attempts = max_attempts
-        self.base_delay = base_delay
-        self.max_delay = max_delay
+        self.policy = RetryPolicy(max_attempts, base_delay, max_delay, jitter)
         self._events = events or (lambda _event: None)
         self._sleep = sleep
-        self._jitter = jitter
 
     async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
-        for attempt in range(1, self.max_attempts + 1):
+        for attempt in range(1, self.policy.max_attempts + 1):
             if deadline.expired:
                 raise ChatError(self.name, FailureCategory.DEADLINE_EXHAUSTED, "before an attempt")
             try:
@@ -65,25 +64,11 @@ class Retry:
                     self.name, FailureCategory.DEADLINE_EXHAUSTED, f"during attempt {attempt}"
                 ) from error
             except ChatError as error:
-                if error.category not in RETRYABLE or attempt == self.max_attempts:
+                wait = self.policy.wait_before_retry(attempt, error, deadline, self._events)
+                if wait is None:
                     raise
-                wait = self._wait(attempt, error)
-                if wait >= deadline.remaining():
-                    self._events("retry:no-budget")
-                    raise ChatError(
-                        self.name,
-                        FailureCategory.DEADLINE_EXHAUSTED,
-                        f"a {wait:.3f}s wait does not fit the remaining budget",
-                    ) from error
-                self._events("retry:wait")
                 await self._sleep(wait)
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
-
-    def _wait(self, attempt: int, error: ChatError) -> float:
-        if error.retry_after is not None:
-            return max(0.0, error.retry_after)
-        ceiling = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
-        return float(ceiling * self._jitter())
 
     async def stream(self, request: ChatRequest, deadline: Deadline) -> AsyncIterator[ChatUpdate]:
         delivered = 0

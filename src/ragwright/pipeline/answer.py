@@ -30,6 +30,7 @@ from ragwright.core.answers import Citation, SchemaStyle, answer_schema, parse_a
 from ragwright.core.assembly import AssembledContext, Candidate, Counter, Turn, assemble
 from ragwright.core.eligibility import CallerScope, Eligibility
 from ragwright.core.support import SupportReport, check_support
+from ragwright.deadline import deadline_scope
 from ragwright.pipeline.retrieve import Hit, Mode, Retriever, Thresholds
 
 Status = Literal["answered", "insufficient", "no_eligible_evidence", "preview"]
@@ -117,7 +118,11 @@ async def answer_question(
     Raises :class:`AnswerContractError` when the model's answer breaks the contract, and
     :class:`ChatError` when the model call fails.
     """
-    result = retriever.search(question, eligibility, scope, k=k, mode=mode, thresholds=thresholds)
+    deadline = deadline or Deadline.after(120)
+    with deadline_scope(deadline):  # embedding and rerank calls spend the same budget
+        result = retriever.search(
+            question, eligibility, scope, k=k, mode=mode, thresholds=thresholds
+        )
     context = assemble(
         candidates_from(result.hits),
         question,
@@ -146,7 +151,7 @@ async def answer_question(
         scope=f"tenant:{scope.tenant}" if scope.tenant else "tenant:-",
         prompt_version=f"{context.policy}:{hashlib.sha256(context.instructions.encode()).hexdigest()[:12]}",
     )
-    response = await chat.complete(request, deadline or Deadline.after(120))
+    response = await chat.complete(request, deadline)
     answer = parse_answer(response.text, context.sources)
     support = (
         check_support(answer.text, [(c.label, c.included_text) for c in answer.citations])

@@ -79,7 +79,4 @@ class ScriptedChatModel:
 
 
 def _error(provider: str, step: Fail) -> ChatError:
-    retryable = step.category in (FailureCategory.TRANSIENT, FailureCategory.THROTTLED)
-    return ChatError(
-        provider, step.category, "scripted", retryable=retryable, retry_after=step.retry_after
-    )
+    return ChatError(provider, step.category, "scripted", retry_after=step.retry_after)

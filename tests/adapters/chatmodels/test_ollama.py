@@ -102,7 +102,7 @@ def test_connection_failure_is_transient() -> None:
 
     with pytest.raises(ChatError) as caught:
         run(handler)
-    assert caught.value.category is FailureCategory.TRANSIENT and caught.value.retryable
+    assert caught.value.category is FailureCategory.TRANSIENT
 
 
 def test_streaming_reads_ndjson() -> None:

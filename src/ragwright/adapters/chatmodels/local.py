@@ -21,6 +21,8 @@ import threading
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
+import httpx
+
 from ragwright.adapters.chatmodels.openai_compatible import OpenAIChatModel
 from ragwright.chat.contract import ChatRequest, ChatResponse, ChatUpdate, Deadline
 from ragwright.errors import ArtifactMismatch, ChatError, ConfigError, FailureCategory
@@ -121,11 +123,22 @@ class LocalModelServer:
 
 
 class LocalChatModel:
-    """The local model through the OpenAI-compatible API; schema-constrained only."""
+    """The local model through the OpenAI-compatible API; schema-constrained only.
 
-    def __init__(self, server: LocalModelServer, *, name: str = "local") -> None:
+    Failures are classified like any OpenAI-compatible server's (``adapters/http.py``).
+    """
+
+    def __init__(
+        self,
+        server: LocalModelServer,
+        *,
+        name: str = "local",
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
         self.name = name
-        self._client = OpenAIChatModel(MODEL_ID, base_url=f"{server.base_url}/v1", name=name)
+        self._client = OpenAIChatModel(
+            MODEL_ID, base_url=f"{server.base_url}/v1", name=name, http_client=http_client
+        )
 
     async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
         _require_schema(self.name, request)

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from ragwright.adapters.chatmodels import require_json
-from ragwright.adapters.http import classify_status
+from ragwright.adapters.http import exception_error, status_error
 from ragwright.chat.contract import ChatRequest, ChatResponse, ChatUpdate, Deadline, Usage
 from ragwright.errors import ChatError, FailureCategory
 
@@ -50,26 +50,15 @@ class OllamaChatModel:
             body["format"] = dict(request.options.json_schema)
         return body
 
-    def _error(self, status: int) -> ChatError:
-        category, retryable = classify_status(status)
-        return ChatError(self.name, category, f"HTTP {status}", retryable=retryable)
-
-    def _transport_error(self, error: httpx.HTTPError) -> ChatError:
-        if isinstance(error, httpx.TimeoutException):
-            return ChatError(
-                self.name, FailureCategory.TIMEOUT, type(error).__name__, retryable=True
-            )
-        return ChatError(self.name, FailureCategory.TRANSIENT, type(error).__name__, retryable=True)
-
     async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
         try:
             response = await self._client.post(
                 "/api/chat", json=self._body(request, False), timeout=deadline.remaining()
             )
         except httpx.HTTPError as error:
-            raise self._transport_error(error) from error
+            raise exception_error(ChatError, self.name, error) from error
         if response.status_code >= 400:
-            raise self._error(response.status_code)
+            raise status_error(ChatError, self.name, response)
         try:
             data = response.json()
             text = str(data["message"]["content"])
@@ -96,7 +85,7 @@ class OllamaChatModel:
                 "POST", "/api/chat", json=self._body(request, True), timeout=deadline.remaining()
             ) as response:
                 if response.status_code >= 400:
-                    raise self._error(response.status_code)
+                    raise status_error(ChatError, self.name, response)
                 async for line in response.aiter_lines():
                     if not line.strip():
                         continue
@@ -107,14 +96,12 @@ class OllamaChatModel:
                             self.name, FailureCategory.INVALID_OUTPUT, "bad stream line"
                         ) from error
                     if piece.get("error"):
-                        raise ChatError(
-                            self.name, FailureCategory.TRANSIENT, "stream error", retryable=True
-                        )
+                        raise ChatError(self.name, FailureCategory.TRANSIENT, "stream error")
                     content = (piece.get("message") or {}).get("content")
                     if content:
                         yield ChatUpdate(str(content))
         except httpx.HTTPError as error:
-            raise self._transport_error(error) from error
+            raise exception_error(ChatError, self.name, error) from error
 
     async def close(self) -> None:
         await self._client.aclose()

@@ -4,15 +4,12 @@ Built on the official ``openai`` SDK with its internal retries **off**
 (``max_retries=0``): attempts are counted by our pipeline only. Each call's timeout is
 the operation's remaining deadline, never a fresh one.
 
-Failures are classified by exception type and HTTP status — never by message text:
+Failures are classified by the one classifier in ``adapters/http.py`` (exception type
+and HTTP status, never message text), refined for chat in two ways only:
 
-| SDK outcome | category |
+| outcome | category |
 |---|---|
-| connection error, 5xx | transient (retryable) |
-| 429 | throttled (retryable, ``retry-after`` honoured) |
-| client timeout | timeout (the attempt's share of the deadline ran out) |
-| 401, 403, 404 | invalid configuration |
-| 400, 422 | unsupported option when the request used one, else invalid input |
+| an invalid-input status (400, 413, 422) for a request that used an option | unsupported option |
 | ``refusal`` in the message, ``content_filter`` finish | refusal |
 | no choices, empty or non-JSON text under a JSON schema | invalid output |
 
@@ -21,13 +18,14 @@ Caller cancellation propagates as ``asyncio.CancelledError``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import openai
 
 from ragwright.adapters.chatmodels import require_json
+from ragwright.adapters.http import exception_error
 from ragwright.chat.contract import ChatRequest, ChatResponse, ChatUpdate, Deadline, Usage
 from ragwright.errors import ChatError, FailureCategory
 
@@ -123,54 +121,20 @@ class OpenAIChatModel:
                     raise ChatError(self.name, FailureCategory.REFUSAL, "the model declined")
                 if choice.delta and choice.delta.content:
                     yield ChatUpdate(choice.delta.content)
-        except openai.APIError as error:
+        except (openai.APIError, httpx.HTTPError) as error:
+            # The SDK wraps failures of the request, not of reading the event stream.
             raise self._classify(error, request) from error
 
-    def _classify(self, error: openai.APIError, request: ChatRequest) -> ChatError:
-        if isinstance(error, openai.APITimeoutError):
-            return ChatError(
-                self.name, FailureCategory.TIMEOUT, "request timed out", retryable=True
-            )
-        if isinstance(error, openai.APIConnectionError):
-            return ChatError(
-                self.name, FailureCategory.TRANSIENT, "connection failed", retryable=True
-            )
-        status = getattr(error, "status_code", None)
-        if status == 429:
-            return ChatError(
-                self.name,
-                FailureCategory.THROTTLED,
-                "HTTP 429",
-                retryable=True,
-                retry_after=_retry_after(getattr(error, "response", None)),
-            )
-        if status in (401, 403, 404):
-            return ChatError(self.name, FailureCategory.INVALID_CONFIGURATION, f"HTTP {status}")
-        if status in (400, 422):
-            uses_option = (
-                request.options.json_schema is not None or request.options.temperature is not None
-            )
-            category = (
-                FailureCategory.UNSUPPORTED_OPTION if uses_option else FailureCategory.INVALID_INPUT
-            )
-            return ChatError(self.name, category, f"HTTP {status}")
-        if isinstance(status, int) and status >= 500:
-            return ChatError(self.name, FailureCategory.TRANSIENT, f"HTTP {status}", retryable=True)
-        return ChatError(self.name, FailureCategory.INVALID_OUTPUT, type(error).__name__)
+    def _classify(self, error: Exception, request: ChatRequest) -> ChatError:
+        classified = exception_error(ChatError, self.name, error)
+        options = request.options
+        if classified.category is FailureCategory.INVALID_INPUT and (
+            options.json_schema is not None or options.temperature is not None
+        ):
+            # The server rejected the request shape; with an option set, the option is
+            # the likely cause (a schema or temperature the model does not accept).
+            return ChatError(self.name, FailureCategory.UNSUPPORTED_OPTION, classified.detail)
+        return classified
 
     async def close(self) -> None:
         await self._client.close()
-
-
-def _retry_after(response: httpx.Response | None) -> float | None:
-    if response is None:
-        return None
-    headers: Mapping[str, str] = response.headers
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is not None:
-            try:
-                return max(0.0, float(value) * scale)
-            except ValueError:
-                return None
-    return None

@@ -3,8 +3,12 @@
 None of them can count tokens locally for their models, so they make the provider reject
 over-long input instead of truncating it: Ollama gets ``truncate: false``; the OpenAI
 embeddings API rejects inputs over the model's limit with HTTP 400. Either way the run
-stops with a classified :class:`ProviderError` (``invalid_input``), never a shortened
-vector.
+stops with a classified :class:`EmbeddingProviderError` (``invalid_input``), never a
+shortened vector. Every failure goes through the one classifier (``adapters/http.py``);
+each request's timeout is what is left of the current deadline
+(:func:`ragwright.deadline.current_deadline`), else the adapter's ``timeout``. Retries
+are not done here: ``runtime.open_embedder`` wraps these adapters in
+:class:`ragwright.retry.RetryingEmbedder`.
 
 Model identity: Ollama reports a digest per installed model, which must equal the
 profile's ``artifact_digest`` before the first embedding. Hosted OpenAI models have no
@@ -14,28 +18,30 @@ digest; every response's reported model name must equal the profile's model.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import httpx
+import openai
 
-from ragwright.adapters.http import decode, post_json
-from ragwright.errors import ArtifactMismatch, DimensionMismatch, FailureCategory, ProviderError
+from ragwright.adapters.http import call_timeout, decode, exception_error, post_json
+from ragwright.errors import (
+    ArtifactMismatch,
+    DimensionMismatch,
+    EmbeddingProviderError,
+    FailureCategory,
+)
 from ragwright.types import EmbeddingProfile
 
 
 def _vectors(provider: str, raw: object, count: int, dimensions: int) -> list[list[float]]:
     if not isinstance(raw, list) or len(raw) != count:
-        raise ProviderError(
-            provider, FailureCategory.INVALID_OUTPUT, f"expected {count} vectors", retryable=False
+        raise EmbeddingProviderError(
+            provider, FailureCategory.INVALID_OUTPUT, f"expected {count} vectors"
         )
     vectors: list[list[float]] = []
     for vector in raw:
         if not isinstance(vector, list) or not all(isinstance(x, int | float) for x in vector):
-            raise ProviderError(
-                provider,
-                FailureCategory.INVALID_OUTPUT,
-                "a vector is not a list of numbers",
-                retryable=False,
+            raise EmbeddingProviderError(
+                provider, FailureCategory.INVALID_OUTPUT, "a vector is not a list of numbers"
             )
         if len(vector) != dimensions:
             raise DimensionMismatch(dimensions, len(vector))
@@ -59,17 +65,16 @@ class OllamaEmbedder:
     ) -> None:
         self.profile = profile
         self.batch_size = batch_size
+        self.timeout = timeout
         self._client = httpx.Client(base_url=base_url, timeout=timeout, transport=transport)
         self._verify_digest()
 
     def _verify_digest(self) -> None:
         try:
             response = self._client.get("/api/tags")
-        except httpx.TransportError as error:
-            raise ProviderError(
-                "ollama", FailureCategory.TRANSIENT, type(error).__name__, retryable=True
-            ) from error
-        models = decode("ollama", response).get("models", [])
+        except httpx.HTTPError as error:
+            raise exception_error(EmbeddingProviderError, "ollama", error) from error
+        models = decode(EmbeddingProviderError, "ollama", response).get("models", [])
         found = next(
             (
                 m
@@ -79,11 +84,10 @@ class OllamaEmbedder:
             None,
         )
         if found is None:
-            raise ProviderError(
+            raise EmbeddingProviderError(
                 "ollama",
                 FailureCategory.INVALID_CONFIGURATION,
                 f"model {self.profile.model!r} is not installed",
-                retryable=False,
             )
         digest = str(found.get("digest", ""))
         actual = digest if digest.startswith("sha256:") else f"sha256:{digest}"
@@ -100,7 +104,14 @@ class OllamaEmbedder:
         for start in range(0, len(texts), self.batch_size):
             batch = list(texts[start : start + self.batch_size])
             body = {"model": self.profile.model, "input": batch, "truncate": False}
-            data = post_json(self._client, "ollama", "/api/embed", body)
+            data = post_json(
+                self._client,
+                EmbeddingProviderError,
+                "ollama",
+                "/api/embed",
+                body,
+                default_timeout=self.timeout,
+            )
             vectors.extend(
                 _vectors("ollama", data.get("embeddings"), len(batch), self.profile.dimensions)
             )
@@ -114,10 +125,15 @@ class OllamaEmbedder:
 
 
 class OpenAIEmbedder:
-    """OpenAI's ``/v1/embeddings``, or an Azure OpenAI deployment when ``azure`` is set.
+    """OpenAI's embeddings API through the ``openai`` SDK, or an Azure OpenAI deployment.
 
-    For Azure, ``base_url`` is the resource endpoint and ``deployment`` the deployment
-    name; authentication is an API key or a bearer token from a token credential.
+    ``base_url`` is the server root (``/v1`` is appended) or, for Azure, the resource
+    endpoint with ``azure_deployment`` naming the deployment. Authentication is an API key
+    or a bearer token (Azure: a Microsoft Entra ID token). The SDK's own retries are off
+    (``max_retries=0``): attempts are counted by :class:`ragwright.retry.RetryingEmbedder`
+    only. Each request's timeout is what is left of the current deadline
+    (:func:`ragwright.deadline.current_deadline`), else ``timeout``. ``http_client``
+    replaces the SDK's HTTP client (tests pass one over ``httpx.MockTransport``).
     """
 
     counts_tokens = False
@@ -132,62 +148,70 @@ class OpenAIEmbedder:
         azure_api_version: str = "2024-10-21",
         bearer_token: str | None = None,
         timeout: float = 60.0,
-        transport: httpx.BaseTransport | None = None,
+        http_client: httpx.Client | None = None,
         batch_size: int = 64,
     ) -> None:
         if not (api_key or bearer_token):
-            raise ProviderError(
-                "openai",
-                FailureCategory.INVALID_CONFIGURATION,
-                "an API key or token is required",
-                retryable=False,
+            raise EmbeddingProviderError(
+                "openai", FailureCategory.INVALID_CONFIGURATION, "an API key or token is required"
             )
         self.profile = profile
         self.batch_size = batch_size
-        self._azure = azure_deployment is not None
-        self.provider = "azure-openai" if self._azure else "openai"
-        headers: dict[str, str] = {}
-        if self._azure and api_key:
-            headers["api-key"] = api_key
-            self._path = f"/openai/deployments/{azure_deployment}/embeddings"
-            params: dict[str, str] = {"api-version": azure_api_version}
-        else:
-            headers["Authorization"] = f"Bearer {bearer_token or api_key}"
-            self._path = (
-                f"/openai/deployments/{azure_deployment}/embeddings"
-                if self._azure
-                else "/v1/embeddings"
+        self.timeout = timeout
+        self.provider = "azure-openai" if azure_deployment is not None else "openai"
+        if azure_deployment is not None:
+            self._client: openai.OpenAI = openai.AzureOpenAI(
+                azure_endpoint=base_url,
+                azure_deployment=azure_deployment,
+                api_version=azure_api_version,
+                api_key=None if bearer_token else api_key,
+                azure_ad_token=bearer_token,
+                max_retries=0,
+                http_client=http_client,
             )
-            params = {"api-version": azure_api_version} if self._azure else {}
-        self._client = httpx.Client(
-            base_url=base_url, headers=headers, params=params, timeout=timeout, transport=transport
-        )
+        else:
+            self._client = openai.OpenAI(
+                api_key=bearer_token or api_key,
+                base_url=f"{base_url.rstrip('/')}/v1",
+                max_retries=0,
+                http_client=http_client,
+            )
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         raise NotImplementedError(
             "the hosted tokenizer is not available offline; the API rejects over-long input"
         )
 
+    def _embed_batch(self, batch: list[str]) -> list[list[float]]:
+        timeout = call_timeout(EmbeddingProviderError, self.provider, self.timeout)
+        try:
+            response = self._client.embeddings.create(
+                input=batch,
+                model=self.profile.model,
+                encoding_format="float",
+                timeout=timeout,
+            )
+        except openai.APIError as error:
+            raise exception_error(EmbeddingProviderError, self.provider, error) from error
+        reported = getattr(response, "model", None)
+        if reported is not None and not str(reported).startswith(self.profile.model):
+            raise ArtifactMismatch(f"{self.provider}:model", self.profile.model, str(reported))
+        # The SDK builds response objects without validating them: read defensively and
+        # let _vectors judge the shape.
+        items = sorted(
+            getattr(response, "data", None) or [], key=lambda item: getattr(item, "index", 0)
+        )
+        return _vectors(
+            self.provider,
+            [getattr(item, "embedding", None) for item in items],
+            len(batch),
+            self.profile.dimensions,
+        )
+
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
-            batch = list(texts[start : start + self.batch_size])
-            body: dict[str, Any] = {"input": batch, "encoding_format": "float"}
-            if not self._azure:
-                body["model"] = self.profile.model
-            data = post_json(self._client, self.provider, self._path, body)
-            reported = data.get("model")
-            if reported is not None and not str(reported).startswith(self.profile.model):
-                raise ArtifactMismatch(f"{self.provider}:model", self.profile.model, str(reported))
-            items = sorted(data.get("data", []), key=lambda item: item.get("index", 0))
-            vectors.extend(
-                _vectors(
-                    self.provider,
-                    [i.get("embedding") for i in items],
-                    len(batch),
-                    self.profile.dimensions,
-                )
-            )
+            vectors.extend(self._embed_batch(list(texts[start : start + self.batch_size])))
         return vectors
 
     def embed_query(self, text: str) -> list[float]:
