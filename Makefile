@@ -1,11 +1,12 @@
 # Two entry points (see README): `make demo` runs the main job end to end on the
-# embedded defaults; `make test` runs lint, types and the whole test suite.
+# embedded defaults; `make test` runs lint, types and the whole test suite, after
+# `test-deps` has installed and started what the tests need outside Python.
 PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean cli-docs
+.PHONY: demo test test-deps lint typecheck pytest bench clean cli-docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,8 +34,40 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
-	$(BIN)/pytest -q
+# Outside Python the tests need Chromium (the HTML report renders in it) and a Redis
+# server on loopback (the shared cache and capacity pool); both come from Debian
+# packages. Each step does nothing when it is already satisfied, and says one line
+# when it acts.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+REDIS_DIR := $(CURDIR)/.ragwright/redis
+REDIS_PORT ?= 6379
+APT_INSTALL := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq -o=Dpkg::Use-Pty=0
+
+test-deps:
+	@missing=""; \
+	  command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 \
+	    || missing="$$missing chromium"; \
+	  command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	  if [ -n "$$missing" ]; then \
+	    echo "test-deps: installing$$missing (apt-get)"; \
+	    mkdir -p .ragwright; \
+	    { $(SUDO) apt-get update -qq && $(APT_INSTALL) $$missing; } >.ragwright/apt.log 2>&1 \
+	      || { cat .ragwright/apt.log; exit 1; }; \
+	  fi
+	@if ! redis-cli -h 127.0.0.1 -p $(REDIS_PORT) ping >/dev/null 2>&1; then \
+	  echo "test-deps: starting redis-server on 127.0.0.1:$(REDIS_PORT) (log in $(REDIS_DIR))"; \
+	  mkdir -p $(REDIS_DIR); \
+	  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port $(REDIS_PORT) --save "" \
+	    --appendonly no --dir $(REDIS_DIR) --logfile $(REDIS_DIR)/redis-$(REDIS_PORT).log \
+	    --pidfile $(REDIS_DIR)/redis-$(REDIS_PORT).pid; \
+	  for _ in $$(seq 50); do \
+	    redis-cli -h 127.0.0.1 -p $(REDIS_PORT) ping >/dev/null 2>&1 && break; sleep 0.1; \
+	  done; \
+	  redis-cli -h 127.0.0.1 -p $(REDIS_PORT) ping >/dev/null; \
+	fi
+
+pytest: $(STAMP) test-deps
+	RAGWRIGHT_TEST_REDIS_URL=redis://127.0.0.1:$(REDIS_PORT)/15 $(BIN)/pytest -q
 
 test: lint typecheck pytest
 

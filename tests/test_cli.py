@@ -400,19 +400,58 @@ def test_ask_answers_with_the_local_model(indexed_home: Path) -> None:
     assert out["usage"] is None or out["usage"]["input_tokens"] > 0
 
 
+UNSUPPORTED_CLAIM = "Refunds are paid in cash at the branch office."
+
+
+def _cite_s1_for_an_unrelated_claim(evidence: list[dict[str, str]]) -> dict[str, object]:
+    return {"status": "answered", "answer": UNSUPPORTED_CLAIM, "sourceIds": ["S1"]}
+
+
+def _quote_s1(evidence: list[dict[str, str]]) -> dict[str, object]:
+    import re
+
+    sentences = re.split(r"(?<=[.!?])\s+|\n+", evidence[0]["text"])
+    return {"status": "answered", "answer": max(sentences, key=len), "sourceIds": ["S1"]}
+
+
 @pytest.mark.slow
-def test_ask_text_output_explains_a_flagged_answer(indexed_home: Path) -> None:
-    out = ragwright(
-        "ask",
-        "Should I drain all queued work during shutdown?",
-        "--check-support",
-        home=indexed_home,
-        check=True,
-    ).stdout
-    first = out.splitlines()[0]
-    assert first.startswith(("[answered]", "[insufficient]"))
-    if first.startswith("[answered]"):
-        verdict = next(line for line in out.splitlines() if line.startswith("support check:"))
-        if verdict.endswith("FLAGGED"):
-            assert "cited but supporting no sentence" in out or "no cited source supports" in out
-    assert "decisions:" in out and "input tokens (o200k_base estimate)" in out
+@pytest.mark.parametrize(
+    ("reply", "verdict", "explanations"),
+    [
+        (
+            _cite_s1_for_an_unrelated_claim,
+            "FLAGGED",
+            [
+                "  cited but supporting no sentence: S1",
+                f"  no cited source supports: {UNSUPPORTED_CLAIM}",
+            ],
+        ),
+        (_quote_s1, "ok", []),
+    ],
+)
+def test_ask_text_output_explains_a_flagged_answer(
+    indexed_home: Path, reply: object, verdict: str, explanations: list[str]
+) -> None:
+    # The real command line against a scripted OpenAI-compatible model, so the answer,
+    # and with it the support verdict, is known before the run.
+    from tests.scripted_openai import scripted_openai
+
+    with scripted_openai(reply) as (base_url, requests):  # type: ignore[arg-type]
+        out = ragwright(
+            "ask",
+            "Should I drain all queued work during shutdown?",
+            "--check-support",
+            home=indexed_home,
+            check=True,
+            RAGWRIGHT_CHAT_PROVIDER="openai",
+            RAGWRIGHT_CHAT_MODEL="scripted",
+            RAGWRIGHT_CHAT_BASE_URL=base_url,
+        ).stdout
+    assert len(requests) == 1
+    lines = out.splitlines()
+    assert lines[0].startswith("[answered] ")
+    assert lines[1].startswith("  S1: worker-shutdown/")
+    verdict_at = lines.index(f"support check: {verdict}")
+    assert lines[verdict_at + 1 : lines.index("decisions:")] == explanations
+    assert lines[-1].startswith("input tokens (o200k_base estimate): ")
+    assert lines[-1].endswith("provider usage: 100 in / 20 out")

@@ -1,4 +1,4 @@
-"""Against the Redis server on 127.0.0.1:6379 (``.ci/run`` starts one if it is down)."""
+"""Against the Redis server on 127.0.0.1:6379 (``make test`` starts one if it is down)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def client() -> Iterator[redis.Redis]:
     try:
         connection.ping()
     except redis.ConnectionError:
-        pytest.fail(f"Redis is not reachable at {URL}; .ci/run starts it")
+        pytest.fail(f"Redis is not reachable at {URL}; `make test` starts it")
     yield connection
     connection.close()
 

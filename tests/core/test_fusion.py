@@ -14,6 +14,39 @@ def test_hand_computed_scores() -> None:
     assert fused["b"] == pytest.approx(1 / 62)
 
 
+@pytest.mark.parametrize(
+    ("k", "expected"),
+    [
+        (0, {"a": 1 / 1 + 1 / 2, "c": 1 / 3 + 1 / 1, "b": 1 / 2}),
+        (1, {"a": 1 / 2 + 1 / 3, "c": 1 / 4 + 1 / 2, "b": 1 / 3}),
+        (10, {"a": 1 / 11 + 1 / 12, "c": 1 / 13 + 1 / 11, "b": 1 / 12}),
+        (60, {"a": 1 / 61 + 1 / 62, "c": 1 / 63 + 1 / 61, "b": 1 / 62}),
+    ],
+)
+def test_hand_computed_scores_for_each_k(k: int, expected: dict[str, float]) -> None:
+    fused = rrf([["a", "b", "c"], ["c", "a"]], k=k)
+    assert dict(fused) == pytest.approx(expected)
+    assert [item for item, _ in fused] == ["a", "c", "b"]
+
+
+@pytest.mark.parametrize(
+    ("k", "expected"),
+    [
+        # x and q lead one ranking each; y is third in both: 1/(k+1) against 2/(k+3).
+        (0, [("q", 1 / 1), ("x", 1 / 1), ("y", 2 / 3), ("p", 1 / 2), ("r", 1 / 2)]),
+        (1, [("q", 1 / 2), ("x", 1 / 2), ("y", 2 / 4), ("p", 1 / 3), ("r", 1 / 3)]),
+        (10, [("y", 2 / 13), ("q", 1 / 11), ("x", 1 / 11), ("p", 1 / 12), ("r", 1 / 12)]),
+        (60, [("y", 2 / 63), ("q", 1 / 61), ("x", 1 / 61), ("p", 1 / 62), ("r", 1 / 62)]),
+    ],
+)
+def test_k_decides_whether_agreement_beats_one_first_place(
+    k: int, expected: list[tuple[str, float]]
+) -> None:
+    fused = rrf([["x", "p", "y"], ["q", "r", "y"]], k=k)
+    assert [item for item, _ in fused] == [item for item, _ in expected]
+    assert [score for _, score in fused] == pytest.approx([score for _, score in expected])
+
+
 def test_ties_break_by_the_tie_key() -> None:
     fused = rrf([["b", "a"], ["a", "b"]], k=60, tie_key=lambda item: item)
     assert [item for item, _ in fused] == ["a", "b"]

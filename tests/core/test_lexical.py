@@ -4,6 +4,7 @@ import math
 import uuid
 from pathlib import Path
 
+import bm25s
 import pytest
 
 from ragwright.adapters.edge import EdgeIndex
@@ -44,7 +45,6 @@ def test_query_vector_has_unit_weight_per_distinct_term() -> None:
 
 def test_engine_scores_equal_bm25s_lucene(tmp_path: Path) -> None:
     """Our tf half + Qdrant's IDF modifier == a reference BM25 implementation."""
-    bm25s = pytest.importorskip("bm25s")
     encoder = Bm25Encoder()
     tokenized = [encoder.terms(text) for text in CORPUS]
     avgdl = sum(len(t) for t in tokenized) / len(tokenized)

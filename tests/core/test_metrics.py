@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import random
 
+import ir_measures
 import pytest
+from ir_measures import RR, P, R, nDCG
 
 from ragwright.core.metrics import score_ranking
 from ragwright.errors import MetricInputError
@@ -48,9 +50,6 @@ def test_input_errors_are_distinct_from_misses(
 
 
 def test_matches_ir_measures_on_random_rankings() -> None:
-    ir_measures = pytest.importorskip("ir_measures")
-    from ir_measures import RR, P, R, nDCG
-
     rng = random.Random(7)
     for case in range(200):
         docs = [f"d{i}" for i in range(rng.randint(2, 25))]

@@ -284,7 +284,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 def test_report_renders_in_headless_chromium(index: EdgeIndex, tmp_path: Path) -> None:
     if CHROMIUM is None:
-        pytest.fail("chromium is not installed: .ci/run installs it (apt-get install chromium)")
+        pytest.fail("chromium is not installed: `make test` installs it (apt-get install chromium)")
     record = evaluate(index, load_cases(DATASET)).to_json()
     page = tmp_path / "report.html"
     page.write_text(render_report(record))

@@ -153,11 +153,11 @@ class Retriever:
 
         started = time.perf_counter()
         payloads: dict[uuid.UUID, ChunkPayload] = {}
+        # Each leg's copy is checked: a point both legs return is read twice by the engine.
         for point in (*dense, *sparse):
-            if point.point_id not in payloads:
-                payload = read_payload(point.point_id, point.payload)
-                check_payload(payload, eligibility, scope)
-                payloads[point.point_id] = payload
+            payload = read_payload(point.point_id, point.payload)
+            check_payload(payload, eligibility, scope)
+            payloads.setdefault(point.point_id, payload)
         timings["validate"] = _elapsed(started)
 
         started = time.perf_counter()

@@ -1,0 +1,63 @@
+"""An OpenAI-compatible chat endpoint on 127.0.0.1 that answers from the evidence it is sent.
+
+For tests that drive the real command line (a subprocess) and need a known answer: the
+``ragwright`` process is pointed at it with ``RAGWRIGHT_CHAT_PROVIDER=openai`` and
+``RAGWRIGHT_CHAT_BASE_URL``. ``reply`` receives the request's evidence list (the ``id``,
+``title``, ``heading`` and ``text`` the assembler rendered) and returns the answer
+object; every request body is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Reply = Callable[[list[dict[str, Any]]], dict[str, Any]]
+
+
+@contextmanager
+def scripted_openai(reply: Reply) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """A running endpoint: its base URL (ending in ``/v1``) and the recorded requests."""
+    seen: list[dict[str, Any]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append({"path": self.path, "body": body})
+            evidence = json.loads(body["messages"][-1]["content"])["evidence"]
+            completion = {
+                "id": "scripted-1",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "scripted",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": json.dumps(reply(evidence))},
+                    }
+                ],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+            }
+            data = json.dumps(completion).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
+    finally:
+        server.shutdown()
+        server.server_close()
