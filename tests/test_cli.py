@@ -371,7 +371,7 @@ def test_ask_preview_json_shows_the_exact_message_without_a_model(indexed_home: 
     )
     out = json.loads(result.stdout)
     assert out["status"] == "preview" and out["sources"][0]["label"] == "S1"
-    system, user = out["messages"]
+    system, user = out["request"]["messages"]
     assert system["role"] == "system" and "only the supplied evidence" in system["content"]
     message = json.loads(user["content"])
     assert message["question"] == "Should I drain all queued work during shutdown?"

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 import ragwright.runtime
-from ragwright.application import ChunkingOptions, EvidenceFilter, ThresholdOverrides, Turn
+from ragwright.application import ChatMessage, ChunkingOptions, EvidenceFilter, ThresholdOverrides
 from ragwright.cli import app
 from ragwright.errors import SourceError
 from tests.conftest import SAMPLES
@@ -105,6 +105,12 @@ OPTIONS: list[tuple[tuple[str, ...], str, str, Any]] = [
     (("ask", "q?", "--chunking-version", "v9"), "answer", "evidence.chunking_version", "v9"),
     (("ask", "q?", "--tenant", "acme"), "answer", "tenant", "acme"),
     (("ask", "q?", "--deadline", "9.5"), "answer", "deadline_seconds", 9.5),
+    (
+        ("ask", "q?", "--current-revision", "d1=r2", "--current-revision", "d2=r7"),
+        "answer",
+        "current_revisions",
+        {"d1": "r2", "d2": "r7"},
+    ),
     (("ask", "q?", "--preview"), "answer", "preview", True),
     (("ask", "q?", "--check-support"), "answer", "check_support", True),
     # eval run
@@ -185,12 +191,13 @@ def test_history_file_becomes_turns(invoke: Any, tmp_path: Path) -> None:
     )
     for path in (qa, chat):
         assert invoke("ask", "q?", "--history", str(path)).request.history == (
-            Turn("Who is paged?", "On-call."),
+            ChatMessage("user", "Who is paged?"),
+            ChatMessage("assistant", "On-call."),
         )
 
 
 @pytest.mark.parametrize(
-    "content", ['{"question": "x"}', '[{"role": "assistant", "content": "x"}]', "not json"]
+    "content", ['{"question": "x"}', '[{"role": "system", "content": "x"}]', "not json"]
 )
 def test_a_malformed_history_file_is_refused_naming_the_file(tmp_path: Path, content: str) -> None:
     path = tmp_path / "history.json"

@@ -92,3 +92,46 @@ def test_answer_options_follow_the_provider(
     settings = load_settings()
     assert settings.chat_temperature == temperature
     assert answer_schema_style(settings) == style
+
+
+def test_chat_fallbacks_from_toml_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ragwright.toml").write_text(
+        "[[chat_fallbacks]]\n"
+        'provider = "openai"\nmodel = "gpt-small"\ncontext_window = 2048\n'
+        'schema_style = "object"\n'
+        "[[chat_fallbacks]]\n"
+        'provider = "ollama"\nmodel = "qwen2.5:0.5b"\nname = "tiny"\n'
+    )
+    fallbacks = load_settings().chat_fallbacks
+    assert [(f.label, f.context_window, f.schema_style) for f in fallbacks] == [
+        ("openai:gpt-small", 2048, "object"),
+        ("tiny", 4096, "auto"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "setting"),
+    [
+        (
+            '[{"provider": "openai", "context_window": 0}]',
+            "RAGWRIGHT_CHAT_FALLBACKS[0].context_window",
+        ),
+        ('[{"provider": "ollama", "model": "m", "extra": 1}]', "RAGWRIGHT_CHAT_FALLBACKS[0].extra"),
+        (
+            '[{"provider": "ollama", "model": "m", "context_window": 256}]',
+            "RAGWRIGHT_CHAT_FALLBACKS[0]",
+        ),
+        (
+            '[{"provider": "ollama", "model": "m"}, {"provider": "ollama", "model": "m"}]',
+            "RAGWRIGHT_CHAT_FALLBACKS",
+        ),
+    ],
+)
+def test_a_bad_fallback_is_named_by_its_path(
+    monkeypatch: pytest.MonkeyPatch, value: str, setting: str
+) -> None:
+    monkeypatch.setenv("RAGWRIGHT_CHAT_FALLBACKS", value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert caught.value.setting == setting

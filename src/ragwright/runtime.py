@@ -7,11 +7,13 @@ The one place that picks and imports adapters. Entry points call
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from ragwright import __version__
+from ragwright.adapters.chatmodels.local import MODEL_ID as _LOCAL_MODEL
 from ragwright.adapters.chatmodels.local import OnDemandLocalModel
 from ragwright.adapters.chatmodels.ollama import OllamaChatModel
 from ragwright.adapters.chatmodels.openai_compatible import OpenAIChatModel
@@ -30,12 +32,13 @@ from ragwright.chat.budget import AttemptLimit, Budgeted
 from ragwright.chat.builder import ChatPipelineBuilder
 from ragwright.chat.cache import CacheStore, MemoryCacheStore, ResponseCache
 from ragwright.chat.capacity import CapacityGate, CapacityPool, LocalCapacityPool
-from ragwright.chat.contract import ChatModel
+from ragwright.chat.contract import ChatModel, ModelProfile
 from ragwright.chat.failover import Failover
 from ragwright.chat.guard import MessageGuard
 from ragwright.chat.probes import Probe
 from ragwright.chat.retry import Retry
-from ragwright.chat.telemetry import Telemetry
+from ragwright.chat.telemetry import Layer, Telemetry, TelemetryExport, export_telemetry
+from ragwright.core.answers import SchemaStyle
 from ragwright.core.contracts import contract_for
 from ragwright.core.lexical import LexicalProfile
 from ragwright.errors import ConfigError
@@ -184,33 +187,129 @@ def open_retriever(
 
 
 def open_chat_provider(settings: Settings) -> tuple[ChatModel, Callable[[], Awaitable[None]]]:
-    """The configured provider and its async ``close`` (await it in the loop that used it).
+    """The configured primary provider and its async ``close`` (await it in the loop
+    that used it).
 
     The local model starts on its first call, so a question that ends without eligible
     evidence never starts it.
     """
-    key = settings.chat_api_key.get_secret_value() if settings.chat_api_key else "unused"
-    if settings.chat_provider == "local":
-        local = OnDemandLocalModel(settings.home / "models")
+    key = settings.chat_api_key.get_secret_value() if settings.chat_api_key else None
+    return _open_provider(
+        settings,
+        settings.chat_provider,
+        settings.chat_model,
+        settings.chat_base_url,
+        key,
+        name=settings.chat_provider,
+        setting="RAGWRIGHT_CHAT",
+    )
+
+
+def open_chat_providers(
+    settings: Settings,
+) -> tuple[list[ChatModel], Callable[[], Awaitable[None]]]:
+    """The primary and every ``chat_fallbacks`` entry, in order, named as
+    :func:`chat_profiles` names them, with one async ``close`` for all.
+
+    Raises:
+        ConfigError: a fallback lacks its model or endpoint, names an unset API key
+            variable, or shares its name with the primary.
+    """
+    primary, close_primary = open_chat_provider(settings)
+    providers, closers = [primary], [close_primary]
+    for index, fallback in enumerate(settings.chat_fallbacks):
+        setting = f"RAGWRIGHT_CHAT_FALLBACKS[{index}]"
+        if fallback.label == primary.name:
+            raise ConfigError(f"{setting}.name", f"{fallback.label!r} is the primary's name")
+        key = None
+        if fallback.api_key_env:
+            key = os.environ.get(fallback.api_key_env)
+            if not key:
+                raise ConfigError(
+                    f"{setting}.api_key_env", f"the variable {fallback.api_key_env} is unset"
+                )
+        provider, close = _open_provider(
+            settings,
+            fallback.provider,
+            fallback.model,
+            fallback.base_url,
+            key,
+            name=fallback.label,
+            setting=setting,
+        )
+        providers.append(provider)
+        closers.append(close)
+
+    async def close_all() -> None:
+        for close in closers:
+            await close()
+
+    return providers, close_all
+
+
+def _open_provider(
+    settings: Settings,
+    kind: str,
+    model: str,
+    base_url: str | None,
+    key: str | None,
+    *,
+    name: str,
+    setting: str,
+) -> tuple[ChatModel, Callable[[], Awaitable[None]]]:
+    # ``setting`` prefixes the names in errors: RAGWRIGHT_CHAT_MODEL or ..._FALLBACKS[0].model
+    nested = setting != "RAGWRIGHT_CHAT"
+
+    def field(part: str) -> str:
+        return f"{setting}.{part}" if nested else f"{setting}_{part.upper()}"
+
+    if kind == "local":
+        local = OnDemandLocalModel(settings.home / "models", name=name)
         return local, local.close
-    if not settings.chat_model:
-        raise ConfigError("RAGWRIGHT_CHAT_MODEL", f"required for {settings.chat_provider}")
-    if settings.chat_provider == "ollama":
-        ollama = OllamaChatModel(
-            settings.chat_model, base_url=settings.chat_base_url or "http://127.0.0.1:11434"
-        )
+    if not model:
+        raise ConfigError(field("model"), f"required for {kind}")
+    if kind == "ollama":
+        ollama = OllamaChatModel(model, base_url=base_url or "http://127.0.0.1:11434", name=name)
         return ollama, ollama.close
-    if settings.chat_provider == "azure-openai":
-        if not settings.chat_base_url:
-            raise ConfigError(
-                "RAGWRIGHT_CHAT_BASE_URL", "the Azure OpenAI resource endpoint is required"
-            )
-        azure = OpenAIChatModel(
-            settings.chat_model, api_key=key, azure_endpoint=settings.chat_base_url
-        )
+    if kind == "azure-openai":
+        if not base_url:
+            raise ConfigError(field("base_url"), "the Azure OpenAI resource endpoint is required")
+        azure = OpenAIChatModel(model, api_key=key or "unused", azure_endpoint=base_url, name=name)
         return azure, azure.close
-    openai = OpenAIChatModel(settings.chat_model, api_key=key, base_url=settings.chat_base_url)
+    openai = OpenAIChatModel(model, api_key=key or "unused", base_url=base_url, name=name)
     return openai, openai.close
+
+
+def chat_profiles(settings: Settings) -> tuple[ModelProfile, ...]:
+    """The primary's profile, then one per ``chat_fallbacks`` entry, in order.
+
+    Pass them to :func:`build_chat_pipeline` (``profiles``) and to ``answer_question``
+    (the primary as ``budget=Budget.for_profile(profiles[0])`` and
+    ``schema_style=profiles[0].schema_style``; the rest as ``fallbacks``).
+    """
+    primary = ModelProfile(
+        name=settings.chat_provider,
+        system=settings.chat_provider,
+        model=_LOCAL_MODEL if settings.chat_provider == "local" else settings.chat_model,
+        context_window=settings.chat_context_window,
+        output_limit=settings.chat_output_limit,
+        schema_style=answer_schema_style(settings),
+    )
+    return (
+        primary,
+        *(
+            ModelProfile(
+                name=f.label,
+                system=f.provider,
+                model=_LOCAL_MODEL if f.provider == "local" else f.model,
+                context_window=f.context_window,
+                output_limit=f.output_limit,
+                schema_style=_schema_style(f.schema_style, f.provider),
+                token_ratio=f.token_ratio,
+            )
+            for f in settings.chat_fallbacks
+        ),
+    )
 
 
 def thresholds(settings: Settings) -> Thresholds:
@@ -223,19 +322,63 @@ def thresholds(settings: Settings) -> Thresholds:
     )
 
 
+def answer_schema_style(settings: Settings) -> SchemaStyle:
+    """The answer schema style for the primary provider (``chat_schema_style``)."""
+    return _schema_style(settings.chat_schema_style, settings.chat_provider)
+
+
+def _schema_style(configured: str, kind: str) -> SchemaStyle:
+    if configured in ("object", "variants"):
+        return configured  # type: ignore[return-value]
+    return "variants" if kind in ("local", "ollama") else "object"
+
+
+def configure_telemetry(settings: Settings) -> TelemetryExport | None:
+    """Exporting providers per ``telemetry_*`` settings, or ``None`` (``none``).
+
+    Pass the result to :func:`build_chat_pipeline` (``telemetry=``) and call its
+    ``shutdown()`` before exiting so buffered spans are sent.
+    """
+    if settings.telemetry_exporter == "none":
+        return None
+    return export_telemetry(
+        settings.telemetry_exporter,
+        endpoint=settings.telemetry_endpoint,
+        service_name=settings.telemetry_service_name,
+        capture_content=settings.telemetry_capture_content,
+    )
+
+
 def build_chat_pipeline(
     settings: Settings,
     providers: Sequence[ChatModel],
     *,
     count_tokens: Callable[[str], int],
     events: Callable[[str], None] | None = None,
+    profiles: Sequence[ModelProfile] | None = None,
+    telemetry: TelemetryExport | None = None,
 ) -> ChatModel:
     """The default pipeline over ``providers`` (the first is the primary), outer → inner:
 
     guard → call telemetry/probe → cache → retry → failover → (per provider: attempt
     budget → capacity gate → attempt telemetry/probe → provider).
+
+    ``profiles`` (from :func:`chat_profiles`, one per provider, same names) let failover
+    re-prepare a request for each alternate and let telemetry name the model that
+    answered; without them each provider is described by its name only. ``telemetry``
+    (from :func:`configure_telemetry`) sends spans and metrics to its exporter.
     """
     sink = events or _ignore
+    described = (
+        tuple(profiles)
+        if profiles is not None
+        else tuple(
+            ModelProfile(
+                name=p.name, system=p.name, model=(settings.chat_model if i == 0 else "") or p.name
+            )
+            for i, p in enumerate(providers)
+        )
+    )
     client = connect(settings.redis_url) if settings.redis_url else None
     store: CacheStore = RedisCacheStore(client) if client is not None else MemoryCacheStore()
     pool: CapacityPool = (
@@ -244,26 +387,33 @@ def build_chat_pipeline(
         else LocalCapacityPool(settings.chat_capacity)
     )
 
-    def leg(provider: ChatModel) -> ChatModel:
+    def traced(
+        inner: ChatModel, layer: Layer, profile: ModelProfile, profiles: Sequence[ModelProfile]
+    ) -> ChatModel:
+        return Telemetry(
+            inner,
+            layer=layer,
+            provider=profile.system,
+            model=profile.model,
+            profiles=profiles,
+            capture_content=telemetry.capture_content if telemetry else False,
+            tracer_provider=telemetry.tracer_provider if telemetry else None,
+            meter_provider=telemetry.meter_provider if telemetry else None,
+        )
+
+    def leg(provider: ChatModel, profile: ModelProfile) -> ChatModel:
         return (
             ChatPipelineBuilder(provider)
             .use(AttemptLimit)
             .use(lambda inner: CapacityGate(inner, pool))
             .use(lambda inner: Probe(inner, name="attempt", events=sink))
-            .use(
-                lambda inner: Telemetry(
-                    inner,
-                    layer="attempt",
-                    provider=provider.name,
-                    model=settings.chat_model or provider.name,
-                )
-            )
+            .use(lambda inner: traced(inner, "attempt", profile, ()))
             .build()
         )
 
-    legs = [leg(p) for p in providers]
-    core: ChatModel = legs[0] if len(legs) == 1 else Failover(legs, events=sink)
-    primary = providers[0]
+    legs = [leg(p, profile) for p, profile in zip(providers, described, strict=True)]
+    core: ChatModel = legs[0] if len(legs) == 1 else Failover(legs, profiles=described, events=sink)
+    primary = described[0]
     return (
         ChatPipelineBuilder(core)
         .use(
@@ -275,14 +425,7 @@ def build_chat_pipeline(
             )
         )
         .use(lambda inner: Budgeted(inner, attempts=settings.chat_max_attempts))
-        .use(
-            lambda inner: Telemetry(
-                inner,
-                layer="call",
-                provider=primary.name,
-                model=settings.chat_model or primary.name,
-            )
-        )
+        .use(lambda inner: traced(inner, "call", primary, described))
         .use(lambda inner: Probe(inner, name="call", events=sink))
         .use(lambda inner: ResponseCache(inner, store, ttl=settings.chat_cache_ttl, events=sink))
         .use(lambda inner: Retry(inner, max_attempts=settings.chat_retries, events=sink))
@@ -338,11 +481,26 @@ class RuntimeComponents:
             self._counter = O200kCounter(self.settings.home / "tokenizers")
         return self._counter
 
+    def chat_profiles(self) -> tuple[ModelProfile, ...]:
+        return chat_profiles(self.settings)
+
     def chat(self, counter: TokenCounter) -> ChatSession:
-        provider, close = open_chat_provider(self.settings)
-        return ChatSession(
-            build_chat_pipeline(self.settings, [provider], count_tokens=counter.count), close
+        providers, close_providers = open_chat_providers(self.settings)
+        telemetry = configure_telemetry(self.settings)
+        pipeline = build_chat_pipeline(
+            self.settings,
+            providers,
+            count_tokens=counter.count,
+            profiles=self.chat_profiles(),
+            telemetry=telemetry,
         )
+
+        async def close() -> None:
+            await close_providers()
+            if telemetry is not None:
+                telemetry.shutdown()
+
+        return ChatSession(pipeline, close)
 
     def load_sources(
         self,

@@ -12,7 +12,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -22,6 +30,47 @@ from pydantic_settings import (
 
 from ragwright.errors import ConfigError
 from ragwright.types import DEFAULT_DOCUMENT_TYPES, ChunkingPolicy
+
+ChatProviderKind = Literal["local", "openai", "azure-openai", "ollama"]
+
+
+class ChatFallback(BaseModel):
+    """One alternate chat provider, tried in list order when the primary fails in a
+    switchable category. Each names its own limits: the request is re-prepared for it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    provider: ChatProviderKind
+    model: str = Field("", description="Model or Azure deployment name (remote providers).")
+    name: str | None = Field(
+        None,
+        min_length=1,
+        description="Label in results and telemetry; defaults to provider:model.",
+    )
+    base_url: str | None = None
+    api_key_env: str | None = Field(
+        None,
+        min_length=1,
+        description="Environment variable holding its API key (keys stay out of files).",
+    )
+    context_window: int = Field(4096, gt=0)
+    output_limit: int = Field(512, gt=0)
+    schema_style: Literal["auto", "object", "variants"] = "auto"
+    token_ratio: float = Field(1.0, gt=0, le=4)
+
+    @model_validator(mode="after")
+    def _window_holds_output(self) -> ChatFallback:
+        if self.context_window <= self.output_limit:
+            raise ValueError(
+                f"context_window ({self.context_window}) must exceed output_limit "
+                f"({self.output_limit})"
+            )
+        return self
+
+    @property
+    def label(self) -> str:
+        """The provider name this alternate answers under."""
+        return self.name or (f"{self.provider}:{self.model}" if self.model else self.provider)
 
 
 class Settings(BaseSettings):
@@ -77,7 +126,7 @@ class Settings(BaseSettings):
         description="Seconds per remote embedding or rerank call, retries and waits "
         "included, when the request sets no deadline.",
     )
-    chat_provider: Literal["local", "openai", "azure-openai", "ollama"] = Field(
+    chat_provider: ChatProviderKind = Field(
         "local", description="local: the bundled Qwen2.5-Coder-0.5B on llama.cpp."
     )
     chat_model: str = Field("", description="Model or Azure deployment name (remote providers).")
@@ -111,6 +160,28 @@ class Settings(BaseSettings):
         description="Seconds one answer may take end to end (retrieval, every model attempt "
         "and wait); a request may set its own (ask --deadline).",
     )
+    chat_context_window: int = Field(
+        4096, gt=0, description="Primary model's context window, o200k_base tokens."
+    )
+    chat_output_limit: int = Field(
+        512, gt=0, description="Output tokens reserved for the primary model's answer."
+    )
+    chat_fallbacks: tuple[ChatFallback, ...] = Field(
+        (),
+        description="Ordered alternate chat providers (JSON list in the environment, "
+        "[[chat_fallbacks]] tables in TOML).",
+    )
+    telemetry_exporter: Literal["none", "console", "otlp"] = Field(
+        "none", description="Export chat spans and metrics: OTLP over HTTP or the console."
+    )
+    telemetry_endpoint: str | None = Field(
+        None, description="OTLP/HTTP collector base URL (default: OTEL_EXPORTER_OTLP_*)."
+    )
+    telemetry_service_name: str = Field("ragwright", min_length=1)
+    telemetry_capture_content: bool = Field(
+        False,
+        description="Record prompts, instructions and completions on spans (customer data).",
+    )
     redis_url: str | None = Field(
         None,
         description="Shared cache and capacity pool across processes (e.g. redis://127.0.0.1:6379/0).",
@@ -134,6 +205,24 @@ class Settings(BaseSettings):
     @classmethod
     def _provider_temperature(cls, value: object) -> object:
         return None if value in ("provider", "") else value
+
+    @model_validator(mode="after")
+    def _window_holds_output(self) -> Settings:
+        if self.chat_context_window <= self.chat_output_limit:
+            raise ValueError(
+                f"chat_context_window ({self.chat_context_window}) must exceed "
+                f"chat_output_limit ({self.chat_output_limit})"
+            )
+        return self
+
+    @field_validator("chat_fallbacks")
+    @classmethod
+    def _distinct_fallbacks(cls, value: tuple[ChatFallback, ...]) -> tuple[ChatFallback, ...]:
+        labels = [f.label for f in value]
+        for index, label in enumerate(labels):
+            if label in labels[:index]:
+                raise ValueError(f"[{index}].name: {label!r} is used twice; give each a name")
+        return value
 
     @classmethod
     def settings_customise_sources(
@@ -184,7 +273,10 @@ def _validated(build: Callable[[], Settings]) -> Settings:
         return build()
     except ValidationError as error:
         first = error.errors()[0]
-        name = str(first["loc"][0]) if first["loc"] else "settings"
-        raise ConfigError(f"RAGWRIGHT_{name.upper()}", first["msg"]) from error
+        loc = first["loc"]
+        name = f"RAGWRIGHT_{str(loc[0]).upper()}" if loc else "settings"
+        # A nested setting (a fallback's field) is named by its path: ..._FALLBACKS[1].model
+        name += "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc[1:])
+        raise ConfigError(name, first["msg"]) from error
     except ValueError as error:  # malformed TOML
         raise ConfigError("ragwright.toml", str(error)) from error

@@ -18,6 +18,7 @@ from ragwright.application import (
     AnswerRequest,
     Application,
     CalibrateRequest,
+    ChatMessage,
     ChunkingOptions,
     ChunksRequest,
     CompareRequest,
@@ -28,14 +29,23 @@ from ragwright.application import (
     ReportRequest,
     SearchRequest,
     ThresholdOverrides,
-    Turn,
 )
-from ragwright.errors import ChatError, ConfigError, ContractMismatch, FailureCategory
+from ragwright.errors import (
+    AssemblyError,
+    ChatError,
+    ConfigError,
+    ContractMismatch,
+    FailureCategory,
+)
 from ragwright.testing.scripted import Hang, ScriptedChatModel
 from tests.application.components import answered, fake_application
 from tests.conftest import SAMPLES
 
 QUESTION = "Should I drain all queued work during shutdown?"
+HISTORY = (
+    ChatMessage("user", "Who gets paged?"),
+    ChatMessage("assistant", "The on-call engineer."),
+)
 CASES = SAMPLES.parent / "eval" / "cases.jsonl"
 TENANT_DOC = """---
 document_id: acme-escalation
@@ -310,8 +320,8 @@ ANSWER_CHANGES: list[tuple[str, dict[str, Any], Callable[[dict[str, Any]], Any]]
     ("tenant", {"tenant": "acme"}, lambda r: {s["document_id"] for s in r["sources"]}),
     (
         "history",
-        {"history": (Turn("Who gets paged?", "The on-call engineer."),)},
-        lambda r: r["messages"][1]["content"],
+        {"history": HISTORY},
+        lambda r: r["request"]["messages"][1]["content"],
     ),
     ("preview", {"preview": True}, lambda r: (r["status"], r["usage"])),
     ("check_support", {"check_support": True}, lambda r: r["support"] is None),
@@ -336,9 +346,7 @@ def test_answer_request_fields_change_the_outcome(
 
 def test_history_reaches_the_model_even_under_a_policy_without_a_history_share(home: Path) -> None:
     app, components = fake_application(home)
-    outcome = _answer(
-        app, AnswerRequest(QUESTION, history=(Turn("Who gets paged?", "The on-call engineer."),))
-    )
+    outcome = _answer(app, AnswerRequest(QUESTION, history=HISTORY))
     model = components.model
     assert isinstance(model, ScriptedChatModel)
     sent = json.loads(model.requests[-1].messages[-1].content)
@@ -346,11 +354,46 @@ def test_history_reaches_the_model_even_under_a_policy_without_a_history_share(h
     assert outcome["options"]["policy"] == "seed-baseline+history=0.25"
 
 
+def test_current_revisions_drop_evidence_stored_under_another_revision(home: Path) -> None:
+    app = _app(home)
+    policy = "seed-baseline+prefer-current-revision"
+    stored = _answer(
+        app, AnswerRequest(QUESTION, policy=policy, preview=True, current_revisions={})
+    )
+    revision = next(
+        s["revision"] for s in stored["sources"] if s["document_id"] == "worker-shutdown"
+    )
+    same = {"worker-shutdown": revision}
+    newer = {"worker-shutdown": "a-newer-revision"}
+    kept = _answer(
+        app, AnswerRequest(QUESTION, policy=policy, preview=True, current_revisions=same)
+    )
+    dropped = _answer(
+        app, AnswerRequest(QUESTION, policy=policy, preview=True, current_revisions=newer)
+    )
+    assert "worker-shutdown" in {s["document_id"] for s in kept["sources"]}
+    assert "worker-shutdown" not in {s["document_id"] for s in dropped["sources"]}
+    assert {
+        d["outcome"] for d in dropped["decisions"] if d["document_id"] == "worker-shutdown"
+    } == {"stale_revision"}
+
+
+def test_history_must_alternate_user_and_assistant(home: Path) -> None:
+    app = _app(home)
+    with pytest.raises(AssemblyError, match=r"history\[0\]\.role"):
+        _answer(
+            app,
+            AnswerRequest(
+                QUESTION, history=(ChatMessage("assistant", "hi"), ChatMessage("user", "x"))
+            ),
+        )
+
+
 def test_preview_never_opens_a_chat_session(home: Path) -> None:
     app, components = fake_application(home)
     outcome = _answer(app, AnswerRequest(QUESTION, preview=True))
     assert outcome["status"] == "preview" and components.sessions == 0
-    assert [m["role"] for m in outcome["messages"]] == ["system", "user"]
+    assert [m["role"] for m in outcome["request"]["messages"]] == ["system", "user"]
 
 
 def test_deadline_seconds_bounds_the_whole_answer(home: Path) -> None:

@@ -33,7 +33,7 @@ from ragwright.application.requests import (
     ThresholdOverrides,
 )
 from ragwright.application.service import Application, score_kind
-from ragwright.core.assembly import Turn
+from ragwright.chat.contract import ChatMessage
 
 __all__ = [
     "DEFAULT_ELIGIBLE_STATES",
@@ -43,6 +43,7 @@ __all__ = [
     "Application",
     "CalibrateRequest",
     "CalibrateResult",
+    "ChatMessage",
     "ChatSession",
     "ChunkingOptions",
     "ChunksRequest",
@@ -65,6 +66,5 @@ __all__ = [
     "StatusRequest",
     "StatusResult",
     "ThresholdOverrides",
-    "Turn",
     "score_kind",
 ]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ragwright.application.requests import SkippedFile
-from ragwright.chat.contract import ChatModel
+from ragwright.chat.contract import ChatModel, ModelProfile
 from ragwright.pipeline.retrieve import Retriever
 from ragwright.protocols import Embedder, SparseEncoder, TokenCounter, VectorIndex
 from ragwright.settings import Settings
@@ -72,8 +72,13 @@ class Components(Protocol):
         """The o200k_base counter used for budgets."""
         ...
 
+    def chat_profiles(self) -> tuple[ModelProfile, ...]:
+        """The primary model's profile, then each configured fallback's, in order."""
+        ...
+
     def chat(self, counter: TokenCounter) -> ChatSession:
-        """The configured chat pipeline (providers start on first use)."""
+        """The configured chat pipeline over the primary and its fallbacks (providers
+        start on first use; ``close`` also flushes exported telemetry)."""
         ...
 
     def load_sources(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from ragwright.pipeline.answer import AnswerResult
@@ -10,10 +10,12 @@ from ragwright.pipeline.answer import AnswerResult
 
 @dataclass(frozen=True, slots=True)
 class AnswerOutcome:
-    """An answer (or the reason there is none) and the options that shaped it.
+    """An answer (or the reason there is none) and the request options that shaped it.
 
-    ``to_dict`` is the documented JSON form (docs/answers.md): the same for
-    ``ragwright ask --json`` and the HTTP service.
+    ``to_dict`` is the documented JSON form (docs/application.md): the pipeline result's
+    form (``AnswerResult.to_dict``) with ``options`` extended by the request's own
+    (eligibility, tenant, history, deadline). The same for ``ragwright ask --json`` and
+    the HTTP service.
     """
 
     result: AnswerResult
@@ -24,58 +26,6 @@ class AnswerOutcome:
         return self.result.status
 
     def to_dict(self) -> dict[str, Any]:
-        result = self.result
-        context = result.context
-        out: dict[str, Any] = {
-            "status": result.status,
-            "answer": result.answer,
-            "citations": [
-                {
-                    "label": c.label,
-                    "document_id": c.document_id,
-                    "chunk_id": c.chunk_id,
-                    "chunking_version": c.chunking_version,
-                }
-                for c in result.citations
-            ],
-            "sources": [
-                {
-                    "label": s.label,
-                    "document_id": s.candidate.document_id,
-                    "chunk_id": s.candidate.chunk_id,
-                    "chunking_version": s.candidate.chunking_version,
-                }
-                for s in context.sources
-            ],
-            "decisions": [
-                {
-                    "document_id": d.document_id,
-                    "chunk_id": d.chunk_id,
-                    "chunking_version": d.chunking_version,
-                    "outcome": d.outcome,
-                    "label": d.label,
-                    "removed_paragraphs": d.removed_paragraphs,
-                }
-                for d in context.decisions
-            ],
-            "input_tokens": context.input_tokens,
-            "policy": context.policy,
-            "usage": asdict(result.usage) if result.usage else None,
-            "model": result.model,
-            "provider": result.provider,
-            "options": self.options,
-            "messages": [
-                {"role": "system", "content": context.instructions},
-                {"role": "user", "content": context.user_message},
-            ]
-            if context.sources
-            else [],
-            "support": None,
-        }
-        if result.support is not None:
-            out["support"] = {
-                "flagged": result.support.flagged,
-                "citations": [asdict(c) for c in result.support.citations],
-                "unsupported_sentences": list(result.support.unsupported_sentences),
-            }
+        out = self.result.to_dict()
+        out["options"] = {**(out.get("options") or {}), **self.options}
         return out

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ragwright.core.assembly import Turn
+from ragwright.chat.contract import ChatMessage
 from ragwright.pipeline.retrieve import Mode, Thresholds
 
 ScoreKind = Literal["cosine", "bm25", "rrf", "rerank"]
@@ -284,10 +284,12 @@ class SearchResult:
 class AnswerRequest:
     """Answer a question from eligible evidence.
 
-    ``history`` holds earlier turns of the conversation (oldest first); they enter the
-    request through the assembly policy's history share (``+history=S``; 0.25 when the
-    policy names none). ``deadline_seconds`` ``None`` uses the ``answer_deadline``
-    setting.
+    ``history`` holds the conversation's earlier messages (user, assistant, alternating,
+    oldest first); they enter the request through the assembly policy's history share
+    (``+history=S``; 0.25 when the policy names none). ``current_revisions`` (document id
+    → revision, from the caller's system of record) is what ``+prefer-current-revision``
+    compares the stored revision of each candidate with. ``deadline_seconds`` ``None``
+    uses the ``answer_deadline`` setting.
     """
 
     question: str
@@ -296,7 +298,8 @@ class AnswerRequest:
     policy: str = "seed-baseline"
     evidence: EvidenceFilter = EvidenceFilter()
     tenant: str | None = None
-    history: tuple[Turn, ...] = ()
+    history: tuple[ChatMessage, ...] = ()
+    current_revisions: Mapping[str, str] | None = None
     preview: bool = False
     check_support: bool = False
     deadline_seconds: float | None = None

@@ -44,13 +44,12 @@ from ragwright.application.requests import (
     ThresholdOverrides,
     VersionStatus,
 )
-from ragwright.core.answers import SchemaStyle
 from ragwright.core.chunking import build_chunks
 from ragwright.core.eligibility import CallerScope, Eligibility, eligibility_filter
 from ragwright.core.points import LIVE, read_payload
 from ragwright.deadline import Deadline, deadline_scope
 from ragwright.errors import EvaluationError
-from ragwright.pipeline.answer import answer_question
+from ragwright.pipeline.answer import Budget, answer_question
 from ragwright.pipeline.calibrate import calibrate
 from ragwright.pipeline.evaluate import (
     EvalConfig,
@@ -248,6 +247,7 @@ class Application:
         deadline_seconds = request.deadline_seconds or self.settings.answer_deadline
         deadline = Deadline.after(deadline_seconds)
         counter = self.components.token_counter()
+        profiles = self.components.chat_profiles()
         index = self.components.open_index(
             eligibility.chunking_version, write=False, any_chunking_version=True
         )
@@ -267,11 +267,14 @@ class Application:
                     mode=request.mode,
                     policy=policy,
                     history=request.history,
+                    current_revisions=request.current_revisions,
+                    budget=Budget.for_profile(profiles[0]),
+                    fallbacks=profiles[1:],
                     deadline=deadline,
                     preview=request.preview,
                     support_check=request.check_support,
                     thresholds=limits,
-                    schema_style=self.schema_style(),
+                    schema_style=profiles[0].schema_style,
                     temperature=self.settings.chat_temperature,
                 )
         finally:
@@ -287,12 +290,11 @@ class Application:
             "publication_states": list(eligibility.publication_states),
             "documents": list(eligibility.document_ids),
             "tenant": request.tenant,
-            "history_turns": len(request.history),
-            "check_support": request.check_support,
+            "history_messages": len(request.history),
+            "current_revisions": dict(request.current_revisions or {}),
             "deadline_seconds": deadline_seconds,
-            "thresholds": dataclasses.asdict(limits),
-            "schema_style": self.schema_style(),
-            "temperature": self.settings.chat_temperature,
+            "primary": profiles[0].name,
+            "fallbacks": [p.name for p in profiles[1:]],
         }
         return AnswerOutcome(result, options)
 
@@ -460,12 +462,6 @@ class Application:
             fusion=s.threshold_fusion if overrides.fusion is None else overrides.fusion,
             rerank=s.threshold_rerank if overrides.rerank is None else overrides.rerank,
         )
-
-    def schema_style(self) -> SchemaStyle:
-        """The answer schema style for the configured provider."""
-        if self.settings.chat_schema_style != "auto":
-            return self.settings.chat_schema_style
-        return "variants" if self.settings.chat_provider in ("local", "ollama") else "object"
 
     def _cases(self, dataset: Dataset) -> list[EvalCase]:
         return self.components.load_cases(dataset.path, beir=dataset.beir, split=dataset.split)

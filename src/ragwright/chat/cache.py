@@ -3,9 +3,13 @@
 The key is a hash of the full request identity — every message, the options (response
 format and JSON schema included), the inner model's name, the prompt version — and the
 request's tenant/data **scope**, which is mandatory: a request without a scope is passed
-through uncached (``cache:bypass``). Only completed, validated responses are stored
-(``finish_reason == "stop"``, non-empty text, and the optional ``accept`` check). A hit
-returns a fresh response object. An operation whose deadline is already spent is never
+through uncached (``cache:bypass``). Only completed, accepted responses are stored:
+``finish_reason == "stop"``, non-empty text, the cache's own ``accept`` check and the
+request's ``accept`` hook (the answer use case passes its answer-contract check there,
+so an answer it would reject is never served to the next caller; ``cache:reject``). The
+hooks are not part of the key. A hit returns a fresh response object with its full
+provenance — provider and fallback flag included — so an alternate's answer is never
+reported as the primary's. An operation whose deadline is already spent is never
 answered from the cache. Streaming bypasses the cache.
 """
 
@@ -107,9 +111,13 @@ class ResponseCache:
             return _decode(stored)
         self._events("cache:miss")
         response = await self.inner.complete(request, deadline)
-        if response.finish_reason == "stop" and response.text.strip() and self._accept(response):
-            self.store.set(key, _encode(response), self.ttl)
-            self._events("cache:store")
+        if response.finish_reason != "stop" or not response.text.strip():
+            return response
+        if not self._accept(response) or (request.accept and not request.accept(response)):
+            self._events("cache:reject")
+            return response
+        self.store.set(key, _encode(response), self.ttl)
+        self._events("cache:store")
         return response
 
     def stream(self, request: ChatRequest, deadline: Deadline) -> AsyncIterator[ChatUpdate]:
@@ -128,4 +136,6 @@ def _decode(data: bytes) -> ChatResponse:
         finish_reason=raw["finish_reason"],
         model=raw["model"],
         usage=Usage(**usage) if usage else None,
+        provider=raw.get("provider", ""),
+        fallback=bool(raw.get("fallback", False)),
     )

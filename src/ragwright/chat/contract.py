@@ -10,10 +10,11 @@ does not report is ``None`` ("unknown"), never zero.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from ragwright.core.answers import SchemaStyle
 from ragwright.deadline import Deadline as Deadline  # noqa: PLC0414 - re-exported
 
 Role = Literal["system", "user", "assistant"]
@@ -37,18 +38,48 @@ class ChatOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelProfile:
+    """What a request must be prepared for on one provider of a failover.
+
+    ``name`` is the provider's ``ChatModel.name`` (unique within a pipeline); ``system``
+    the provider kind (``openai``, ``ollama``…); ``model`` the configured model.
+    ``context_window`` and ``output_limit`` size the request, ``schema_style`` picks the
+    answer schema, and ``token_ratio`` is how many of this model's tokens one token of the
+    application's counter makes (above 1 for a finer tokenizer, so assembly leaves room).
+    """
+
+    name: str
+    system: str
+    model: str
+    context_window: int = 4096
+    output_limit: int = 512
+    schema_style: SchemaStyle = "variants"
+    token_ratio: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
 class ChatRequest:
     """Messages and options of one logical operation.
 
     ``scope`` names the tenant/data scope the messages were built from (trusted context);
     a request without one is never served from or stored in a shared response cache.
     ``prompt_version`` identifies the instructions, so a prompt change is a cache miss.
+
+    Two hooks travel with the request and are no part of its identity (the cache key
+    ignores them): ``prepare`` rebuilds the request for an alternate's
+    :class:`ModelProfile` when failover switches (``None`` from it: the request cannot
+    fit that model, which is then skipped), and ``accept`` is the caller's acceptance
+    check — a response it refuses is returned but never cached.
     """
 
     messages: tuple[ChatMessage, ...]
     options: ChatOptions = ChatOptions()
     scope: str | None = None
     prompt_version: str | None = None
+    prepare: Callable[[ModelProfile], ChatRequest | None] | None = field(
+        default=None, compare=False, repr=False
+    )
+    accept: Callable[[ChatResponse], bool] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

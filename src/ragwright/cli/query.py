@@ -26,7 +26,7 @@ from ragwright.cli.common import (
 from ragwright.errors import SourceError
 
 if TYPE_CHECKING:
-    from ragwright.application import AnswerOutcome, SearchResult, Turn
+    from ragwright.application import AnswerOutcome, ChatMessage, SearchResult
 
 MODES = ("dense", "sparse", "hybrid")
 ASSEMBLY_POLICIES_HELP = (
@@ -100,29 +100,48 @@ def search(
     _excluded_note(result)
 
 
-def load_history(path: Path) -> tuple[Turn, ...]:
-    """Earlier turns from a JSON file: a list of ``{"question", "answer"}`` objects, or of
-    chat messages ``{"role": "user"|"assistant", "content"}`` alternating from a user turn."""
-    from ragwright.application import Turn
+def load_history(path: Path) -> tuple[ChatMessage, ...]:
+    """Earlier turns from a JSON file: chat messages ``{"role", "content"}`` (user and
+    assistant alternating, user first), or ``{"question", "answer"}`` pairs."""
+    from ragwright.application import ChatMessage
 
     try:
         data = json.loads(path.read_text("utf-8"))
     except (OSError, ValueError) as error:
         raise SourceError(str(path), f"history must be a readable JSON file ({error})") from error
-    if not isinstance(data, list):
-        raise SourceError(str(path), "history must be a JSON list of turns")
-    if all(isinstance(t, dict) and set(t) == {"question", "answer"} for t in data):
-        return tuple(Turn(str(t["question"]), str(t["answer"])) for t in data)
-    roles = [t.get("role") if isinstance(t, dict) else None for t in data]
-    if len(data) % 2 or roles != ["user", "assistant"] * (len(data) // 2):
-        raise SourceError(
-            str(path),
-            "history turns must be {question, answer} objects, or role/content messages "
-            "alternating user, assistant",
-        )
-    return tuple(
-        Turn(str(data[i]["content"]), str(data[i + 1]["content"])) for i in range(0, len(data), 2)
-    )
+    if not isinstance(data, list) or not all(isinstance(t, dict) for t in data):
+        raise SourceError(str(path), "history must be a JSON list of objects")
+    messages: list[ChatMessage] = []
+    for index, turn in enumerate(data):
+        if set(turn) == {"question", "answer"}:
+            messages += [
+                ChatMessage("user", str(turn["question"])),
+                ChatMessage("assistant", str(turn["answer"])),
+            ]
+        elif set(turn) == {"role", "content"} and turn["role"] in ("user", "assistant"):
+            messages.append(ChatMessage(turn["role"], str(turn["content"])))
+        else:
+            raise SourceError(
+                str(path),
+                f"history[{index}]: expected {{question, answer}} or {{role, content}} "
+                "with role user or assistant",
+            )
+    return tuple(messages)
+
+
+def parse_revisions(pairs: list[str] | None) -> dict[str, str] | None:
+    """``DOC=REV`` options as a mapping (``None`` when none are given)."""
+    if not pairs:
+        return None
+    revisions = {}
+    for pair in pairs:
+        document, sep, revision = pair.partition("=")
+        if not sep or not document or not revision:
+            raise typer.BadParameter(
+                f"expected DOC=REV, got {pair!r}", param_hint="--current-revision"
+            )
+        revisions[document] = revision
+    return revisions
 
 
 @app.command()
@@ -149,6 +168,16 @@ def ask(
             metavar="FILE",
             help='Earlier turns of the conversation as JSON: [{"question", "answer"}, ...] '
             'or chat messages [{"role", "content"}, ...].',
+        ),
+    ] = None,
+    current_revisions: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--current-revision",
+            metavar="DOC=REV",
+            help="The current revision of a document (repeatable), from your system of "
+            "record; with the +prefer-current-revision policy, evidence stored under "
+            "another revision is dropped.",
         ),
     ] = None,
     deadline: Annotated[
@@ -194,6 +223,7 @@ def ask(
         evidence=evidence_filter(types, states, documents, chunking_version),
         tenant=tenant,
         history=load_history(history) if history is not None else (),
+        current_revisions=parse_revisions(current_revisions),
         preview=preview,
         check_support=check,
         deadline_seconds=deadline,
@@ -210,7 +240,7 @@ def _print_answer(outcome: AnswerOutcome) -> None:
     if data["status"] == "no_eligible_evidence":
         print("No eligible evidence: nothing was sent to the model.")
     elif data["status"] == "preview":
-        for message in data["messages"]:
+        for message in data["request"]["messages"]:
             print(f"--- {message['role']} ---")
             print(message["content"])
     else:

@@ -42,11 +42,13 @@ Step = Reply | Fail | Hang | Stream
 
 @dataclass
 class ScriptedChatModel:
-    """Plays ``script`` one step per call; ``events`` receives ``provider:N``."""
+    """Plays ``script`` one step per call; ``events`` receives ``provider:N``; replies
+    report ``model`` as the model that answered."""
 
     script: list[Step]
     events: Callable[[str], None] = lambda _event: None
     name: str = "scripted"
+    model: str = "scripted-model"
     calls: int = 0
     requests: list[ChatRequest] = field(default_factory=list)
 
@@ -65,7 +67,7 @@ class ScriptedChatModel:
         if isinstance(step, Hang):
             await asyncio.Event().wait()
         if isinstance(step, Reply):
-            return ChatResponse(step.text, "stop", "scripted-model")
+            return ChatResponse(step.text, "stop", self.model)
         raise AssertionError(f"step {step!r} is not a buffered step")
 
     async def stream(self, request: ChatRequest, deadline: Deadline) -> AsyncIterator[ChatUpdate]:
