@@ -450,8 +450,71 @@ def test_ask_text_output_explains_a_flagged_answer(
     assert len(requests) == 1
     lines = out.splitlines()
     assert lines[0].startswith("[answered] ")
-    assert lines[1].startswith("  S1: worker-shutdown/")
+    assert lines[1] == "  answered by scripted via openai"
+    assert lines[2].startswith("  S1: worker-shutdown/")
     verdict_at = lines.index(f"support check: {verdict}")
     assert lines[verdict_at + 1 : lines.index("decisions:")] == explanations
     assert lines[-1].startswith("input tokens (o200k_base estimate): ")
     assert lines[-1].endswith("provider usage: 100 in / 20 out")
+
+
+@pytest.mark.slow
+def test_ask_fails_over_to_the_configured_alternate_prepared_for_it(indexed_home: Path) -> None:
+    # The primary is unreachable (a closed loopback port: a transient failure); the
+    # alternate named in RAGWRIGHT_CHAT_FALLBACKS answers, with a request assembled for
+    # its own smaller window and its own schema style, and the result says so.
+    from tests.scripted_openai import scripted_openai
+
+    question = "Should I drain all queued work during shutdown?"
+    primary = {
+        "RAGWRIGHT_CHAT_PROVIDER": "openai",
+        "RAGWRIGHT_CHAT_MODEL": "primary-model",
+        "RAGWRIGHT_CHAT_BASE_URL": "http://127.0.0.1:9/v1",
+        "RAGWRIGHT_CHAT_SCHEMA_STYLE": "variants",
+    }
+    alone = ragwright("ask", question, "--k", "8", home=indexed_home, **primary)
+    assert alone.returncode == 1 and "transient" in alone.stderr
+    preview = json.loads(
+        ragwright(
+            "ask",
+            question,
+            "--k",
+            "8",
+            "--preview",
+            "--json",
+            home=indexed_home,
+            check=True,
+            **primary,
+        ).stdout
+    )
+    with scripted_openai(_quote_s1) as (base_url, requests):  # type: ignore[arg-type]
+        fallback = {
+            "provider": "openai",
+            "model": "scripted",
+            "name": "backup",
+            "base_url": base_url,
+            "context_window": 1200,
+            "output_limit": 200,
+            "schema_style": "object",
+        }
+        out = json.loads(
+            ragwright(
+                "ask",
+                question,
+                "--k",
+                "8",
+                "--json",
+                home=indexed_home,
+                check=True,
+                RAGWRIGHT_CHAT_FALLBACKS=json.dumps([fallback]),
+                **primary,
+            ).stdout
+        )
+    assert out["status"] == "answered" and out["fallback"] is True
+    assert out["provider"] == "backup" and out["model"] == "scripted"
+    (sent,) = requests
+    schema = sent["body"]["response_format"]["json_schema"]["schema"]
+    assert "anyOf" not in schema and schema["type"] == "object"  # the alternate's style
+    assert sent["body"]["max_tokens"] == 200
+    assert len(out["sources"]) < len(preview["sources"])  # re-assembled for 1,200 tokens
+    assert out["citations"][0]["label"] in {s["label"] for s in out["sources"]}

@@ -245,6 +245,9 @@ def _print_answer(outcome: AnswerOutcome) -> None:
             print(message["content"])
     else:
         print(f"[{data['status']}] {data['answer'] or '(the evidence is insufficient)'}")
+        if data["provider"]:
+            fallback = " (fallback: the primary failed)" if data["fallback"] else ""
+            print(f"  answered by {data['model']} via {data['provider']}{fallback}")
         for citation in data["citations"]:
             where = f"{citation['document_id']}/{citation['chunk_id']}"
             print(f"  {citation['label']}: {where} [{citation['chunking_version']}]")
