@@ -17,8 +17,8 @@ from ragwright.adapters.redis import RedisCacheStore, RedisCapacityPool, connect
 from ragwright.adapters.rerankers import BiEncoderReranker, HttpReranker
 from ragwright.chat.budget import AttemptLimit, Budgeted
 from ragwright.chat.builder import ChatPipelineBuilder
-from ragwright.chat.cache import CacheStore, MemoryCacheStore, ResponseCache
-from ragwright.chat.capacity import CapacityGate, CapacityPool, LocalCapacityPool
+from ragwright.chat.cache import MemoryCacheStore, ResponseCache
+from ragwright.chat.capacity import CapacityGate, LocalCapacityPool
 from ragwright.chat.contract import ChatModel
 from ragwright.chat.failover import Failover
 from ragwright.chat.guard import MessageGuard
@@ -30,7 +30,14 @@ from ragwright.core.contracts import contract_for
 from ragwright.core.lexical import LexicalProfile
 from ragwright.errors import ConfigError
 from ragwright.pipeline.retrieve import Retriever, Thresholds
-from ragwright.protocols import Embedder, Reranker, VectorIndex
+from ragwright.protocols import (
+    CacheStore,
+    CapacityPool,
+    Embedder,
+    Reranker,
+    TokenCounter,
+    VectorIndex,
+)
 from ragwright.settings import Settings
 from ragwright.types import EmbeddingProfile
 
@@ -203,7 +210,7 @@ def build_chat_pipeline(
     settings: Settings,
     providers: Sequence[ChatModel],
     *,
-    count_tokens: Callable[[str], int],
+    counter: TokenCounter,
     events: Callable[[str], None] | None = None,
 ) -> ChatModel:
     """The default pipeline over ``providers`` (the first is the primary), outer → inner:
@@ -213,7 +220,11 @@ def build_chat_pipeline(
     """
     sink = events or _ignore
     client = connect(settings.redis_url) if settings.redis_url else None
-    store: CacheStore = RedisCacheStore(client) if client is not None else MemoryCacheStore()
+    store: CacheStore = (
+        RedisCacheStore(client)
+        if client is not None
+        else MemoryCacheStore(max_entries=settings.chat_cache_max_entries)
+    )
     pool: CapacityPool = (
         RedisCapacityPool(client, "chat", limit=settings.chat_capacity)
         if client is not None
@@ -247,7 +258,7 @@ def build_chat_pipeline(
                 inner,
                 max_messages=settings.chat_max_messages,
                 max_input_tokens=settings.chat_max_input_tokens,
-                count_tokens=count_tokens,
+                counter=counter,
             )
         )
         .use(lambda inner: Budgeted(inner, attempts=settings.chat_max_attempts))

@@ -2,15 +2,19 @@
 
 Records are frozen: no middleware can change a caller's messages or options, so every
 attempt is rebuilt from the same known-safe request by construction. Usage a provider
-does not report is ``None`` ("unknown"), never zero.
+does not report is ``None`` ("unknown"), never zero. The ``ChatModel`` protocol lives
+with the other protocols in :mod:`ragwright.protocols`; it is re-exported here.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
+
+# Re-exported so ``from ragwright.chat.contract import ChatModel`` keeps working.
+from ragwright.protocols import ChatModel as ChatModel  # noqa: PLC0414
 
 Role = Literal["system", "user", "assistant"]
 Clock = Callable[[], float]
@@ -103,17 +107,3 @@ class Deadline:
     def expired(self) -> bool:
         """True once no time is left."""
         return self.remaining() <= 0.0
-
-
-class ChatModel(Protocol):
-    """A provider or a middleware wrapping one. Capabilities are attributes."""
-
-    name: str
-
-    async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
-        """A buffered call: the whole response or a :class:`ChatError`."""
-        ...
-
-    def stream(self, request: ChatRequest, deadline: Deadline) -> AsyncIterator[ChatUpdate]:
-        """A streamed call; updates may reach the caller before a failure."""
-        ...

@@ -149,7 +149,7 @@ def ask(
         chat, close = None, None
         if not preview:
             provider, close = open_chat_provider(settings)
-            chat = build_chat_pipeline(settings, [provider], count_tokens=counter.count)
+            chat = build_chat_pipeline(settings, [provider], counter=counter)
         try:
             return await answer_question(
                 question,

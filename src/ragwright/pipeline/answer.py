@@ -27,10 +27,11 @@ from ragwright.chat.contract import (
     Usage,
 )
 from ragwright.core.answers import Citation, SchemaStyle, answer_schema, parse_answer
-from ragwright.core.assembly import AssembledContext, Candidate, Counter, assemble
+from ragwright.core.assembly import AssembledContext, Candidate, assemble
 from ragwright.core.eligibility import CallerScope, Eligibility
 from ragwright.core.support import SupportReport, check_support
 from ragwright.pipeline.retrieve import Hit, Mode, Retriever, Thresholds
+from ragwright.protocols import TokenCounter
 
 Status = Literal["answered", "insufficient", "no_eligible_evidence", "preview"]
 
@@ -93,7 +94,7 @@ async def answer_question(
     eligibility: Eligibility,
     scope: CallerScope,
     chat: ChatModel | None,
-    counter: Counter,
+    counter: TokenCounter,
     k: int = 5,
     mode: Mode = "hybrid",
     policy: str = "seed-baseline",
