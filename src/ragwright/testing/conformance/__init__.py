@@ -20,7 +20,7 @@ except ModuleNotFoundError as missing:
     ) from missing
 
 from ragwright.testing.conformance.chat import ChatModelConformance
-from ragwright.testing.conformance.index import VectorIndexConformance
+from ragwright.testing.conformance.index import VERSION, VectorIndexConformance
 from ragwright.testing.conformance.models import (
     EmbedderConformance,
     RerankerConformance,
@@ -29,6 +29,7 @@ from ragwright.testing.conformance.models import (
 from ragwright.testing.conformance.stores import CacheStoreConformance, CapacityPoolConformance
 
 __all__ = [
+    "VERSION",
     "CacheStoreConformance",
     "CapacityPoolConformance",
     "ChatModelConformance",
