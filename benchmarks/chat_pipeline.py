@@ -92,7 +92,7 @@ def summary(values: list[float]) -> dict[str, float]:
 
 def overhead(calls: int) -> dict[str, object]:
     counter = O200kCounter()
-    pipeline = build_chat_pipeline(load_settings(), [Instant()], count_tokens=counter.count)
+    pipeline = build_chat_pipeline(load_settings(), [Instant()], counter=counter)
     bare = Instant()
 
     async def run() -> tuple[list[float], list[float]]:

@@ -1,14 +1,18 @@
-"""Small protocols for the pluggable parts. Capabilities are attributes, not isinstance.
+"""Small protocols for every pluggable part. Capabilities are attributes, not isinstance.
 
-The chat model's protocol lives with the chat contract (``chat/contract.py``); the job
-store comes with the service.
+``Embedder``, ``SparseEncoder``, ``VectorIndex``, ``Reranker``, ``TokenCounter``,
+``ChatModel``, ``CacheStore`` and ``CapacityPool``. Each protocol with two or more
+implementations has a conformance suite in :mod:`ragwright.testing` that states its
+contract as tests. ``TokenCounter`` is defined in :mod:`ragwright.types` (the pure core
+counts tokens and may not import this module) and re-exported here. The job store comes
+with the service.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ragwright.core.lexical import LexicalProfile
 from ragwright.types import (
@@ -18,7 +22,24 @@ from ragwright.types import (
     PointFilter,
     SparseVector,
     StoredPoint,
+    TokenCounter,
 )
+
+if TYPE_CHECKING:
+    # Annotations only: the chat records import nothing from here, and importing them
+    # at run time would make ``chat.contract`` (which re-exports ChatModel) circular.
+    from ragwright.chat.contract import ChatRequest, ChatResponse, ChatUpdate, Deadline
+
+__all__ = [
+    "CacheStore",
+    "CapacityPool",
+    "ChatModel",
+    "Embedder",
+    "Reranker",
+    "SparseEncoder",
+    "TokenCounter",
+    "VectorIndex",
+]
 
 
 class Embedder(Protocol):
@@ -133,11 +154,58 @@ class Reranker(Protocol):
         ...
 
 
-class TokenCounter(Protocol):
-    """Counts tokens of one encoding (o200k_base for prompts and budgets)."""
+class ChatModel(Protocol):
+    """A chat provider, or a middleware wrapping one. Capabilities are attributes.
 
-    encoding_name: str
+    A buffered call returns the whole response or raises a :class:`ChatError` whose
+    category says what went wrong (a provider's own exceptions never escape). A response
+    names the adapter that produced it in ``provider``. A streamed call yields the text in
+    order; updates may reach the caller before a failure. Both spend only the time left
+    on the caller's ``deadline``.
+    """
 
-    def count(self, text: str) -> int:
-        """Tokens of ``text``."""
+    name: str
+
+    async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
+        """A buffered call: the whole response or a :class:`ChatError`."""
+        ...
+
+    def stream(self, request: ChatRequest, deadline: Deadline) -> AsyncIterator[ChatUpdate]:
+        """A streamed call; updates may reach the caller before a failure."""
+        ...
+
+
+class CacheStore(Protocol):
+    """Bytes by key, each entry with its own time to live.
+
+    ``get`` returns exactly the bytes of the latest ``set`` of that key until ``ttl``
+    seconds have passed, then ``None``; a key never set is ``None``. A store may drop an
+    entry earlier (a bounded store evicts), so a miss is always a legal answer.
+    """
+
+    def get(self, key: str) -> bytes | None:
+        """The live value of ``key``, or ``None``."""
+        ...
+
+    def set(self, key: str, value: bytes, ttl: float) -> None:
+        """Store ``value`` under ``key`` for ``ttl`` seconds, replacing any earlier value."""
+        ...
+
+
+class CapacityPool(Protocol):
+    """Non-blocking leases: at most ``limit`` are held at any moment.
+
+    ``try_acquire`` never waits: it returns a lease at once or ``None`` when the pool is
+    full, so the caller's deadline is never spent queueing. Releasing a lease frees
+    exactly one slot, and releasing it again does nothing.
+    """
+
+    limit: int
+
+    def try_acquire(self) -> object | None:
+        """A lease token, or ``None`` when the pool is full."""
+        ...
+
+    def release(self, lease: object) -> None:
+        """Return a lease (idempotent)."""
         ...

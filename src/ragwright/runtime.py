@@ -30,8 +30,8 @@ from ragwright.adapters.tokenizer import O200kCounter
 from ragwright.application import Application, ChatSession, LoadedSources, SkippedFile
 from ragwright.chat.budget import AttemptLimit, Budgeted
 from ragwright.chat.builder import ChatPipelineBuilder
-from ragwright.chat.cache import CacheStore, MemoryCacheStore, ResponseCache
-from ragwright.chat.capacity import CapacityGate, CapacityPool, LocalCapacityPool
+from ragwright.chat.cache import MemoryCacheStore, ResponseCache
+from ragwright.chat.capacity import CapacityGate, LocalCapacityPool
 from ragwright.chat.contract import ChatModel, ModelProfile
 from ragwright.chat.failover import Failover
 from ragwright.chat.guard import MessageGuard
@@ -43,7 +43,15 @@ from ragwright.core.contracts import contract_for
 from ragwright.core.lexical import LexicalProfile
 from ragwright.errors import ConfigError
 from ragwright.pipeline.retrieve import Retriever, Thresholds
-from ragwright.protocols import Embedder, Reranker, SparseEncoder, TokenCounter, VectorIndex
+from ragwright.protocols import (
+    CacheStore,
+    CapacityPool,
+    Embedder,
+    Reranker,
+    SparseEncoder,
+    TokenCounter,
+    VectorIndex,
+)
 from ragwright.retry import RetryingEmbedder, RetryingReranker, RetryPolicy
 from ragwright.settings import Settings, load_settings
 from ragwright.types import EmbeddingProfile, EvalCase
@@ -353,7 +361,7 @@ def build_chat_pipeline(
     settings: Settings,
     providers: Sequence[ChatModel],
     *,
-    count_tokens: Callable[[str], int],
+    counter: TokenCounter,
     events: Callable[[str], None] | None = None,
     profiles: Sequence[ModelProfile] | None = None,
     telemetry: TelemetryExport | None = None,
@@ -380,7 +388,11 @@ def build_chat_pipeline(
         )
     )
     client = connect(settings.redis_url) if settings.redis_url else None
-    store: CacheStore = RedisCacheStore(client) if client is not None else MemoryCacheStore()
+    store: CacheStore = (
+        RedisCacheStore(client)
+        if client is not None
+        else MemoryCacheStore(max_entries=settings.chat_cache_max_entries)
+    )
     pool: CapacityPool = (
         RedisCapacityPool(client, "chat", limit=settings.chat_capacity)
         if client is not None
@@ -421,7 +433,7 @@ def build_chat_pipeline(
                 inner,
                 max_messages=settings.chat_max_messages,
                 max_input_tokens=settings.chat_max_input_tokens,
-                count_tokens=count_tokens,
+                counter=counter,
             )
         )
         .use(lambda inner: Budgeted(inner, attempts=settings.chat_max_attempts))
@@ -490,7 +502,7 @@ class RuntimeComponents:
         pipeline = build_chat_pipeline(
             self.settings,
             providers,
-            count_tokens=counter.count,
+            counter=counter,
             profiles=self.chat_profiles(),
             telemetry=telemetry,
         )

@@ -140,6 +140,9 @@ class Settings(BaseSettings):
     chat_retries: int = Field(2, gt=0, description="Attempts per provider inside the retry layer.")
     chat_capacity: int = Field(2, gt=0, description="Concurrent model attempts in the pool.")
     chat_cache_ttl: float = Field(300.0, gt=0)
+    chat_cache_max_entries: int = Field(
+        1024, gt=0, description="In-process response cache: entries kept (least recently used go)."
+    )
     chat_temperature: float | None = Field(
         0.0,
         ge=0.0,

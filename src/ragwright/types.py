@@ -3,6 +3,10 @@
 Core records are frozen, slotted dataclasses; pydantic lives only at the boundaries
 (settings, provider JSON, source files). Sequences are tuples so records stay hashable
 and cannot be changed behind a caller's back.
+
+:class:`TokenCounter` is the one protocol defined here rather than in ``protocols.py``:
+the pure core counts tokens while assembling context, and the core may import only this
+module and ``errors`` (``protocols.py`` re-exports it with the other protocols).
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 PUBLICATION_STATES: tuple[str, ...] = ("published", "draft")
 DEFAULT_DOCUMENT_TYPES: tuple[str, ...] = ("runbook", "note")
@@ -217,3 +221,19 @@ class EvalCase:
     def level(self) -> Literal["chunk", "document"]:
         """Chunk-level when its labels name chunks, else document-level."""
         return "chunk" if self.relevant and self.relevant[0].chunk_id is not None else "document"
+
+
+class TokenCounter(Protocol):
+    """Counts the tokens of one encoding (o200k_base for prompts and budgets).
+
+    The contract (checked by ``ragwright.testing.TokenCounterConformance``): the count of
+    ``""`` is 0, a text with any non-space character counts at least 1, the same text
+    always gives the same count, and text that spells a special token (``<|endoftext|>``)
+    is counted as ordinary text, never rejected.
+    """
+
+    encoding_name: str
+
+    def count(self, text: str) -> int:
+        """Tokens of ``text``."""
+        ...

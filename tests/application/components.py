@@ -44,7 +44,7 @@ class FakeComponents(RuntimeComponents):
 
     def chat(self, counter: TokenCounter) -> ChatSession:
         self.sessions += 1
-        pipeline = build_chat_pipeline(self.settings, [self.model], count_tokens=counter.count)
+        pipeline = build_chat_pipeline(self.settings, [self.model], counter=counter)
         return ChatSession(pipeline, _nothing)
 
 

@@ -10,6 +10,7 @@ from ragwright.chat.contract import ChatMessage, ChatRequest, ChatResponse, Dead
 from ragwright.chat.guard import MessageGuard
 from ragwright.chat.probes import Probe
 from ragwright.errors import ChatError, FailureCategory
+from ragwright.testing.fakes import WordCounter
 from ragwright.testing.scripted import Fail, Hang, Reply, ScriptedChatModel, Stream
 
 SCOPED = ChatRequest(
@@ -147,14 +148,10 @@ def test_failures_are_not_cached() -> None:
     assert ask(cache).text == "Draft reply."
 
 
-def words(text: str) -> int:
-    return len(text.split())
-
-
 @pytest.mark.parametrize("shape", ["complete", "stream"])
 def test_guard_rejects_before_the_provider_is_called(shape: str) -> None:
     provider = ScriptedChatModel([Reply(), Stream(("x",), None)])
-    guard = MessageGuard(provider, max_messages=2, max_input_tokens=5, count_tokens=words)
+    guard = MessageGuard(provider, max_messages=2, max_input_tokens=5, counter=WordCounter())
     too_long = ChatRequest((ChatMessage("user", "one two three four five six"),))
     too_many = ChatRequest(tuple(ChatMessage("user", "hi") for _ in range(3)))
 

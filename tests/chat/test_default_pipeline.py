@@ -22,6 +22,7 @@ from ragwright.runtime import (
     open_chat_providers,
 )
 from ragwright.settings import load_settings
+from ragwright.testing.fakes import WordCounter
 from ragwright.testing.scripted import Fail, Reply, ScriptedChatModel
 
 REQUEST = ChatRequest(
@@ -29,15 +30,11 @@ REQUEST = ChatRequest(
 )
 
 
-def words(text: str) -> int:
-    return len(text.split())
-
-
 def test_default_order_outer_to_inner() -> None:
     events: list[str] = []
     provider = ScriptedChatModel([Fail(), Reply()], events=events.append, name="primary")
     pipeline = build_chat_pipeline(
-        load_settings(), [provider], count_tokens=words, events=events.append
+        load_settings(), [provider], counter=WordCounter(), events=events.append
     )
     response = asyncio.run(pipeline.complete(REQUEST, Deadline.after(5)))
     assert response.text == "Draft reply."
@@ -63,7 +60,9 @@ def test_the_guard_stops_oversized_requests_before_any_layer() -> None:
     events: list[str] = []
     provider = ScriptedChatModel([Reply()], events=events.append)
     settings = load_settings(chat_max_input_tokens=3)
-    pipeline = build_chat_pipeline(settings, [provider], count_tokens=words, events=events.append)
+    pipeline = build_chat_pipeline(
+        settings, [provider], counter=WordCounter(), events=events.append
+    )
     with pytest.raises(ChatError) as caught:
         asyncio.run(pipeline.complete(REQUEST, Deadline.after(5)))
     assert caught.value.category is FailureCategory.INVALID_INPUT and events == []
@@ -75,7 +74,7 @@ def test_alternates_are_used_through_failover_within_one_budget() -> None:
     alternate = ScriptedChatModel([Reply("alt")], events=events.append, name="alternate")
     settings = load_settings(chat_max_attempts=2)
     pipeline = build_chat_pipeline(
-        settings, [primary, alternate], count_tokens=words, events=events.append
+        settings, [primary, alternate], counter=WordCounter(), events=events.append
     )
     response = asyncio.run(pipeline.complete(REQUEST, Deadline.after(5)))
     assert (response.text, response.provider, response.fallback) == ("alt", "alternate", True)
@@ -107,7 +106,7 @@ def fallback_pipeline(export: TelemetryExport) -> ChatModel:
     return build_chat_pipeline(
         load_settings(),
         [primary, alternate],
-        count_tokens=words,
+        counter=WordCounter(),
         profiles=PROFILES,
         telemetry=export,
     )

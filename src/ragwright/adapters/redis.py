@@ -45,6 +45,8 @@ class RedisCacheStore:
         return value if isinstance(value, bytes) else None
 
     def set(self, key: str, value: bytes, ttl: float) -> None:
+        if ttl <= 0:
+            raise ValueError(f"ttl must be positive, got {ttl}")
         self._client.set(self._prefix + key, value, px=max(1, int(ttl * 1000)))
 
 

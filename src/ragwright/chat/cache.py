@@ -20,7 +20,8 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict
-from typing import Protocol
+
+from cachetools import TLRUCache
 
 from ragwright.chat.contract import (
     ChatModel,
@@ -33,35 +34,41 @@ from ragwright.chat.contract import (
 from ragwright.chat.probes import EventSink
 from ragwright.deadline import Clock
 from ragwright.errors import ChatError, FailureCategory
-
-
-class CacheStore(Protocol):
-    """Bytes by key with a time to live (in-process here; Redis follows)."""
-
-    def get(self, key: str) -> bytes | None: ...
-
-    def set(self, key: str, value: bytes, ttl: float) -> None: ...
+from ragwright.protocols import CacheStore
 
 
 class MemoryCacheStore:
-    """A dict with expiry times on an injected clock."""
+    """An in-process store bounded in size and time, on an injected clock.
 
-    def __init__(self, clock: Clock = time.monotonic) -> None:
-        self._clock = clock
-        self._entries: dict[str, tuple[float, bytes]] = {}
+    Holds at most ``max_entries`` entries; past that the least recently used one is
+    evicted (cachetools' ``TLRUCache``), so a busy process cannot grow without bound.
+    Each entry expires ``ttl`` seconds after it was set.
+    """
+
+    def __init__(self, clock: Clock = time.monotonic, *, max_entries: int = 1024) -> None:
+        if max_entries < 1:
+            raise ValueError(f"max_entries must be at least 1, got {max_entries}")
+        self.max_entries = max_entries
+        # The value carries its own ttl so each entry can expire on its own schedule.
+        self._entries: TLRUCache[str, tuple[float, bytes]] = TLRUCache(
+            maxsize=max_entries, ttu=_expires_at, timer=clock
+        )
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
     def get(self, key: str) -> bytes | None:
         entry = self._entries.get(key)
-        if entry is None:
-            return None
-        expires, value = entry
-        if self._clock() >= expires:
-            del self._entries[key]
-            return None
-        return value
+        return None if entry is None else entry[1]
 
     def set(self, key: str, value: bytes, ttl: float) -> None:
-        self._entries[key] = (self._clock() + ttl, value)
+        if ttl <= 0:
+            raise ValueError(f"ttl must be positive, got {ttl}")
+        self._entries[key] = (ttl, value)
+
+
+def _expires_at(_key: str, entry: tuple[float, bytes], now: float) -> float:
+    return now + entry[0]
 
 
 def cache_key(request: ChatRequest, model: str) -> str:

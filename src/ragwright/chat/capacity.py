@@ -4,29 +4,18 @@ Place it just above the provider (inside the retry), so each attempt takes a lea
 a retry wait holds none. When the pool is full the attempt is refused at once with the
 ``capacity`` category. A buffered attempt releases on success, failure or cancellation;
 a stream holds its lease until it is fully consumed or abandoned. This module has the
-in-process pool; the Redis pool shared across processes follows.
+in-process pool; ``adapters/redis.py`` has the pool shared across processes. Both keep
+the :class:`~ragwright.protocols.CapacityPool` contract.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator
-from typing import Protocol
 
 from ragwright.chat.contract import ChatModel, ChatRequest, ChatResponse, ChatUpdate, Deadline
 from ragwright.errors import ChatError, FailureCategory
-
-
-class CapacityPool(Protocol):
-    """Non-blocking leases."""
-
-    def try_acquire(self) -> object | None:
-        """A lease token, or ``None`` when the pool is full."""
-        ...
-
-    def release(self, lease: object) -> None:
-        """Return a lease (idempotent)."""
-        ...
+from ragwright.protocols import CapacityPool
 
 
 class LocalCapacityPool:

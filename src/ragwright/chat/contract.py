@@ -5,17 +5,21 @@ is re-exported here.
 
 Records are frozen: no middleware can change a caller's messages or options, so every
 attempt is rebuilt from the same known-safe request by construction. Usage a provider
-does not report is ``None`` ("unknown"), never zero.
+does not report is ``None`` ("unknown"), never zero. The ``ChatModel`` protocol lives
+with the other protocols in :mod:`ragwright.protocols`; it is re-exported here.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from ragwright.core.answers import SchemaStyle
 from ragwright.deadline import Deadline as Deadline  # noqa: PLC0414 - re-exported
+
+# Re-exported so ``from ragwright.chat.contract import ChatModel`` keeps working.
+from ragwright.protocols import ChatModel as ChatModel  # noqa: PLC0414
 
 Role = Literal["system", "user", "assistant"]
 
@@ -111,17 +115,3 @@ class ChatUpdate:
     """One piece of a streamed response."""
 
     text: str
-
-
-class ChatModel(Protocol):
-    """A provider or a middleware wrapping one. Capabilities are attributes."""
-
-    name: str
-
-    async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
-        """A buffered call: the whole response or a :class:`ChatError`."""
-        ...
-
-    def stream(self, request: ChatRequest, deadline: Deadline) -> AsyncIterator[ChatUpdate]:
-        """A streamed call; updates may reach the caller before a failure."""
-        ...

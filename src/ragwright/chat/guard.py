@@ -1,16 +1,18 @@
 """Message guard: refuse oversized requests before anything else spends work.
 
-Counts messages and input tokens (every message's content, with the injected counter —
-o200k_base in the application) for both buffered and streaming calls, and raises
-``invalid_input`` without calling the inner model when a limit is exceeded.
+Counts messages and input tokens (every message's content, with the injected
+:class:`~ragwright.protocols.TokenCounter` — o200k_base in the application) for both
+buffered and streaming calls, and raises ``invalid_input`` without calling the inner
+model when a limit is exceeded.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 from ragwright.chat.contract import ChatModel, ChatRequest, ChatResponse, ChatUpdate, Deadline
 from ragwright.errors import ChatError, FailureCategory
+from ragwright.protocols import TokenCounter
 
 
 class MessageGuard:
@@ -22,13 +24,13 @@ class MessageGuard:
         *,
         max_messages: int,
         max_input_tokens: int,
-        count_tokens: Callable[[str], int],
+        counter: TokenCounter,
     ) -> None:
         self.inner = inner
         self.name = inner.name
         self.max_messages = max_messages
         self.max_input_tokens = max_input_tokens
-        self._count = count_tokens
+        self.counter = counter
 
     def check(self, request: ChatRequest) -> None:
         """Raise ``invalid_input`` naming the limit that was exceeded."""
@@ -38,7 +40,7 @@ class MessageGuard:
                 FailureCategory.INVALID_INPUT,
                 f"{len(request.messages)} messages exceed the limit of {self.max_messages}",
             )
-        tokens = sum(self._count(m.content) for m in request.messages)
+        tokens = sum(self.counter.count(m.content) for m in request.messages)
         if tokens > self.max_input_tokens:
             raise ChatError(
                 self.name,

@@ -27,10 +27,10 @@ import json
 import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal
 
 from ragwright.errors import AssemblyError
-from ragwright.types import ParagraphPositions
+from ragwright.types import ParagraphPositions, TokenCounter
 
 POLICIES: tuple[str, ...] = ("seed-baseline", "whole-or-marked-fragment")
 CUT_MARK = " [...]"
@@ -45,12 +45,6 @@ INSTRUCTIONS = (
     '"status" must be either "answered" or "insufficient".\n'
     "Use only IDs present in evidence. Do not invent URLs or source labels."
 )
-
-
-class Counter(Protocol):
-    """Anything that counts tokens (o200k_base in the application)."""
-
-    def count(self, text: str) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,7 +217,7 @@ def assemble(
     candidates: Sequence[Candidate],
     question: str,
     *,
-    counter: Counter,
+    counter: TokenCounter,
     max_input_tokens: int,
     policy: str | AssemblyPolicy = "seed-baseline",
     instructions: str = INSTRUCTIONS,
@@ -234,6 +228,7 @@ def assemble(
 
     Example:
         >>> class Words:
+        ...     encoding_name = "words"
         ...     def count(self, text): return len(text.split())
         >>> c = Candidate("d", "s/p0", "v1", "s", "T", "H", "H\\n\\nDrain in time.", 1.0)
         >>> ctx = assemble([c], "Drain all?", counter=Words(), max_input_tokens=200)

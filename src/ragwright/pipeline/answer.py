@@ -45,7 +45,6 @@ from ragwright.core.answers import Citation, SchemaStyle, answer_schema, parse_a
 from ragwright.core.assembly import (
     AssembledContext,
     Candidate,
-    Counter,
     Turn,
     assemble,
     parse_policy,
@@ -55,6 +54,7 @@ from ragwright.core.support import SupportReport, check_support
 from ragwright.deadline import deadline_scope
 from ragwright.errors import AnswerContractError, AssemblyError, ConfigError
 from ragwright.pipeline.retrieve import Hit, Mode, Retriever, Thresholds
+from ragwright.protocols import TokenCounter
 
 Status = Literal["answered", "insufficient", "no_eligible_evidence", "preview"]
 
@@ -253,9 +253,10 @@ def history_turns(history: Sequence[ChatMessage]) -> tuple[Turn, ...]:
 class ScaledCounter:
     """Token counts of another tokenizer, estimated as ``ceil(count × ratio)``."""
 
-    def __init__(self, counter: Counter, ratio: float) -> None:
+    def __init__(self, counter: TokenCounter, ratio: float) -> None:
         self._counter = counter
         self._ratio = ratio
+        self.encoding_name = f"{counter.encoding_name}x{ratio:g}"
 
     def count(self, text: str) -> int:
         return math.ceil(self._counter.count(text) * self._ratio)
@@ -275,7 +276,7 @@ async def answer_question(
     eligibility: Eligibility,
     scope: CallerScope,
     chat: ChatModel | None,
-    counter: Counter,
+    counter: TokenCounter,
     k: int = 5,
     mode: Mode = "hybrid",
     policy: str = "seed-baseline",
@@ -331,7 +332,7 @@ async def answer_question(
         )
     candidates = candidates_from(result.hits)
 
-    def prepare(run_budget: Budget, style: SchemaStyle, run_counter: Counter) -> _Prepared:
+    def prepare(run_budget: Budget, style: SchemaStyle, run_counter: TokenCounter) -> _Prepared:
         context = assemble(
             candidates,
             question,

@@ -3,6 +3,8 @@
 ``HashingEmbedder`` is a real (if crude) embedding: a signed feature-hashing bag of words,
 L2-normalised, so similar texts get similar vectors and tests can assert on ranking
 without loading a model. It records every call so tests can assert what was embedded.
+``WordCounter`` is a :class:`~ragwright.protocols.TokenCounter` that counts words, so
+budgets in tests are easy to compute by hand; ``ManualClock`` is a clock tests move.
 """
 
 from __future__ import annotations
@@ -65,3 +67,25 @@ class HashingEmbedder:
             vector[slot] += 1.0 if digest[4] & 1 else -1.0
         norm = math.sqrt(sum(x * x for x in vector)) or 1.0
         return [x / norm for x in vector]
+
+
+class WordCounter:
+    """Counts whitespace-separated words as tokens."""
+
+    encoding_name = "words"
+
+    def count(self, text: str) -> int:
+        return len(text.split())
+
+
+@dataclass
+class ManualClock:
+    """A monotonic clock that moves only when told; call it for the time."""
+
+    now: float = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
