@@ -67,7 +67,7 @@ class ScriptedChatModel:
         if isinstance(step, Hang):
             await asyncio.Event().wait()
         if isinstance(step, Reply):
-            return ChatResponse(step.text, "stop", self.model)
+            return ChatResponse(step.text, "stop", self.model, provider=self.name)
         raise AssertionError(f"step {step!r} is not a buffered step")
 
     async def stream(self, request: ChatRequest, deadline: Deadline) -> AsyncIterator[ChatUpdate]:

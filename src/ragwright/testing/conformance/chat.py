@@ -64,7 +64,7 @@ class ChatModelConformance:
         assert isinstance(response, ChatResponse)
         assert (response.text, response.finish_reason) == (ANSWER, "stop")
         assert response.model.strip()
-        assert response.fallback is False
+        assert response.provider == model.name and response.fallback is False
 
     def test_usage_is_unknown_or_counted(self) -> None:
         model = self.answering(ANSWER)
