@@ -21,6 +21,8 @@ QUESTION = "Should I drain all queued work during shutdown?"
 
 
 class Words:
+    encoding_name = "words"
+
     def count(self, text: str) -> int:
         return len(text.split())
 

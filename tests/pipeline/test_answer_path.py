@@ -39,6 +39,8 @@ ALTERNATE = ModelProfile("alternate", "openai", "small-model", 700, 256, "object
 
 
 class Words:
+    encoding_name = "words"
+
     def count(self, text: str) -> int:
         return len(text.split())
 
