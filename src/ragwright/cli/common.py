@@ -107,7 +107,7 @@ app.add_typer(eval_app, name="eval")
 
 
 class _Progress:
-    """A rich progress bar fed by ingestion events; silent when not on a terminal."""
+    """A rich progress bar fed by ingestion or calibration events; silent when not on a terminal."""
 
     def __init__(self, *, enabled: bool) -> None:
         self.enabled = enabled
@@ -133,9 +133,10 @@ class _Progress:
     def __call__(self, event: str, count: int) -> None:
         if not self.enabled:
             return
-        if event == "plan":
-            self._task = self._bar.add_task("chunks", total=count)
-        elif self._task is not None and event in ("unchanged", "embedded"):
+        totals = {"plan": "chunks", "questions": "questions", "combinations": "combinations"}
+        if event in totals:
+            self._task = self._bar.add_task(totals[event], total=count)
+        elif self._task is not None and event in ("unchanged", "embedded", "retrieved", "swept"):
             self._bar.advance(self._task, count)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -18,6 +19,7 @@ from ragwright.cli.common import (
     CallerTenant,
     EligibleStates,
     EligibleTypes,
+    _Progress,
     eval_app,
 )
 from ragwright.settings import Settings, load_settings
@@ -258,9 +260,12 @@ def eval_calibrate(
     from ragwright.pipeline.calibrate import calibrate
     from ragwright.pipeline.retrieve import Thresholds
 
-    with _evaluation(
-        load_settings(), dataset, None, "test", mode, (k,), types, states, tenant, Thresholds()
-    ) as setup:
+    with (
+        _evaluation(
+            load_settings(), dataset, None, "test", mode, (k,), types, states, tenant, Thresholds()
+        ) as setup,
+        _Progress(enabled=sys.stderr.isatty() and not as_json) as bar,
+    ):
         result = calibrate(
             setup.cases,
             setup.retriever,
@@ -269,6 +274,7 @@ def eval_calibrate(
             k=k,
             max_recall_loss=max_recall_loss,
             max_candidates=max_candidates,
+            progress=bar,
         )
     rows = [
         {
