@@ -95,7 +95,7 @@ def open_sparse_encoder(settings: Settings) -> Bm25Encoder:
 
 def lexical_profile(settings: Settings) -> LexicalProfile:
     """BM25 parameters from the settings (part of the collection contract)."""
-    return LexicalProfile(k1=settings.bm25_k1, b=settings.bm25_b, avgdl=settings.bm25_avgdl)
+    return LexicalProfile(k1=settings.bm25_k1, b=settings.bm25_b)
 
 
 def open_index(

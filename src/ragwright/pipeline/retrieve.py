@@ -221,7 +221,7 @@ class Retriever:
     def _combine(
         self,
         mode: Mode,
-        payloads: dict[uuid.UUID, ChunkPayload],
+        payloads: Mapping[uuid.UUID, ChunkPayload],
         dense: dict[uuid.UUID, float],
         sparse: dict[uuid.UUID, float],
         fusion_threshold: float | None,
