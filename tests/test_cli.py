@@ -409,3 +409,31 @@ def test_ask_text_output_explains_a_flagged_answer(indexed_home: Path) -> None:
         if verdict.endswith("FLAGGED"):
             assert "cited but supporting no sentence" in out or "no cited source supports" in out
     assert "decisions:" in out and "input tokens (o200k_base estimate)" in out
+
+
+def test_ingest_skip_invalid_leaves_out_empty_beir_documents_and_lists_them(
+    tmp_path: Path,
+) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    rows = [
+        {"_id": "1", "title": "Queues", "text": "Drain queues at shutdown."},
+        {"_id": "471", "title": "Empty", "text": ""},
+    ]
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    meta = ("--type", "note", "--state", "published")
+    strict = ragwright("ingest", str(corpus), *meta, home=tmp_path / "a")
+    assert strict.returncode == 1 and "'471'" in strict.stderr
+    result = ragwright(
+        "ingest", str(corpus), *meta, "--skip-invalid", "--json",
+        home=tmp_path / "b", check=True,
+    )  # fmt: skip
+    summary = json.loads(result.stdout)
+    assert summary["documents"] == 1 and summary["bm25_avgdl"] == 4.0
+    assert summary["skipped"] == [
+        {
+            "document_id": "471",
+            "source": f"{corpus}:2",
+            "field": "sections[0].paragraphs",
+            "reason": "section 'text' has no paragraphs",
+        }
+    ]

@@ -465,3 +465,20 @@ def test_an_updated_avgdl_never_fails_the_contract(tmp_path: Path) -> None:
         assert reopened.contract.lexical_stats == recorded
         Retriever(reopened, HashingEmbedder(), Bm25Encoder())  # the contract check passes
         assert run(reopened, short_docs(SHORT) + short_docs(LONG, "long")).embedded == 0
+
+
+def test_a_document_without_title_is_indexed_verified_and_read_back(index: EdgeIndex) -> None:
+    untitled = validate_document(
+        document_id="beir-9",
+        title="",
+        document_type="note",
+        publication_state="published",
+        sections=[SourceSection("text", "", ("Queues drain at shutdown.",))],
+        allow_missing_title=True,
+    )
+    report = run(index, [untitled])
+    assert report.verified == 1
+    (point,) = index.scroll()
+    payload = read_payload(point.point_id, point.payload)
+    assert (payload.title, payload.heading, payload.text) == ("", "", "Queues drain at shutdown.")
+    assert index.contract.lexical_stats == LexicalStats(1, 3, 3.0)  # queue, drain, shutdown

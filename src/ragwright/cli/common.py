@@ -7,6 +7,7 @@ nothing already stored is lost), 2 usage errors (from the argument parser).
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ragwright import __version__
-from ragwright.adapters.sources import SourceDefaults, load_sources
+from ragwright.adapters.sources import SkippedDocument, SourceDefaults, load_sources
 from ragwright.errors import RagwrightError
 from ragwright.settings import Settings, load_settings
 from ragwright.types import SourceDocument
@@ -91,12 +92,16 @@ def _settings(
 
 
 def _documents(
-    sources: list[Path], settings: Settings, doc_type: str | None, state: str | None
+    sources: list[Path],
+    settings: Settings,
+    doc_type: str | None,
+    state: str | None,
+    on_invalid: Callable[[SkippedDocument], None] | None = None,
 ) -> list[SourceDocument]:
     defaults = SourceDefaults(
         document_type=doc_type, publication_state=state, document_types=settings.document_types
     )
-    return load_sources(sources, defaults)
+    return load_sources(sources, defaults, on_invalid=on_invalid)
 
 
 eval_app = typer.Typer(

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ragwright.adapters.sources import SkippedDocument
 from ragwright.cli.common import (
     AsJson,
     DocState,
@@ -101,6 +102,14 @@ def ingest(
             help="Allow writing a chunking version the collection does not hold yet.",
         ),
     ] = False,
+    skip_invalid: Annotated[
+        bool,
+        typer.Option(
+            "--skip-invalid",
+            help="Leave out BEIR corpus documents that break a rule (e.g. empty text); "
+            "each is listed in the summary. Markdown and JSON sources always fail.",
+        ),
+    ] = False,
     as_json: AsJson = False,
 ) -> None:
     """Index SOURCES: chunk, embed what changed, upsert, switch, verify.
@@ -117,7 +126,10 @@ def ingest(
     )
 
     settings = _settings(max_words, no_overlap, policy, max_tokens)
-    documents = _documents(sources, settings, doc_type, state)
+    skipped: list[SkippedDocument] = []
+    documents = _documents(
+        sources, settings, doc_type, state, skipped.append if skip_invalid else None
+    )
     profile = embedding_profile(settings)
     embedder = open_embedder(settings)
     index = open_index(settings, profile, add_chunking_version=add_chunking_version)
@@ -138,6 +150,7 @@ def ingest(
     summary = asdict(report)
     summary["chunking_version"] = settings.chunking_policy().version
     summary["embedding_profile"] = profile.profile_id
+    summary["skipped"] = [asdict(s) for s in skipped]
     if as_json:
         print(json.dumps(summary, indent=2))
         return
@@ -147,6 +160,8 @@ def ingest(
         f"{report.payload_updated} payload updated, {report.deleted} deleted, "
         f"{report.verified} verified"
     )
+    for s in skipped:
+        print(f"skipped document {s.document_id!r} ({s.source}): {s.field}: {s.reason}")
 
 
 @app.command()
