@@ -50,15 +50,15 @@ CORPORA = {
 # whole abstracts where they fit for SciFact (as benchmarks/scifact_quality.py indexes
 # it), 120-word windows for the runbooks.
 POLICIES = {
-    "scifact": (ChunkingPolicy(kind="sentence-blocks", max_words=400, max_tokens=256), 150.0),
-    "runbooks": (ChunkingPolicy(kind="sentence-blocks", max_words=120, max_tokens=256), 100.0),
+    "scifact": ChunkingPolicy(kind="sentence-blocks", max_words=400, max_tokens=256),
+    "runbooks": ChunkingPolicy(kind="sentence-blocks", max_words=120, max_tokens=256),
 }
 
 
 def run_corpus(name: str, limit: int | None, corpus_order: bool) -> dict[str, object]:
     path, defaults = CORPORA[name]
-    policy, avgdl = POLICIES[name]
-    lexical = LexicalProfile(avgdl=avgdl)
+    policy = POLICIES[name]
+    lexical = LexicalProfile()
     if not path.exists():
         raise SystemExit(f"missing benchmark data: {path}")
     documents = load_sources([path], defaults)[:limit]
@@ -100,7 +100,6 @@ def run_corpus(name: str, limit: int | None, corpus_order: bool) -> dict[str, ob
             "RAGWRIGHT_CHUNKING": policy.kind,
             "RAGWRIGHT_MAX_WORDS": str(policy.max_words),
             "RAGWRIGHT_MAX_TOKENS": str(policy.max_tokens),
-            "RAGWRIGHT_BM25_AVGDL": str(avgdl),
         }
         command = [sys.executable, "-m", "ragwright", "ingest", str(path), "--json"]
         command += [

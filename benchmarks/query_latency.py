@@ -40,7 +40,7 @@ from ragwright.types import ChunkingPolicy, IndexPoint
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"
 SCIFACT_POLICY = ChunkingPolicy(kind="sentence-blocks", max_words=400, max_tokens=256)
-SCIFACT_LEXICAL = LexicalProfile(k1=0.9, b=0.4, avgdl=150)
+SCIFACT_LEXICAL = LexicalProfile(k1=0.9, b=0.4)
 SYNTHETIC_VERSION = "section-paragraphs-80w-overlap1-v1"
 STAGES = ("embed", "search", "validate", "fuse")
 
@@ -99,7 +99,7 @@ def synthetic(points: int, queries: int) -> dict[str, object]:
     np_rng = np.random.default_rng(13)
     vocabulary = [f"term{i}" for i in range(30_000)]
     weights = [1.0 / (rank + 1) for rank in range(len(vocabulary))]
-    lexical = LexicalProfile(avgdl=60)
+    lexical = LexicalProfile()
     path = Path(tempfile.mkdtemp(prefix="ragwright-latency-"))
     index = EdgeIndex(path, contract_for(MINILM_PROFILE, SYNTHETIC_VERSION, lexical))
     started = time.perf_counter()
@@ -116,7 +116,7 @@ def synthetic(points: int, queries: int) -> dict[str, object]:
                     uuid.UUID(int=i + 1),
                     vectors[offset].tolist(),
                     synthetic_payload(i, rng),
-                    document_vector(terms, lexical),
+                    document_vector(terms, lexical, avgdl=60.0),
                 )
             )
         index.upsert(batch)

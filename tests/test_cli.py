@@ -518,3 +518,31 @@ def test_ask_fails_over_to_the_configured_alternate_prepared_for_it(indexed_home
     assert sent["body"]["max_tokens"] == 200
     assert len(out["sources"]) < len(preview["sources"])  # re-assembled for 1,200 tokens
     assert out["citations"][0]["label"] in {s["label"] for s in out["sources"]}
+
+
+def test_ingest_skip_invalid_leaves_out_empty_beir_documents_and_lists_them(
+    tmp_path: Path,
+) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    rows = [
+        {"_id": "1", "title": "Queues", "text": "Drain queues at shutdown."},
+        {"_id": "471", "title": "Empty", "text": ""},
+    ]
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    meta = ("--type", "note", "--state", "published")
+    strict = ragwright("ingest", str(corpus), *meta, home=tmp_path / "a")
+    assert strict.returncode == 1 and "'471'" in strict.stderr
+    result = ragwright(
+        "ingest", str(corpus), *meta, "--skip-invalid", "--json",
+        home=tmp_path / "b", check=True,
+    )  # fmt: skip
+    summary = json.loads(result.stdout)
+    assert summary["documents"] == 1 and summary["bm25_avgdl"] == 4.0
+    assert summary["skipped_documents"] == [
+        {
+            "document_id": "471",
+            "source": f"{corpus}:2",
+            "field": "sections[0].paragraphs",
+            "reason": "section 'text' has no paragraphs",
+        }
+    ]

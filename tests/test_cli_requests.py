@@ -81,6 +81,8 @@ OPTIONS: list[tuple[tuple[str, ...], str, str, Any]] = [
     (("ingest", "a.md", "--type", "note"), "ingest", "document_type", "note"),
     (("ingest", "a.md", "--state", "draft"), "ingest", "publication_state", "draft"),
     (("ingest", "a.md", "--add-chunking-version"), "ingest", "add_chunking_version", True),
+    (("ingest", "c.jsonl", "--skip-invalid"), "ingest", "skip_invalid", True),
+    (("chunks", "c.jsonl", "--skip-invalid"), "chunks", "skip_invalid", True),
     # search
     (("search", "q?"), "search", "evidence", EvidenceFilter()),
     (("search", "q?", "--k", "7"), "search", "k", 7),
@@ -207,9 +209,11 @@ def test_a_malformed_history_file_is_refused_naming_the_file(tmp_path: Path, con
     assert result.exception.source == str(path) and "history" in result.exception.reason
 
 
-def test_ingest_progress_flag_forces_line_progress(invoke: Any) -> None:
-    recorded = invoke("ingest", "a.md", "--progress")
-    display = recorded.extra["progress"]
+@pytest.mark.parametrize(
+    "argv", [("ingest", "a.md", "--progress"), ("eval", "calibrate", CASES, "--progress")]
+)
+def test_progress_flag_forces_line_progress(invoke: Any, argv: tuple[str, ...]) -> None:
+    display = invoke(*argv).extra["progress"]
     assert display._lines is True
 
 

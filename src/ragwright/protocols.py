@@ -19,6 +19,7 @@ from ragwright.types import (
     CollectionContract,
     EmbeddingProfile,
     IndexPoint,
+    LexicalStats,
     PointFilter,
     SparseVector,
     StoredPoint,
@@ -123,6 +124,14 @@ class VectorIndex(Protocol):
         """BM25: the ``limit`` best points by sparse dot product with engine-side IDF."""
         ...
 
+    def update_sparse(self, vectors: Sequence[tuple[uuid.UUID, SparseVector]]) -> None:
+        """Replace the sparse vector of existing points; dense vector and payload stay."""
+        ...
+
+    def record_lexical_stats(self, stats: LexicalStats) -> None:
+        """Store ``stats`` in the collection contract (``contract.lexical_stats``)."""
+        ...
+
     def close(self) -> None:
         """Release the index (files, locks, connections)."""
         ...
@@ -133,8 +142,8 @@ class SparseEncoder(Protocol):
 
     profile: LexicalProfile
 
-    def encode_document(self, text: str) -> SparseVector:
-        """Saturated, length-normalised term frequencies of a chunk text."""
+    def terms(self, text: str) -> list[str]:
+        """Analysed terms of a text; document vectors are built from them."""
         ...
 
     def encode_query(self, text: str) -> SparseVector:

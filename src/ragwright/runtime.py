@@ -54,7 +54,7 @@ from ragwright.protocols import (
 )
 from ragwright.retry import RetryingEmbedder, RetryingReranker, RetryPolicy
 from ragwright.settings import Settings, load_settings
-from ragwright.types import EmbeddingProfile, EvalCase
+from ragwright.types import EmbeddingProfile, EvalCase, SkippedDocument
 
 
 def embedding_profile(settings: Settings) -> EmbeddingProfile:
@@ -125,7 +125,7 @@ def open_sparse_encoder(settings: Settings) -> Bm25Encoder:
 
 def lexical_profile(settings: Settings) -> LexicalProfile:
     """BM25 parameters from the settings (part of the collection contract)."""
-    return LexicalProfile(k1=settings.bm25_k1, b=settings.bm25_b, avgdl=settings.bm25_avgdl)
+    return LexicalProfile(k1=settings.bm25_k1, b=settings.bm25_b)
 
 
 def open_index(
@@ -520,6 +520,7 @@ class RuntimeComponents:
         *,
         document_type: str | None,
         publication_state: str | None,
+        skip_invalid: bool = False,
     ) -> LoadedSources:
         defaults = SourceDefaults(
             document_type=document_type,
@@ -527,10 +528,14 @@ class RuntimeComponents:
             document_types=self.settings.document_types,
         )
         skipped: list[SkippedFile] = []
+        invalid: list[SkippedDocument] = []
         documents = load_sources(
-            paths, defaults, skipped=lambda path, reason: skipped.append(SkippedFile(path, reason))
+            paths,
+            defaults,
+            skipped=lambda path, reason: skipped.append(SkippedFile(path, reason)),
+            on_invalid=invalid.append if skip_invalid else None,
         )
-        return LoadedSources(tuple(documents), tuple(skipped))
+        return LoadedSources(tuple(documents), tuple(skipped), tuple(invalid))
 
     def load_cases(self, path: Path, *, beir: bool, split: str) -> list[EvalCase]:
         return load_beir_cases(path, split) if beir else load_cases(path)

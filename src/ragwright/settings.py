@@ -97,9 +97,6 @@ class Settings(BaseSettings):
     batch_size: int = Field(64, gt=0, le=4096)
     bm25_k1: float = Field(0.9, ge=0)
     bm25_b: float = Field(0.4, ge=0, le=1)
-    bm25_avgdl: float = Field(
-        100.0, gt=0, description="Average chunk length in terms, fixed per collection."
-    )
     document_types: tuple[str, ...] = Field(DEFAULT_DOCUMENT_TYPES, min_length=1)
     rrf_k: int = Field(60, ge=0, description="Reciprocal rank fusion constant.")
     rrf_weights: tuple[float, float] = Field(

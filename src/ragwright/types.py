@@ -123,8 +123,23 @@ class EmbeddingProfile:
 
 
 @dataclass(frozen=True, slots=True)
+class LexicalStats:
+    """A collection's BM25 corpus statistics (``core.lexical``): the points counted, their
+    analysed terms, and the ``avgdl`` every stored sparse vector was encoded with (within
+    a small tolerance of ``terms / chunks``)."""
+
+    chunks: int
+    terms: int
+    avgdl: float
+
+
+@dataclass(frozen=True, slots=True)
 class CollectionContract:
-    """What a collection promises about its vectors; checked on every open."""
+    """What a collection promises about its vectors; checked on every open.
+
+    ``lexical_stats`` is state, not a promise to check: ingestion updates it (None until
+    the first ingestion), and opening never compares it.
+    """
 
     vector_name: str
     dimensions: int
@@ -134,6 +149,7 @@ class CollectionContract:
     chunking_versions: tuple[str, ...]
     sparse_vector_name: str = "bm25"
     lexical_profile_id: str = ""
+    lexical_stats: LexicalStats | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,8 +198,24 @@ class StoredPoint:
 
 
 @dataclass(frozen=True, slots=True)
+class SkippedDocument:
+    """A benchmark-format document left out of a load: its id, where it is, and the
+    rule it breaks."""
+
+    document_id: str
+    source: str
+    field: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class IngestReport:
-    """What one ingestion run did, in counts of chunks unless named otherwise."""
+    """What one ingestion run did, in counts of chunks unless named otherwise.
+
+    ``bm25_avgdl`` is the average length the collection's sparse vectors now carry;
+    ``sparse_reencoded`` counts the points whose sparse vector was rebuilt because the
+    corpus average drifted beyond the tolerance (docs/ingestion.md).
+    """
 
     documents: int
     chunks: int
@@ -195,6 +227,8 @@ class IngestReport:
     documents_changed: int = 0
     documents_pruned: int = 0
     embedding_tokens: int = 0
+    bm25_avgdl: float | None = None
+    sparse_reencoded: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,9 +5,16 @@ from pathlib import Path
 
 import pytest
 
-from ragwright.adapters.sources import SourceDefaults, load_markdown, load_sources
+from ragwright.adapters.sources import (
+    SkippedDocument,
+    SourceDefaults,
+    load_markdown,
+    load_sources,
+)
 from ragwright.core.chunking import build_chunks
+from ragwright.core.points import lexical_text, plan_document
 from ragwright.errors import DocumentError, RagwrightError, SourceError
+from ragwright.testing.fakes import HASHING_PROFILE
 from ragwright.types import ChunkingPolicy
 from tests.conftest import SAMPLES, shared_data
 
@@ -120,7 +127,61 @@ def test_beir_corpus_lines_become_documents(tmp_path: Path) -> None:
     docs = load_sources([tmp_path / "corpus.jsonl"], SourceDefaults("note", "published"))
     assert [d.document_id for d in docs] == ["1", "2"]
     assert docs[0].sections[0].paragraphs == ("Para one.", "Para two.")
-    assert docs[1].title == "2"
+    assert docs[1].title == ""  # missing stays missing, never the id
+
+
+BEIR_ROWS = [
+    {"_id": "1", "title": "Kept", "text": "Para one."},
+    {"_id": "471", "title": "Empty", "text": "  \n\n "},
+    {"_id": "2", "title": "", "text": "Untitled text."},
+    {"_id": "", "title": "No id", "text": "x"},
+]
+
+
+def test_one_empty_beir_document_fails_the_load_by_default(tmp_path: Path) -> None:
+    write(tmp_path, "corpus.jsonl", "\n".join(json.dumps(r) for r in BEIR_ROWS) + "\n")
+    with pytest.raises(DocumentError) as caught:
+        load_sources([tmp_path / "corpus.jsonl"], SourceDefaults("note", "published"))
+    assert (caught.value.document_id, caught.value.field) == ("471", "sections[0].paragraphs")
+
+
+def test_invalid_beir_documents_can_be_skipped_and_each_is_reported(tmp_path: Path) -> None:
+    write(tmp_path, "corpus.jsonl", "\n".join(json.dumps(r) for r in BEIR_ROWS) + "\n")
+    skipped: list[SkippedDocument] = []
+    docs = load_sources(
+        [tmp_path / "corpus.jsonl"], SourceDefaults("note", "published"), on_invalid=skipped.append
+    )
+    assert [d.document_id for d in docs] == ["1", "2"]
+    where = str(tmp_path / "corpus.jsonl")
+    assert skipped == [
+        SkippedDocument(
+            "471", f"{where}:2", "sections[0].paragraphs", "section 'text' has no paragraphs"
+        ),
+        SkippedDocument("", f"{where}:4", "document_id", "must not be blank"),
+    ]
+
+
+def test_skipping_never_applies_to_authored_sources_or_to_the_defaults(tmp_path: Path) -> None:
+    write(tmp_path, "a.md", "# Title\n\n## Empty\n")
+    with pytest.raises(DocumentError):
+        load_sources([tmp_path / "a.md"], DEFAULTS, on_invalid=lambda s: None)
+    write(tmp_path, "corpus.jsonl", json.dumps(BEIR_ROWS[0]) + "\n")
+    # A missing --type is every line's problem: skipping them all would hide it.
+    with pytest.raises(DocumentError) as caught:
+        load_sources([tmp_path / "corpus.jsonl"], SourceDefaults(), on_invalid=lambda s: None)
+    assert caught.value.field == "document_type"
+
+
+def test_a_beir_document_without_title_has_no_invented_title_in_its_chunks(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path, "corpus.jsonl", json.dumps({"_id": "d7", "title": " ", "text": "Body."}))
+    (document,) = load_sources([tmp_path / "corpus.jsonl"], SourceDefaults("note", "published"))
+    (chunk,) = build_chunks(document, ChunkingPolicy())
+    assert (document.title, chunk.heading, chunk.text) == ("", "", "Body.")
+    (point,) = plan_document(document, [chunk], HASHING_PROFILE).points
+    assert "d7" not in point.embedding_input and "d7" not in point.lexical_text
+    assert lexical_text(document.title, chunk.heading, chunk.text) == "Body."
 
 
 def test_beir_bad_line_names_the_line(tmp_path: Path) -> None:

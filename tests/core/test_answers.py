@@ -95,6 +95,37 @@ def test_contract_violations_are_typed(text: str, reason: str) -> None:
     assert caught.value.reason == reason
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["S1", " s2 ", "S1, S2", "[S1]", "[S1][S2]", "(S1; S2).", "S1 and S2", "Sources: S1"],
+)
+def test_an_answer_that_is_only_source_labels_is_rejected(text: str) -> None:
+    with pytest.raises(AnswerContractError) as caught:
+        parse_answer(raw(answer=text, sourceIds=["S1"]), SOURCES)
+    assert caught.value.reason == "answer_only_source_labels"
+
+
+@pytest.mark.parametrize(
+    "text", ["insufficient", "Insufficient.", " INSUFFICIENT! ", '"insufficient"', "[insufficient]"]
+)
+def test_answered_with_the_text_insufficient_is_rejected(text: str) -> None:
+    with pytest.raises(AnswerContractError) as caught:
+        parse_answer(raw(answer=text, sourceIds=["S1"]), SOURCES)
+    assert caught.value.reason == "answered_as_insufficient"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Drain the queue first [S1].",
+        "S1 says to drain within the deadline.",
+        "Insufficient drain time causes lost jobs.",
+    ],
+)
+def test_answers_that_mention_labels_or_the_word_insufficient_still_pass(text: str) -> None:
+    assert parse_answer(raw(answer=text, sourceIds=["S1"]), SOURCES).text == text
+
+
 def test_ids_never_resolve_outside_this_requests_labels() -> None:
     with pytest.raises(AnswerContractError) as caught:
         parse_answer(raw(sourceIds=["S1"]), ())

@@ -12,6 +12,7 @@ from ragwright.core.contracts import (
 )
 from ragwright.errors import ContractMismatch
 from ragwright.testing.fakes import HASHING_PROFILE
+from ragwright.types import LexicalStats
 
 V1 = "section-paragraphs-80w-overlap1-v1"
 
@@ -47,3 +48,13 @@ def test_any_difference_is_a_mismatch_naming_the_field(
 def test_malformed_metadata_is_a_mismatch() -> None:
     with pytest.raises(ContractMismatch):
         contract_from_metadata({"dimensions": 3})
+
+
+def test_lexical_stats_round_trip_and_are_kept_without_being_compared() -> None:
+    stored = dataclasses.replace(
+        contract_for(HASHING_PROFILE, V1), lexical_stats=LexicalStats(12, 300, 25.0)
+    )
+    assert contract_from_metadata(contract_to_metadata(stored)) == stored
+    expected = contract_for(HASHING_PROFILE, V1)  # configuration knows no statistics
+    kept = reconcile_contract(expected, stored, add_chunking_version=False)
+    assert kept.lexical_stats == LexicalStats(12, 300, 25.0)

@@ -29,10 +29,10 @@ def test_analysis_lowercases_drops_stop_words_and_stems() -> None:
 
 
 def test_document_weight_saturates_and_normalises_length() -> None:
-    profile = LexicalProfile(k1=1.2, b=0.75, avgdl=4)
-    one = document_vector(["a", "b", "c", "d"], profile)
+    profile = LexicalProfile(k1=1.2, b=0.75)
+    one = document_vector(["a", "b", "c", "d"], profile, avgdl=4)
     assert one.values == pytest.approx([1.0] * 4)  # tf=1 at average length
-    repeated = document_vector(["a"] * 3 + ["b"], profile)
+    repeated = document_vector(["a"] * 3 + ["b"], profile, avgdl=4)
     weight_a = max(repeated.values)
     assert weight_a == pytest.approx(3 * 2.2 / (3 + 1.2))
     assert weight_a < 3
@@ -48,8 +48,7 @@ def test_engine_scores_equal_bm25s_lucene(tmp_path: Path) -> None:
     encoder = Bm25Encoder()
     tokenized = [encoder.terms(text) for text in CORPUS]
     avgdl = sum(len(t) for t in tokenized) / len(tokenized)
-    profile = LexicalProfile(k1=0.9, b=0.4, avgdl=avgdl)
-    encoder = Bm25Encoder(profile)
+    profile = LexicalProfile(k1=0.9, b=0.4)
     reference = bm25s.BM25(method="lucene", k1=0.9, b=0.4)
     reference.index(tokenized, show_progress=False)
     query = "how do I drain queues at shutdown"
@@ -61,9 +60,12 @@ def test_engine_scores_equal_bm25s_lucene(tmp_path: Path) -> None:
         index.upsert(
             [
                 IndexPoint(
-                    uuid.UUID(int=i + 1), [1.0] + [0.0] * 63, {"i": i}, encoder.encode_document(t)
+                    uuid.UUID(int=i + 1),
+                    [1.0] + [0.0] * 63,
+                    {"i": i},
+                    document_vector(terms, profile, avgdl),
                 )
-                for i, t in enumerate(CORPUS)
+                for i, terms in enumerate(tokenized)
             ]
         )
         hits = index.search_sparse(encoder.encode_query(query), PointFilter(), limit=10)

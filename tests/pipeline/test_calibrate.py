@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 
@@ -9,7 +9,7 @@ from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.core.eligibility import Eligibility
 from ragwright.errors import EvaluationError
-from ragwright.pipeline.calibrate import Calibration, calibrate
+from ragwright.pipeline.calibrate import Calibration, CalibrationRow, calibrate
 from ragwright.pipeline.evaluate import EvalConfig, eligible_corpus, run_evaluation
 from ragwright.pipeline.retrieve import Mode, Retriever, Thresholds
 from ragwright.testing.fakes import HashingEmbedder
@@ -106,3 +106,90 @@ def test_calibration_needs_both_kinds_of_case_and_a_sane_budget(index: EdgeIndex
         calibrate(CASES, retriever, config, corpus, max_recall_loss=-0.1)
     with pytest.raises(EvaluationError, match="max_candidates"):
         calibrate(CASES, retriever, config, corpus, max_candidates=1)
+
+
+def fresh_row(
+    retriever: Retriever, config: EvalConfig, thresholds: Thresholds, index: EdgeIndex
+) -> CalibrationRow:
+    """What the sweep computed before: one complete evaluation per combination."""
+    swept = EvalConfig(config.eligibility, mode=config.mode, ks=(5,), thresholds=thresholds)
+    record = run_evaluation(
+        CASES, retriever, swept, eligible_corpus(index, ELIGIBLE, config.scope), run_config={}
+    )
+    return CalibrationRow(
+        thresholds=thresholds,
+        false_acceptance_rate=record.unsupported["false_acceptance_rate"],
+        recall=record.summary["K"]["5"]["recall"],
+        ndcg=record.summary["K"]["5"]["ndcg"],
+        refused_answerable=sum(1 for row in record.cases if not row["ranking"]),
+    )
+
+
+@pytest.mark.parametrize("mode", ["dense", "sparse", "hybrid"])
+def test_the_one_pass_sweep_equals_an_evaluation_per_combination(
+    index: EdgeIndex, mode: Mode
+) -> None:
+    result, retriever, config = run(index, mode)
+    # Best scores are what a top-1 search per leg finds (the old first pass) ...
+    legs: tuple[Mode, ...] = ("dense", "sparse")
+    for case in CASES:
+        vectors = retriever.embed(case.question)
+        for leg in (leg for leg in legs if leg in result.best_scores[case.case_id]):
+            hits = retriever.search(vectors, ELIGIBLE, config.scope, k=1, mode=leg).hits
+            assert result.best_scores[case.case_id][leg] == (hits[0].score if hits else None)
+    # ... and every row, exactly, what a fresh evaluation under its thresholds scores.
+    assert len(result.rows) > 1
+    for row in result.rows:
+        assert row == fresh_row(retriever, config, row.thresholds, index)
+
+
+def test_each_question_is_embedded_once_and_progress_is_reported(index: EdgeIndex) -> None:
+    embedder = HashingEmbedder()
+    retriever = Retriever(index, embedder, Bm25Encoder())
+    config = EvalConfig(ELIGIBLE, mode="hybrid")
+    events: list[tuple[str, int]] = []
+    result = calibrate(
+        CASES,
+        retriever,
+        config,
+        eligible_corpus(index, ELIGIBLE, config.scope),
+        progress=lambda event, count: events.append((event, count)),
+    )
+    assert sorted(embedder.embedded_texts) == sorted(c.question for c in CASES)
+    assert events == [
+        ("questions", len(CASES)),
+        *[("retrieved", 1)] * len(CASES),
+        ("combinations", len(result.rows)),
+        *[("swept", 1)] * len(result.rows),
+    ]
+
+
+class LengthReranker:
+    """Scores a text by its length; records every (question, text) it was asked about."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str]] = []
+
+    def rerank(self, question: str, texts: Sequence[str]) -> list[float]:
+        self.asked.extend((question, t) for t in texts)
+        return [float(len(t)) for t in texts]
+
+
+def test_with_a_reranker_each_text_is_reranked_once_and_rows_are_unchanged(
+    index: EdgeIndex,
+) -> None:
+    reranker = LengthReranker()
+    retriever = Retriever(index, HashingEmbedder(), Bm25Encoder(), reranker=reranker)
+    config = EvalConfig(ELIGIBLE, mode="hybrid")
+    result = calibrate(
+        CASES, retriever, config, eligible_corpus(index, ELIGIBLE, config.scope), max_candidates=3
+    )
+    assert len(result.rows) > 1
+    assert len(reranker.asked) == len(set(reranker.asked))
+    # The best scores are the legs' own scores, never rerank scores (text lengths).
+    plain = Retriever(index, HashingEmbedder(), Bm25Encoder())
+    for case in CASES:
+        hits = plain.search(case.question, ELIGIBLE, config.scope, k=1, mode="dense").hits
+        assert result.best_scores[case.case_id]["dense"] == (hits[0].score if hits else None)
+    for row in result.rows:
+        assert row == fresh_row(retriever, config, row.thresholds, index)

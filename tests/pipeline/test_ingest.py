@@ -6,17 +6,26 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import bm25s
 import pytest
 
 from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.core.contracts import contract_for
 from ragwright.core.documents import validate_document
-from ragwright.core.points import read_payload
+from ragwright.core.points import lexical_text, read_payload
 from ragwright.errors import ChunkingError, ContractMismatch, DimensionMismatch, InputTooLong
 from ragwright.pipeline.ingest import ingest
+from ragwright.pipeline.retrieve import Retriever
 from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
-from ragwright.types import ChunkingPolicy, FieldMatch, PointFilter, SourceDocument, SourceSection
+from ragwright.types import (
+    ChunkingPolicy,
+    FieldMatch,
+    LexicalStats,
+    PointFilter,
+    SourceDocument,
+    SourceSection,
+)
 
 POLICY = ChunkingPolicy(max_words=30)
 P = [
@@ -339,3 +348,137 @@ def test_duplicate_document_ids_are_refused_before_any_write(index: EdgeIndex) -
     with pytest.raises(DocumentError):
         run(index, [doc("same"), doc("same")], embedder)
     assert embedder.calls == [] and index.count() == 0
+
+
+SHORT = [
+    "Drain the queue before shutdown.",
+    "Rotate the certificate before expiry.",
+    "Refunds return to the original card.",
+    "Page the on-call engineer for outages.",
+    "Queues drain slowly under load.",
+]
+LONG = [
+    "Stop accepting new work when shutdown begins, complete the writer and drain queued "
+    "items only while the shutdown deadline allows it.",
+    "Disk usage alerts fire when the log volume grows faster than rotation removes "
+    "old files; compress archives and lower retention.",
+]
+
+
+def short_docs(texts: list[str], prefix: str = "s") -> list[SourceDocument]:
+    return [doc(f"{prefix}{i}", [t], title=f"Note {i}") for i, t in enumerate(texts)]
+
+
+def corpus_terms(index: EdgeIndex) -> dict[str, list[str]]:
+    """chunk id → analysed terms of the BM25 text stored for it."""
+    encoder = Bm25Encoder()
+    return {
+        f"{p.payload['document_id']}/{p.payload['chunk_id']}": encoder.terms(
+            lexical_text(p.payload["title"], p.payload["heading"], p.payload["text"])
+        )
+        for p in index.scroll()
+    }
+
+
+def assert_scores_equal_reference_bm25(
+    index: EdgeIndex, query: str, *, up_to_idf: bool = False
+) -> None:
+    """Engine scores == Lucene BM25 over the analysed corpus with its true mean length.
+
+    ``up_to_idf`` compares scores relative to the best one, for a one-term query: the
+    engine may count deleted points in its idf until segments are optimised, and the
+    idf factor cancels in the ratio, leaving only the stored document weights.
+    """
+    terms = corpus_terms(index)
+    keys = sorted(terms)
+    reference = bm25s.BM25(method="lucene", k1=0.9, b=0.4)
+    reference.index([terms[k] for k in keys], show_progress=False)
+    # bm25s's Lucene variant omits the constant (k1 + 1) numerator.
+    scores = reference.get_scores(Bm25Encoder().terms(query)) * 1.9
+    expected = {k: float(e) for k, e in zip(keys, scores, strict=True) if e > 0}
+    hits = index.search_sparse(Bm25Encoder().encode_query(query), PointFilter(), limit=100)
+    got = {f"{h.payload['document_id']}/{h.payload['chunk_id']}": h.score or 0.0 for h in hits}
+    if up_to_idf:
+        expected = {k: e / max(expected.values()) for k, e in expected.items()}
+        got = {k: g / max(got.values()) for k, g in got.items()}
+    assert got == {k: pytest.approx(e, rel=1e-4) for k, e in expected.items()}
+
+
+def test_the_collection_records_the_corpus_avgdl_and_scores_are_true_bm25(
+    index: EdgeIndex,
+) -> None:
+    report = run(index, short_docs(SHORT))
+    lengths = [len(t) for t in corpus_terms(index).values()]
+    expected = LexicalStats(len(lengths), sum(lengths), sum(lengths) / len(lengths))
+    assert index.contract.lexical_stats == expected
+    assert report.bm25_avgdl == expected.avgdl and report.sparse_reencoded == 0
+    assert_scores_equal_reference_bm25(index, "drain the queue")
+
+
+def test_a_drifting_corpus_mean_reencodes_sparse_vectors_without_embedding(
+    index: EdgeIndex,
+) -> None:
+    run(index, short_docs(SHORT))
+    short = index.contract.lexical_stats
+    assert short is not None
+    embedder = HashingEmbedder()
+    report = run(index, short_docs(SHORT) + short_docs(LONG, "long"), embedder=embedder)
+    points = index.count()
+    assert report.sparse_reencoded == points and report.embedded == points - len(SHORT)
+    assert len(embedder.embedded_texts) == points - len(SHORT)  # old chunks not embedded
+    stats = index.contract.lexical_stats
+    assert stats is not None and stats.avgdl == stats.terms / stats.chunks > 1.05 * short.avgdl
+    assert report.bm25_avgdl == stats.avgdl
+    assert_scores_equal_reference_bm25(index, "drain the queue during shutdown")
+    # Pruning the long documents brings the mean back down, and the vectors with it.
+    back = run(index, short_docs(SHORT), prune=True)
+    assert back.sparse_reencoded == len(SHORT) and back.embedded == 0
+    assert index.contract.lexical_stats == short
+    assert_scores_equal_reference_bm25(index, "queue", up_to_idf=True)
+
+
+def test_a_drift_within_the_tolerance_updates_counts_but_keeps_vectors(
+    index: EdgeIndex,
+) -> None:
+    texts = [f"{text} Step {i} applies." for i in range(4) for text in SHORT]
+    run(index, short_docs(texts))
+    before = index.contract.lexical_stats
+    assert before is not None
+    report = run(index, short_docs([*texts, "Rotate keys weekly and page on failure."]))
+    after = index.contract.lexical_stats
+    assert after is not None and after.chunks == before.chunks + 1
+    assert after.terms != before.terms and after.terms / after.chunks != before.avgdl
+    assert report.sparse_reencoded == 0 and after.avgdl == before.avgdl
+    grown = [*texts, "Rotate keys weekly and page on failure."]
+    forced = run(index, short_docs(grown), avgdl_tolerance=0.0)
+    assert forced.sparse_reencoded == len(grown) and forced.embedded == 0
+    assert forced.bm25_avgdl == after.terms / after.chunks
+
+
+def test_an_updated_avgdl_never_fails_the_contract(tmp_path: Path) -> None:
+    contract = contract_for(HASHING_PROFILE, POLICY.version)
+    with EdgeIndex(tmp_path / "i", contract) as index:
+        run(index, short_docs(SHORT))
+        run(index, short_docs(SHORT) + short_docs(LONG, "long"))
+        recorded = index.contract.lexical_stats
+    with EdgeIndex(tmp_path / "i", contract) as reopened:
+        assert reopened.contract.lexical_stats == recorded
+        Retriever(reopened, HashingEmbedder(), Bm25Encoder())  # the contract check passes
+        assert run(reopened, short_docs(SHORT) + short_docs(LONG, "long")).embedded == 0
+
+
+def test_a_document_without_title_is_indexed_verified_and_read_back(index: EdgeIndex) -> None:
+    untitled = validate_document(
+        document_id="beir-9",
+        title="",
+        document_type="note",
+        publication_state="published",
+        sections=[SourceSection("text", "", ("Queues drain at shutdown.",))],
+        allow_missing_title=True,
+    )
+    report = run(index, [untitled])
+    assert report.verified == 1
+    (point,) = index.scroll()
+    payload = read_payload(point.point_id, point.payload)
+    assert (payload.title, payload.heading, payload.text) == ("", "", "Queues drain at shutdown.")
+    assert index.contract.lexical_stats == LexicalStats(1, 3, 3.0)  # queue, drain, shutdown

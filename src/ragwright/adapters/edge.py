@@ -2,7 +2,8 @@
 
 Layout under the index directory::
 
-    contract.json   the collection contract (edge shards keep no collection metadata)
+    contract.json   the collection contract and BM25 statistics (edge shards keep no
+                    collection metadata)
     shard/          the edge shard: WAL, segments, payload indexes
     .lock           held with flock while a process has the index open
 
@@ -14,6 +15,7 @@ every acknowledged update on the next open.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import os
@@ -35,6 +37,7 @@ from ragwright.errors import ContractMismatch, IndexBusy, IndexNotFound
 from ragwright.types import (
     CollectionContract,
     IndexPoint,
+    LexicalStats,
     PointFilter,
     SparseVector,
     StoredPoint,
@@ -158,6 +161,23 @@ class EdgeIndex:
                 list(point.sparse.indices), list(point.sparse.values)
             )
         return vectors
+
+    def update_sparse(self, vectors: Sequence[tuple[uuid.UUID, SparseVector]]) -> None:
+        if not vectors:
+            return
+        name = self.contract.sparse_vector_name
+        updates = [
+            qe.PointVectors(pid, {name: qe.SparseVector(list(v.indices), list(v.values))})
+            for pid, v in vectors
+        ]
+        with self._mutex:
+            self._shard.update(qe.UpdateOperation.update_vectors(updates))
+
+    def record_lexical_stats(self, stats: LexicalStats) -> None:
+        with self._mutex:
+            contract = dataclasses.replace(self.contract, lexical_stats=stats)
+            _write_json_atomically(self.path / "contract.json", contract_to_metadata(contract))
+            self.contract = contract
 
     def retrieve(
         self, ids: Sequence[uuid.UUID], *, with_vectors: bool = False

@@ -6,17 +6,16 @@ from functools import lru_cache
 
 import snowballstemmer
 
-from ragwright.core.lexical import (
-    LexicalProfile,
-    analyze,
-    document_vector,
-    query_vector,
-)
+from ragwright.core.lexical import LexicalProfile, analyze, query_vector
 from ragwright.types import SparseVector
 
 
 class Bm25Encoder:
-    """Encodes chunk texts and questions for the ``bm25`` sparse vector."""
+    """Analyses chunk texts and encodes questions for the ``bm25`` sparse vector.
+
+    Document vectors need the collection's ``avgdl``, so ingestion builds them from
+    :meth:`terms` with :func:`ragwright.core.lexical.document_vector`.
+    """
 
     def __init__(self, profile: LexicalProfile | None = None) -> None:
         self.profile = profile or LexicalProfile()
@@ -27,9 +26,6 @@ class Bm25Encoder:
     def terms(self, text: str) -> list[str]:
         """Analysed terms of a text (lower-case, stop words out, stemmed)."""
         return analyze(text, self._stem)
-
-    def encode_document(self, text: str) -> SparseVector:
-        return document_vector(self.terms(text), self.profile)
 
     def encode_query(self, text: str) -> SparseVector:
         return query_vector(self.terms(text))

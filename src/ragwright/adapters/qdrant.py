@@ -13,6 +13,7 @@ document being replaced, never a mix of two revisions (docs/ingestion.md).
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -29,6 +30,7 @@ from ragwright.errors import ContractMismatch, IndexNotFound
 from ragwright.types import (
     CollectionContract,
     IndexPoint,
+    LexicalStats,
     PointFilter,
     SparseVector,
     StoredPoint,
@@ -152,6 +154,29 @@ class QdrantIndex:
                 indices=list(point.sparse.indices), values=list(point.sparse.values)
             )
         return vectors
+
+    def update_sparse(self, vectors: Sequence[tuple[uuid.UUID, SparseVector]]) -> None:
+        if not vectors:
+            return
+        name = self.contract.sparse_vector_name
+        self._client.update_vectors(
+            self.collection,
+            points=[
+                models.PointVectors(
+                    id=str(pid),
+                    vector={
+                        name: models.SparseVector(indices=list(v.indices), values=list(v.values))
+                    },
+                )
+                for pid, v in vectors
+            ],
+            wait=True,
+        )
+
+    def record_lexical_stats(self, stats: LexicalStats) -> None:
+        contract = dataclasses.replace(self.contract, lexical_stats=stats)
+        self._client.update_collection(self.collection, metadata=contract_to_metadata(contract))
+        self.contract = contract
 
     def retrieve(
         self, ids: Sequence[uuid.UUID], *, with_vectors: bool = False

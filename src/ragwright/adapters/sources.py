@@ -19,8 +19,12 @@ seeds' shape (``document_id``, ``title``, ``document_type``, ``publication_state
 ``sections: [{section_id, heading, paragraphs}]``; camelCase accepted).
 
 BEIR (``corpus.jsonl``): one document per line (``_id``, ``title``, ``text``); the text
-becomes one section headed by the title (the id when the title is blank), split into
-paragraphs on blank lines.
+becomes one section headed by the title, split into paragraphs on blank lines. A blank
+title stays missing: the document's title and its section heading are empty, so its
+chunks hold only the text (nothing invented is embedded or BM25-indexed). Benchmark
+corpora contain documents no rule would accept (an empty text); with ``on_invalid``
+such a document is reported and left out instead of failing the load. Markdown and JSON
+sources are authored, so they always fail on the first invalid document.
 
 Metadata missing from a file comes from ``SourceDefaults`` (CLI ``--type``/``--state``);
 missing from both is a :class:`DocumentError` naming the field.
@@ -41,7 +45,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from ragwright.core.documents import ensure_unique_ids, validate_document
 from ragwright.errors import DocumentError, SourceError
-from ragwright.types import DEFAULT_DOCUMENT_TYPES, SourceDocument, SourceSection
+from ragwright.types import DEFAULT_DOCUMENT_TYPES, SkippedDocument, SourceDocument, SourceSection
 
 FRONT_MATTER_KEYS = frozenset(
     {
@@ -55,6 +59,7 @@ FRONT_MATTER_KEYS = frozenset(
     }
 )
 _SKIPPED_BLOCKS = frozenset({"hr"})
+_DEFAULTED_FIELDS = frozenset({"document_type", "publication_state", "tenant"})
 _markdown = MarkdownIt("commonmark").enable("table")
 
 
@@ -73,11 +78,15 @@ def load_sources(
     defaults: SourceDefaults = SourceDefaults(),
     *,
     skipped: Callable[[str, str], None] | None = None,
+    on_invalid: Callable[[SkippedDocument], None] | None = None,
 ) -> list[SourceDocument]:
     """Load every supported file under ``paths`` (directories are walked, sorted).
 
     ``skipped`` receives (path, reason) for every file under a directory that is not
     loaded (README/LICENSE files, unsupported types), so callers can say what was left out.
+    ``on_invalid``, when given, receives every BEIR document that breaks a validation
+    rule, which is then left out; without it (the default) the load fails on it. It never
+    applies to Markdown or JSON sources.
 
     Raises:
         SourceError: a path does not exist, a file cannot be parsed, or has no supported type.
@@ -94,7 +103,7 @@ def load_sources(
             elif path.suffix == ".json":
                 documents.extend(load_json(path, defaults))
             elif path.suffix == ".jsonl":
-                documents.extend(load_beir_corpus(path, defaults))
+                documents.extend(load_beir_corpus(path, defaults, on_invalid=on_invalid))
             elif root.is_file():
                 raise SourceError(str(path), "unsupported file type (use .md, .json or .jsonl)")
     return ensure_unique_ids(documents)
@@ -296,8 +305,17 @@ def load_json(path: Path, defaults: SourceDefaults) -> list[SourceDocument]:
     return documents
 
 
-def load_beir_corpus(path: Path, defaults: SourceDefaults) -> Iterator[SourceDocument]:
-    """Documents from a BEIR ``corpus.jsonl`` (one JSON object per line)."""
+def load_beir_corpus(
+    path: Path,
+    defaults: SourceDefaults,
+    *,
+    on_invalid: Callable[[SkippedDocument], None] | None = None,
+) -> Iterator[SourceDocument]:
+    """Documents from a BEIR ``corpus.jsonl`` (one JSON object per line).
+
+    A line that is not a BEIR document is a :class:`SourceError` whatever ``on_invalid``
+    says; a document that breaks a validation rule goes to ``on_invalid`` when given.
+    """
     try:
         handle = path.open("r", encoding="utf-8")
     except OSError as error:
@@ -312,15 +330,25 @@ def load_beir_corpus(path: Path, defaults: SourceDefaults) -> Iterator[SourceDoc
                 text = row["text"]
             except (ValueError, KeyError, TypeError) as error:
                 raise SourceError(f"{path}:{number}", f"not a BEIR corpus line: {error}") from error
-            title = str(row.get("title") or "").strip() or doc_id
+            title = str(row.get("title") or "").strip()
             paragraphs = tuple(p.strip() for p in re.split(r"\n\s*\n", str(text)) if p.strip())
-            yield validate_document(
-                document_id=doc_id,
-                title=title,
-                document_type=defaults.document_type,
-                publication_state=defaults.publication_state,
-                sections=[SourceSection("text", title, paragraphs)],
-                source_uri=f"{path.as_posix()}#{doc_id}",
-                tenant=defaults.tenant,
-                document_types=defaults.document_types,
-            )
+            try:
+                document = validate_document(
+                    document_id=doc_id,
+                    title=title,
+                    document_type=defaults.document_type,
+                    publication_state=defaults.publication_state,
+                    sections=[SourceSection("text", title, paragraphs)],
+                    source_uri=f"{path.as_posix()}#{doc_id}",
+                    tenant=defaults.tenant,
+                    document_types=defaults.document_types,
+                    allow_missing_title=True,
+                )
+            except DocumentError as error:
+                # Metadata comes from the defaults, the same for every line: a mistake
+                # there is the caller's, and skipping would silently drop the corpus.
+                if on_invalid is None or error.field in _DEFAULTED_FIELDS:
+                    raise
+                on_invalid(SkippedDocument(doc_id, f"{path}:{number}", error.field, error.rule))
+                continue
+            yield document

@@ -17,7 +17,7 @@ from ragwright.chat.contract import ChatModel, ModelProfile
 from ragwright.pipeline.retrieve import Retriever
 from ragwright.protocols import Embedder, SparseEncoder, TokenCounter, VectorIndex
 from ragwright.settings import Settings
-from ragwright.types import EmbeddingProfile, EvalCase, SourceDocument
+from ragwright.types import EmbeddingProfile, EvalCase, SkippedDocument, SourceDocument
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +26,7 @@ class LoadedSources:
 
     documents: tuple[SourceDocument, ...]
     skipped: tuple[SkippedFile, ...] = ()
+    invalid: tuple[SkippedDocument, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +88,10 @@ class Components(Protocol):
         *,
         document_type: str | None,
         publication_state: str | None,
+        skip_invalid: bool = False,
     ) -> LoadedSources:
-        """Validated documents from Markdown/JSON/BEIR sources."""
+        """Validated documents from Markdown/JSON/BEIR sources (``skip_invalid``: leave
+        out invalid BEIR documents instead of failing, listing them in ``invalid``)."""
         ...
 
     def load_cases(self, path: Path, *, beir: bool, split: str) -> list[EvalCase]:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from ragwright.chat.contract import ChatMessage
 from ragwright.pipeline.retrieve import Mode, Thresholds
+from ragwright.types import SkippedDocument
 
 ScoreKind = Literal["cosine", "bm25", "rrf", "rerank"]
 
@@ -78,6 +79,7 @@ class ChunksRequest:
     chunking: ChunkingOptions = ChunkingOptions()
     document_type: str | None = None
     publication_state: str | None = None
+    skip_invalid: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +101,14 @@ class ChunksResult:
     chunking_version: str
     chunks: tuple[ChunkRow, ...]
     skipped_files: tuple[SkippedFile, ...] = ()
+    skipped_documents: tuple[SkippedDocument, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "chunking_version": self.chunking_version,
             "chunks": [_plain(asdict(c)) for c in self.chunks],
             "skipped_files": [asdict(s) for s in self.skipped_files],
+            "skipped_documents": [asdict(s) for s in self.skipped_documents],
         }
 
 
@@ -121,7 +125,11 @@ class SkippedFile:
 
 @dataclass(frozen=True, slots=True)
 class IngestRequest:
-    """Index sources: chunk, embed what changed, upsert, switch, verify."""
+    """Index sources: chunk, embed what changed, upsert, switch, verify.
+
+    ``skip_invalid`` leaves out benchmark-format (BEIR) documents that break a
+    validation rule and lists them in the result; authored sources always fail.
+    """
 
     sources: tuple[Path, ...]
     chunking: ChunkingOptions = ChunkingOptions()
@@ -129,6 +137,7 @@ class IngestRequest:
     publication_state: str | None = None
     prune: bool = False
     add_chunking_version: bool = False
+    skip_invalid: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,13 +152,17 @@ class IngestResult:
     documents_changed: int
     documents_pruned: int
     embedding_tokens: int
+    bm25_avgdl: float | None
+    sparse_reencoded: int
     chunking_version: str
     embedding_profile: str
     skipped_files: tuple[SkippedFile, ...] = ()
+    skipped_documents: tuple[SkippedDocument, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["skipped_files"] = [asdict(s) for s in self.skipped_files]
+        out["skipped_documents"] = [asdict(s) for s in self.skipped_documents]
         return out
 
 

@@ -90,6 +90,7 @@ class Application:
             request.sources,
             document_type=request.document_type,
             publication_state=request.publication_state,
+            skip_invalid=request.skip_invalid,
         )
         embedder = self.components.embedder() if policy.max_tokens is not None else None
         rows = []
@@ -110,7 +111,7 @@ class Application:
                         text=chunk.text,
                     )
                 )
-        return ChunksResult(policy.version, tuple(rows), loaded.skipped)
+        return ChunksResult(policy.version, tuple(rows), loaded.skipped, loaded.invalid)
 
     def ingest(
         self, request: IngestRequest, *, progress: ProgressCallback | None = None
@@ -121,6 +122,7 @@ class Application:
             request.sources,
             document_type=request.document_type,
             publication_state=request.publication_state,
+            skip_invalid=request.skip_invalid,
         )
         embedder = self.components.embedder()
         index = self.components.open_index(
@@ -144,6 +146,7 @@ class Application:
             chunking_version=policy.version,
             embedding_profile=embedder.profile.profile_id,
             skipped_files=loaded.skipped,
+            skipped_documents=loaded.invalid,
         )
 
     def status(self, request: StatusRequest | None = None) -> StatusResult:
@@ -354,7 +357,9 @@ class Application:
             report_path=report_path,
         )
 
-    def calibrate(self, request: CalibrateRequest) -> CalibrateResult:
+    def calibrate(
+        self, request: CalibrateRequest, *, progress: ProgressCallback | None = None
+    ) -> CalibrateResult:
         """Sweep thresholds so unsupported questions find no evidence; recommend one."""
         cases = self._cases(request.dataset)
         config = EvalConfig(
@@ -375,6 +380,7 @@ class Application:
                 k=request.k,
                 max_recall_loss=request.max_recall_loss,
                 max_candidates=request.max_candidates,
+                progress=progress,
             )
         finally:
             index.close()

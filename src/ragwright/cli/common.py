@@ -120,6 +120,14 @@ SearchMode = Annotated[
     ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+SkipInvalid = Annotated[
+    bool,
+    typer.Option(
+        "--skip-invalid",
+        help="Leave out BEIR corpus documents that break a rule (e.g. empty text); each is "
+        "listed with its reason. Markdown and JSON sources always fail on one.",
+    ),
+]
 ShowProgress = Annotated[
     bool,
     typer.Option(

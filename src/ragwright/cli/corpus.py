@@ -15,6 +15,7 @@ from ragwright.cli.common import (
     NoOverlap,
     Policy,
     ShowProgress,
+    SkipInvalid,
     Sources,
     app,
     application,
@@ -25,6 +26,7 @@ from ragwright.cli.common import (
 
 if TYPE_CHECKING:
     from ragwright.application import ChunkingOptions, SkippedFile
+    from ragwright.types import SkippedDocument
 
 CHUNKING_POLICIES = ("section-paragraphs", "sentence-blocks")
 
@@ -45,11 +47,20 @@ def _chunking(
     )
 
 
-def _print_skipped(skipped: tuple[SkippedFile, ...]) -> None:
+def _print_skipped(
+    skipped: tuple[SkippedFile, ...], invalid: tuple[SkippedDocument, ...] = ()
+) -> None:
     if skipped:
         print(f"skipped {plural(len(skipped), 'file')}:")
         for item in skipped:
             print(f"  {item.path}: {item.reason}")
+    if invalid:
+        print(f"skipped {plural(len(invalid), 'invalid document')} (--skip-invalid):")
+        for document in invalid:
+            print(
+                f"  {document.document_id!r} ({document.source}): "
+                f"{document.field}: {document.reason}"
+            )
 
 
 @app.command()
@@ -61,6 +72,7 @@ def chunks(
     policy: Policy = None,
     doc_type: DocType = None,
     state: DocState = None,
+    skip_invalid: SkipInvalid = False,
     as_json: AsJson = False,
 ) -> None:
     """Preview the chunks SOURCES produce. Needs no index and no embedding provider
@@ -73,6 +85,7 @@ def chunks(
             chunking=_chunking(policy, max_words, max_tokens, no_overlap),
             document_type=doc_type,
             publication_state=state,
+            skip_invalid=skip_invalid,
         )
     )
     if as_json:
@@ -87,7 +100,7 @@ def chunks(
         print(row.text)
         print()
     print(f"{plural(len(result.chunks), 'chunk')}, {result.chunking_version}")
-    _print_skipped(result.skipped_files)
+    _print_skipped(result.skipped_files, result.skipped_documents)
 
 
 @app.command()
@@ -109,6 +122,7 @@ def ingest(
             help="Allow writing a chunking version the collection does not hold yet.",
         ),
     ] = False,
+    skip_invalid: SkipInvalid = False,
     progress: ShowProgress = False,
     as_json: AsJson = False,
 ) -> None:
@@ -128,8 +142,9 @@ def ingest(
         publication_state=state,
         prune=prune,
         add_chunking_version=add_chunking_version,
+        skip_invalid=skip_invalid,
     )
-    with ProgressDisplay("chunks", force_lines=progress) as display:
+    with ProgressDisplay(force_lines=progress) as display:
         result = application().ingest(request, progress=display)
     if as_json:
         print_json(result.to_dict())
@@ -139,9 +154,14 @@ def ingest(
         f"({result.chunking_version}, {result.embedding_profile}): "
         f"{result.embedded} embedded, {result.unchanged} unchanged, "
         f"{result.payload_updated} payload updated, {result.deleted} deleted, "
-        f"{result.verified} verified"
+        f"{result.verified} verified; BM25 average length {result.bm25_avgdl or 0:.1f} terms"
+        + (
+            f" ({result.sparse_reencoded} sparse vectors re-encoded)"
+            if result.sparse_reencoded
+            else ""
+        )
     )
-    _print_skipped(result.skipped_files)
+    _print_skipped(result.skipped_files, result.skipped_documents)
 
 
 @app.command()

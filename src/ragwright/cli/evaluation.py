@@ -14,6 +14,7 @@ from ragwright.cli.common import (
     EligibleStates,
     EligibleTypes,
     SearchMode,
+    ShowProgress,
     check_choice,
     eval_app,
     evidence_filter,
@@ -168,6 +169,7 @@ def eval_calibrate(
             help="Thresholds tried per leg, 'none' included.",
         ),
     ] = 8,
+    progress: ShowProgress = False,
     as_json: AsJson = False,
 ) -> None:
     """Sweep dense/BM25 score thresholds so unsupported questions find no evidence.
@@ -188,19 +190,20 @@ def eval_calibrate(
     """
     from ragwright.application import CalibrateRequest, Dataset
     from ragwright.cli.common import application
+    from ragwright.cli.progress import ProgressDisplay
 
     check_choice(mode, MODES, "--mode")
-    result = application().calibrate(
-        CalibrateRequest(
-            dataset=Dataset(dataset),
-            mode=cast(Any, mode),
-            k=k,
-            evidence=evidence_filter(types, states, None, chunking_version),
-            tenant=tenant,
-            max_recall_loss=max_recall_loss,
-            max_candidates=max_candidates,
-        )
+    request = CalibrateRequest(
+        dataset=Dataset(dataset),
+        mode=cast(Any, mode),
+        k=k,
+        evidence=evidence_filter(types, states, None, chunking_version),
+        tenant=tenant,
+        max_recall_loss=max_recall_loss,
+        max_candidates=max_candidates,
     )
+    with ProgressDisplay(force_lines=progress) as display:
+        result = application().calibrate(request, progress=display)
     if as_json:
         print_json(result.to_dict())
         return

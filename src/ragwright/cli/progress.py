@@ -23,10 +23,11 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-# Events that advance the count, per command: ingestion counts chunks that are done
-# (unchanged or embedded), calibration counts questions retrieved.
-ADVANCING = frozenset({"unchanged", "embedded", "question"})
-TOTALS = frozenset({"plan", "questions"})
+# A total starts a phase (named after its unit); the advancing events count its work:
+# ingestion's chunks (unchanged or embedded), calibration's questions retrieved and then
+# threshold combinations swept.
+TOTALS = {"plan": "chunks", "questions": "questions", "combinations": "combinations"}
+ADVANCING = frozenset({"unchanged", "embedded", "retrieved", "swept"})
 
 
 class ProgressDisplay:
@@ -34,14 +35,13 @@ class ProgressDisplay:
 
     def __init__(
         self,
-        unit: str,
         *,
         force_lines: bool = False,
         interval: float = 5.0,
         stream: TextIO | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.unit = unit
+        self.unit = "items"
         self._stream = stream or sys.stderr
         self._terminal = self._stream.isatty()
         self._lines = force_lines and not self._terminal
@@ -78,7 +78,10 @@ class ProgressDisplay:
 
     def __call__(self, event: str, count: int) -> None:
         if event in TOTALS:
-            self._total = count
+            if self._lines and self._total is not None:
+                self._line()  # the last line of the phase that ends here
+            self.unit, self._total, self._done = TOTALS[event], count, 0
+            self._started = self._last_line = self._clock()
             if self._bar is not None:
                 self._task = self._bar.add_task(self.unit, total=count)
             return

@@ -6,7 +6,9 @@ labels it issued (:func:`answer_schema`), but every answer is validated here reg
 with a stable reason code per failure:
 
 ``not_json``, ``not_object``, ``missing_field``, ``unknown_field``, ``wrong_type``,
-``unknown_status``, ``empty_answer`` (answered without text), ``answered_without_sources``,
+``unknown_status``, ``empty_answer`` (answered without text), ``answered_as_insufficient``
+(answered, but the text only says "insufficient"), ``answer_only_source_labels`` (the text is
+nothing but labels such as ``S1, S2`` or ``[S1]``), ``answered_without_sources``,
 ``inconsistent_insufficient`` (insufficient with text or ids), ``unknown_source_id``,
 ``duplicate_source_id``.
 
@@ -18,6 +20,7 @@ wrote.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -104,6 +107,13 @@ def answer_schema(
 
 
 _FIELDS = ("status", "answer", "sourceIds")
+# Small models sometimes put the citation or the status word where the answer belongs;
+# both would reach the user as an "answer". Labels are the assembler's ``S<n>``; a
+# "Sources:" lead-in and joining words are allowed around them, nothing else.
+_ONLY_LABELS = re.compile(
+    r"^[\W_]*(?:sources?\W*)?s\d+(?:(?:[\W_]|\band\b)*s\d+)*[\W_]*$", re.IGNORECASE
+)
+_NON_WORD = re.compile(r"[\W_]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +171,14 @@ def parse_answer(raw: str, sources: Sequence[SelectedSource]) -> Answer:
         return Answer("insufficient", "", ())
     if not text.strip():
         raise AnswerContractError("empty_answer", "status answered with an empty answer")
+    if _NON_WORD.sub("", text).lower() == "insufficient":
+        raise AnswerContractError(
+            "answered_as_insufficient", f"status answered but the answer is {text.strip()!r}"
+        )
+    if _ONLY_LABELS.match(text):
+        raise AnswerContractError(
+            "answer_only_source_labels", f"the answer is only source labels: {text.strip()!r}"
+        )
     if not ids:
         raise AnswerContractError("answered_without_sources", "an answer must cite its sources")
     if len(set(ids)) != len(ids):

@@ -4,7 +4,8 @@ The default policy is the seeds' ``section-paragraphs`` policy, reproduced exact
 
 * complete paragraphs are grouped within one section under a word budget that
   **includes the heading**; words are whitespace-separated tokens;
-* each chunk's text is ``heading + "\\n\\n" + "\\n\\n".join(paragraphs)``;
+* each chunk's text is ``heading + "\\n\\n" + "\\n\\n".join(paragraphs)``, or only the
+  paragraphs when the heading is empty (a BEIR document without a title);
 * with overlap on, the next window starts at the previous window's last paragraph,
   but only when that window held at least two paragraphs (so a lone paragraph never
   repeats and the loop always advances);
@@ -111,7 +112,7 @@ def build_chunks(
                     0,
                     f"the heading alone has {heading_words} words; budget is {policy.max_words}",
                 )
-            prefix = section.heading + "\n\n"
+            prefix = section.heading + "\n\n" if section.heading else ""
 
             def fits(piece: str, prefix: str = prefix) -> bool:
                 return fits_tokens(prefix + piece)
@@ -202,7 +203,8 @@ def split_block(block: str, budget: int, fits: Callable[[str], bool] | None = No
 
 
 def _chunk_text(heading: str, blocks: Sequence[str]) -> str:
-    return heading + "\n\n" + "\n\n".join(blocks)
+    body = "\n\n".join(blocks)
+    return heading + "\n\n" + body if heading else body
 
 
 def _unit_spans(block: str) -> list[tuple[int, int]]:

@@ -1,9 +1,12 @@
 """The collection contract: what every point in a collection was made with.
 
 A collection binds one embedding profile (id and artifact digest), one vector size and
-distance, and the chunking versions written into it. Opening a collection with a
-different configuration stops with :class:`ContractMismatch` before anything is read or
-written; a new chunking version is accepted only when the caller asks for it.
+distance, the chunking versions written into it, and the BM25 profile. Opening a
+collection with a different configuration stops with :class:`ContractMismatch` before
+anything is read or written; a new chunking version is accepted only when the caller asks
+for it. The collection's BM25 statistics (``lexical_stats``: counted points, their terms,
+the ``avgdl`` the sparse vectors carry) ride along in the same metadata but are state kept
+current by ingestion, so they are never compared.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any
 
 from ragwright.core.lexical import LexicalProfile
 from ragwright.errors import ContractMismatch
-from ragwright.types import CollectionContract, EmbeddingProfile
+from ragwright.types import CollectionContract, EmbeddingProfile, LexicalStats
 
 DENSE_VECTOR = "dense"
 SPARSE_VECTOR = "bm25"
@@ -47,12 +50,20 @@ def contract_to_metadata(contract: CollectionContract) -> dict[str, Any]:
         "chunking_versions": list(contract.chunking_versions),
         "sparse_vector_name": contract.sparse_vector_name,
         "lexical_profile_id": contract.lexical_profile_id,
+        "lexical_stats": None
+        if contract.lexical_stats is None
+        else {
+            "chunks": contract.lexical_stats.chunks,
+            "terms": contract.lexical_stats.terms,
+            "avgdl": contract.lexical_stats.avgdl,
+        },
     }
 
 
 def contract_from_metadata(metadata: Mapping[str, Any]) -> CollectionContract:
     """Parse stored metadata; a missing or malformed field is a contract mismatch."""
     try:
+        stats = metadata.get("lexical_stats")
         return CollectionContract(
             vector_name=str(metadata["vector_name"]),
             dimensions=int(metadata["dimensions"]),
@@ -62,6 +73,9 @@ def contract_from_metadata(metadata: Mapping[str, Any]) -> CollectionContract:
             chunking_versions=tuple(str(v) for v in metadata["chunking_versions"]),
             sparse_vector_name=str(metadata["sparse_vector_name"]),
             lexical_profile_id=str(metadata["lexical_profile_id"]),
+            lexical_stats=None
+            if stats is None
+            else LexicalStats(int(stats["chunks"]), int(stats["terms"]), float(stats["avgdl"])),
         )
     except (KeyError, TypeError, ValueError) as error:
         raise ContractMismatch(
@@ -74,9 +88,10 @@ def reconcile_contract(
 ) -> CollectionContract:
     """Check ``stored`` against ``expected``; return the contract to keep.
 
-    Every field must match, except that a chunking version missing from the stored list
-    is appended when ``add_chunking_version`` is true (an explicit decision, so a typo in
-    a budget never silently starts a second index inside the collection). An expected
+    Every field but ``lexical_stats`` must match (the stored statistics are kept), except
+    that a chunking version missing from the stored list is appended when
+    ``add_chunking_version`` is true (an explicit decision, so a typo in a budget never
+    silently starts a second index inside the collection). An expected
     contract with no chunking versions (read-only inspection) accepts the stored ones.
 
     Raises:

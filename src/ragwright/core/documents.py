@@ -3,7 +3,8 @@
 Validation happens once, at the boundary, and names the document and field it rejects:
 blank ids and titles, unknown document types or publication states (exact spelling:
 ``Published`` is not ``published``), duplicate section ids, empty sections or
-paragraphs, and duplicate document ids within one run.
+paragraphs, and duplicate document ids within one run. Benchmark corpora may lack titles
+(``allow_missing_title``): the title is then empty, never invented.
 """
 
 from __future__ import annotations
@@ -54,8 +55,13 @@ def validate_document(
     source_uri: str = "",
     tenant: object = None,
     document_types: Sequence[str] = DEFAULT_DOCUMENT_TYPES,
+    allow_missing_title: bool = False,
 ) -> SourceDocument:
     """Build a :class:`SourceDocument`, rejecting anything the contract forbids.
+
+    ``allow_missing_title`` (BEIR corpora only: authored sources always need a title)
+    accepts a blank title as the empty string, and then a section heading that is empty
+    too (a BEIR text's one section is headed by the title): its chunks carry no heading.
 
     Raises:
         DocumentError: naming the document, the field and the rule it breaks.
@@ -63,7 +69,10 @@ def validate_document(
     doc_id = _require_text(str(document_id or "<missing id>"), "document_id", document_id)
     if doc_id != doc_id.strip():
         raise DocumentError(doc_id, "document_id", "must not start or end with whitespace")
-    doc_title = _require_text(doc_id, "title", title)
+    if allow_missing_title and isinstance(title, str) and not title.strip():
+        doc_title = ""
+    else:
+        doc_title = _require_text(doc_id, "title", title)
     doc_type = _require_text(doc_id, "document_type", document_type)
     if doc_type not in document_types:
         raise DocumentError(
@@ -90,7 +99,8 @@ def validate_document(
                 doc_id, f"{where}.section_id", f"duplicate section id {section_id!r}"
             )
         seen.add(section_id)
-        _require_text(doc_id, f"{where}.heading", section.heading)
+        if not (doc_title == "" and section.heading == ""):
+            _require_text(doc_id, f"{where}.heading", section.heading)
         if not section.paragraphs:
             raise DocumentError(
                 doc_id, f"{where}.paragraphs", f"section {section_id!r} has no paragraphs"

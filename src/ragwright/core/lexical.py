@@ -11,8 +11,15 @@ computed here at ingestion and stored as a sparse vector. The engine supplies
 from the live collection, so idf stays right as documents come and go. A query vector
 has weight 1 for each distinct query term, so the dot product is exactly the sum above.
 
-``avgdl`` must be fixed when a document is encoded; it is part of the lexical profile
-(and so of the collection contract): change it and every sparse vector must be rebuilt.
+``avgdl`` is a corpus statistic, not a setting: the mean analysed length of the
+collection's points. Every stored vector carries the ``avgdl`` it was encoded with, so
+the collection records it (:class:`~ragwright.types.LexicalStats` in its contract) and
+ingestion encodes new points with the recorded value. After each run ingestion counts
+the corpus again; when the true mean has drifted from the recorded one by more than
+:data:`AVGDL_TOLERANCE` (relative), every point's sparse vector is rebuilt from its stored
+text under the new mean (no embedding) and the new value recorded (:func:`avgdl_drifted`).
+Within the tolerance a length-normalisation term ``b · |d| / avgdl`` moves by at most
+``b · 5 %``; the query side needs no ``avgdl`` at all.
 
 Tokenisation: lower-case, Unicode word characters, English stop words removed, then a
 stemmer supplied by the caller (the core stays free of third-party code).
@@ -53,14 +60,25 @@ class LexicalProfile:
 
     k1: float = 0.9
     b: float = 0.4
-    avgdl: float = 100.0
     analyzer: str = "en-snowball-stop"
-    revision: int = 1
+    # 2: avgdl left the profile for the collection's recorded statistics.
+    revision: int = 2
 
     @property
     def profile_id(self) -> str:
-        """E.g. ``bm25-en-snowball-stop-k0.9-b0.4-avgdl100-v1``."""
-        return f"bm25-{self.analyzer}-k{self.k1:g}-b{self.b:g}-avgdl{self.avgdl:g}-v{self.revision}"
+        """E.g. ``bm25-en-snowball-stop-k0.9-b0.4-v2``."""
+        return f"bm25-{self.analyzer}-k{self.k1:g}-b{self.b:g}-v{self.revision}"
+
+
+AVGDL_TOLERANCE = 0.05
+"""Relative drift of the corpus mean length from the recorded ``avgdl`` that ingestion
+tolerates before it re-encodes every sparse vector."""
+
+
+def avgdl_drifted(recorded: float, current: float, tolerance: float = AVGDL_TOLERANCE) -> bool:
+    """Whether ``current`` (the corpus mean now) is more than ``tolerance`` away from
+    ``recorded`` (the mean the stored vectors carry), relative to ``recorded``."""
+    return abs(current - recorded) > tolerance * recorded
 
 
 Stemmer = Callable[[str], str]
@@ -76,12 +94,15 @@ def term_index(term: str) -> int:
     return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=4).digest(), "big")
 
 
-def document_vector(terms: list[str], profile: LexicalProfile) -> SparseVector:
-    """The document half of BM25 per distinct term (see the module docstring)."""
+def document_vector(terms: list[str], profile: LexicalProfile, avgdl: float) -> SparseVector:
+    """The document half of BM25 per distinct term under the corpus mean length ``avgdl``
+    (see the module docstring)."""
+    if avgdl <= 0:
+        raise ValueError(f"avgdl must be positive, got {avgdl}")
     if not terms:
         return SparseVector((), ())
     counts = Counter(terms)
-    norm = profile.k1 * (1.0 - profile.b + profile.b * len(terms) / profile.avgdl)
+    norm = profile.k1 * (1.0 - profile.b + profile.b * len(terms) / avgdl)
     weights: dict[int, float] = {}
     for term, tf in counts.items():
         index = term_index(term)

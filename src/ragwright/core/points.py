@@ -61,6 +61,8 @@ REQUIRED_STRING_FIELDS: tuple[str, ...] = (
     "index_state",
     "document_digest",
 )
+# A BEIR document without a title keeps it missing: empty title and heading, not blank-checked.
+MAY_BE_EMPTY_FIELDS = frozenset({"title", "heading"})
 OPTIONAL_STRING_FIELDS: tuple[str, ...] = ("tenant", "source_uri")
 # Fields that are the same on every point of a document; switching a document to a new
 # revision sets them on all its points in one operation.
@@ -148,8 +150,9 @@ def chunk_body(title: str, heading: str, text: str) -> str:
 
 
 def lexical_text(title: str, heading: str, text: str) -> str:
-    """What BM25 indexes for a chunk: the document title, then the chunk body."""
-    return f"{title}\n\n{chunk_body(title, heading, text)}"
+    """What BM25 indexes for a chunk: the document title (when it has one), then the body."""
+    body = chunk_body(title, heading, text)
+    return f"{title}\n\n{body}" if title else body
 
 
 def format_query_input(profile: EmbeddingProfile, query: str) -> str:
@@ -285,7 +288,9 @@ def read_payload(point_id: uuid.UUID, payload: Mapping[str, Any] | None) -> Chun
     for field in REQUIRED_STRING_FIELDS:
         if field not in payload:
             raise PayloadError(pid, field, "is missing")
-        values[field] = _scalar_string(pid, field, payload[field])
+        values[field] = _scalar_string(
+            pid, field, payload[field], may_be_empty=field in MAY_BE_EMPTY_FIELDS
+        )
     optional: dict[str, str | None] = {}
     for field in OPTIONAL_STRING_FIELDS:
         optional[field] = _scalar_string(pid, field, payload[field]) if field in payload else None
@@ -298,10 +303,10 @@ def read_payload(point_id: uuid.UUID, payload: Mapping[str, Any] | None) -> Chun
     )
 
 
-def _scalar_string(pid: str, field: str, value: object) -> str:
+def _scalar_string(pid: str, field: str, value: object, *, may_be_empty: bool = False) -> str:
     if not isinstance(value, str):
         raise PayloadError(pid, field, f"must be a scalar string, found {type(value).__name__}")
-    if not value.strip():
+    if not value.strip() and not (may_be_empty and value == ""):
         raise PayloadError(pid, field, "must not be blank")
     return value
 

@@ -27,7 +27,7 @@ from typing import Any
 from ragwright.core.eligibility import CallerScope, Eligibility, eligibility_filter
 from ragwright.core.metrics import RankingScores, score_ranking
 from ragwright.errors import EvaluationError, MetricInputError
-from ragwright.pipeline.retrieve import Hit, Mode, Retriever, Thresholds
+from ragwright.pipeline.retrieve import Hit, Mode, RetrievalResult, Retriever, Thresholds
 from ragwright.protocols import VectorIndex
 from ragwright.types import EvalCase
 
@@ -120,6 +120,14 @@ def validate_labels(
         )
 
 
+def retrieval_depth(case: EvalCase, config: EvalConfig) -> int:
+    """How deep a case's single ranking is retrieved: the largest K, times
+    ``document_depth_factor`` for answerable document-level cases (whose chunk ranking
+    collapses to documents)."""
+    document_level = case.level == "document" and not case.unsupported
+    return max(config.ks) * (config.document_depth_factor if document_level else 1)
+
+
 def run_evaluation(
     cases: Sequence[EvalCase],
     retriever: Retriever,
@@ -131,8 +139,44 @@ def run_evaluation(
     token: Callable[[], str] = lambda: secrets.token_hex(3),
 ) -> RunRecord:
     """Score every case; raise :class:`EvaluationError` if any cannot be scored."""
-    if not config.ks or any(k <= 0 for k in config.ks):
-        raise EvaluationError(f"cutoffs must be positive, got {list(config.ks)}")
+    _check_cutoffs(config)
+    validate_labels(cases, corpus, config.eligibility.chunking_version)
+    results = [
+        retriever.search(
+            retriever.embed(case.question),
+            config.eligibility,
+            config.scope,
+            k=retrieval_depth(case, config),
+            mode=config.mode,
+            thresholds=config.thresholds,
+        )
+        for case in cases
+    ]
+    return score_results(
+        cases, results, config, corpus, run_config=run_config, clock=clock, token=token
+    )
+
+
+def score_results(
+    cases: Sequence[EvalCase],
+    results: Sequence[RetrievalResult],
+    config: EvalConfig,
+    corpus: EligibleCorpus,
+    *,
+    run_config: dict[str, Any],
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    token: Callable[[], str] = lambda: secrets.token_hex(3),
+) -> RunRecord:
+    """The run record of ``results[i]`` retrieved for ``cases[i]`` under ``config``, each
+    at :func:`retrieval_depth`; :func:`run_evaluation` is retrieval followed by this.
+
+    Raises:
+        EvaluationError: bad cutoffs, labels outside ``corpus``, a result count that
+            differs from the case count, or a case that cannot be scored.
+    """
+    _check_cutoffs(config)
+    if len(results) != len(cases):
+        raise EvaluationError(f"{len(results)} retrieval results for {len(cases)} cases")
     version = config.eligibility.chunking_version
     validate_labels(cases, corpus, version)
     ks = tuple(sorted(set(config.ks)))
@@ -154,18 +198,8 @@ def run_evaluation(
     failures: list[str] = []
     scored: list[tuple[EvalCase, dict[int, RankingScores]]] = []
     unsupported_rows: list[dict[str, Any]] = []
-    for case in cases:
-        vectors = retriever.embed(case.question)
+    for case, result in zip(cases, results, strict=True):
         document_level = case.level == "document" and not case.unsupported
-        depth = ks[-1] * (config.document_depth_factor if document_level else 1)
-        result = retriever.search(
-            vectors,
-            config.eligibility,
-            config.scope,
-            k=depth,
-            mode=config.mode,
-            thresholds=config.thresholds,
-        )
         if case.unsupported:
             unsupported_rows.append(
                 {
@@ -224,6 +258,11 @@ def run_evaluation(
         "results": unsupported_rows,
     }
     return record
+
+
+def _check_cutoffs(config: EvalConfig) -> None:
+    if not config.ks or any(k <= 0 for k in config.ks):
+        raise EvaluationError(f"cutoffs must be positive, got {list(config.ks)}")
 
 
 def _ranking(

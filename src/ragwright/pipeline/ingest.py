@@ -16,10 +16,16 @@ over the embedding limit) stops it with the index untouched. Then, per document:
    delete and flip it is the unchanged chunks (a subset of both revisions); after the
    flip it is the new revision. A reader never sees a mix (docs/ingestion.md).
 4. **Verify** — the document's points are read back and validated fail-closed.
+5. **BM25 statistics** — one payload-light scroll sums the analysed term counts every
+   point carries (``lexical_terms``). New points were encoded with the ``avgdl`` the
+   collection records; when the corpus mean has drifted beyond
+   :data:`~ragwright.core.lexical.AVGDL_TOLERANCE` of it, every point's sparse vector is
+   rebuilt from its stored text (no embedding) and the new mean recorded.
 
 A run killed at any moment leaves staged points (reused by the next run without
-re-embedding) or a half-switched document (finished by the next run): re-running
-converges to the same index as one uninterrupted run.
+re-embedding), a half-switched document (finished by the next run) or sparse vectors
+partly re-encoded (the recorded mean is still the old one, so the next run re-encodes
+again): re-running converges to the same index as one uninterrupted run.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from typing import Any
 from ragwright.core.chunking import TokenCounter, build_chunks
 from ragwright.core.contracts import require_compatible
 from ragwright.core.documents import ensure_unique_ids
+from ragwright.core.lexical import AVGDL_TOLERANCE, avgdl_drifted, document_vector
 from ragwright.core.points import (
     DOCUMENT_FIELDS,
     LIVE,
@@ -41,6 +48,7 @@ from ragwright.core.points import (
     PlannedPoint,
     chunk_body,
     format_document_input,
+    lexical_text,
     plan_document,
     read_payload,
     source_digest,
@@ -57,14 +65,20 @@ from ragwright.types import (
     FieldMatch,
     IndexPoint,
     IngestReport,
+    LexicalStats,
     PointFilter,
     SourceDocument,
+    SparseVector,
 )
 
 # Called with a phase name and a count: ("plan", total_chunks), ("embedded", n),
 # ("switched", 1) … The CLI drives its progress bar from these; tests record them.
 ProgressCallback = Callable[[str, int], None]
 _READBACK_FIELDS = ("text", "document_id", "chunking_version", "document_type", "publication_state")
+# Analysed terms of the point's BM25 text, written with its sparse vector: the collection's
+# avgdl is the mean of these over all points.
+LEXICAL_TERMS = "lexical_terms"
+_REENCODE_BATCH = 256
 
 
 @dataclass(slots=True)
@@ -121,6 +135,7 @@ def ingest(
     batch_size: int = 64,
     progress: ProgressCallback | None = None,
     phase_hook: Callable[[str, str], None] | None = None,
+    avgdl_tolerance: float = AVGDL_TOLERANCE,
 ) -> IngestReport:
     """Bring the index in line with ``documents`` for ``policy``'s chunking version.
 
@@ -135,6 +150,8 @@ def ingest(
         progress: receives (event, count) pairs for progress display.
         phase_hook: called as (document_id, phase) at each switch step; tests use it to
             observe what a reader sees mid-replacement.
+        avgdl_tolerance: relative drift of the corpus mean length from the recorded
+            ``avgdl`` that is tolerated before every sparse vector is re-encoded.
 
     Raises:
         DocumentError (duplicate ids), SourceError (``prune`` with no documents),
@@ -199,7 +216,19 @@ def ingest(
 
     pending = [p for item in work for p in item.to_embed]
     lengths = _check_lengths(embedder, pending)
-    embedded_tokens = _stage(embedder, sparse_encoder, index, pending, lengths, batch_size, notify)
+    stats = index.contract.lexical_stats
+    if stats is not None:
+        # Every stored vector carries the recorded mean: new ones must match them.
+        staging_avgdl: float = stats.avgdl
+        encoded_avgdl: float | None = stats.avgdl
+    else:
+        # A new collection: its first points set the mean. Points already present
+        # without recorded statistics carry an unknown one and are re-encoded below.
+        staging_avgdl = _mean_terms(sparse_encoder, pending)
+        encoded_avgdl = staging_avgdl if index.count() == 0 else None
+    embedded_tokens = _stage(
+        embedder, sparse_encoder, index, pending, lengths, batch_size, notify, staging_avgdl
+    )
 
     payload_updated = deleted = verified = 0
     for item in work:
@@ -214,6 +243,9 @@ def ingest(
             index.delete(list(stale))
             deleted += len(stale)
             pruned_documents += 1
+    bm25_avgdl, reencoded = _refresh_lexical_stats(
+        index, sparse_encoder, encoded_avgdl, avgdl_tolerance
+    )
     return IngestReport(
         documents=len(documents),
         chunks=unchanged + sum(len(item.plan.points) for item in work),
@@ -225,6 +257,8 @@ def ingest(
         documents_changed=len(work),
         documents_pruned=pruned_documents,
         embedding_tokens=embedded_tokens,
+        bm25_avgdl=bm25_avgdl,
+        sparse_reencoded=reencoded,
     )
 
 
@@ -288,6 +322,7 @@ def _stage(
     lengths: Sequence[int],
     batch_size: int,
     notify: ProgressCallback,
+    avgdl: float,
 ) -> int:
     """Embed in length-sorted batches and write them staged, overlapping the two."""
     order = sorted(range(len(pending)), key=lambda i: lengths[i])
@@ -305,7 +340,9 @@ def _stage(
                 tokens += sum(lengths[i] for i in order[start : start + batch_size])
             if in_flight is not None:
                 in_flight.result()
-            in_flight = writer.submit(_write_and_verify, index, sparse_encoder, batch, vectors)
+            in_flight = writer.submit(
+                _write_and_verify, index, sparse_encoder, batch, vectors, avgdl
+            )
             notify("embedded", len(batch))
         if in_flight is not None:
             in_flight.result()
@@ -317,17 +354,20 @@ def _write_and_verify(
     sparse_encoder: SparseEncoder,
     batch: Sequence[PlannedPoint],
     vectors: Sequence[Sequence[float]],
+    avgdl: float,
 ) -> None:
     # BM25 encoding runs here, on the writer thread, while the model embeds the next batch.
-    points = [
-        IndexPoint(
-            p.stored_id,
-            vector,
-            {**p.payload, "index_state": STAGED},
-            sparse_encoder.encode_document(p.lexical_text),
+    points = []
+    for p, vector in zip(batch, vectors, strict=True):
+        terms = sparse_encoder.terms(p.lexical_text)
+        points.append(
+            IndexPoint(
+                p.stored_id,
+                vector,
+                {**p.payload, "index_state": STAGED, LEXICAL_TERMS: len(terms)},
+                document_vector(terms, sparse_encoder.profile, avgdl),
+            )
         )
-        for p, vector in zip(batch, vectors, strict=True)
-    ]
     index.upsert(points)
     stored = {p.point_id: p.payload for p in index.retrieve([p.point_id for p in points])}
     for point in points:
@@ -337,6 +377,60 @@ def _write_and_verify(
         for name in _READBACK_FIELDS:
             if payload.get(name) != point.payload[name]:
                 raise ReadBackError(str(point.point_id), f"payload field {name!r} differs")
+
+
+def _mean_terms(sparse_encoder: SparseEncoder, pending: Sequence[PlannedPoint]) -> float:
+    total = sum(len(sparse_encoder.terms(p.lexical_text)) for p in pending)
+    return total / len(pending) if total else 1.0
+
+
+def _refresh_lexical_stats(
+    index: VectorIndex,
+    sparse_encoder: SparseEncoder,
+    encoded_avgdl: float | None,
+    tolerance: float,
+) -> tuple[float | None, int]:
+    """Count the corpus again; re-encode every sparse vector when its mean drifted.
+
+    Returns the avgdl the stored vectors now carry and how many were re-encoded.
+    """
+    chunks = terms = 0
+    for point in index.scroll(payload_fields=(LEXICAL_TERMS,)):
+        count = point.payload.get(LEXICAL_TERMS)
+        # Points written by other tools carry no count; they are not part of the mean.
+        if isinstance(count, int) and not isinstance(count, bool):
+            chunks += 1
+            terms += count
+    if not terms:
+        return encoded_avgdl, 0
+    current = terms / chunks
+    reencoded = 0
+    if encoded_avgdl is None or avgdl_drifted(encoded_avgdl, current, tolerance):
+        reencoded = _reencode(index, sparse_encoder, current)
+        encoded_avgdl = current
+    stats = LexicalStats(chunks=chunks, terms=terms, avgdl=encoded_avgdl)
+    if stats != index.contract.lexical_stats:
+        index.record_lexical_stats(stats)
+    return encoded_avgdl, reencoded
+
+
+def _reencode(index: VectorIndex, sparse_encoder: SparseEncoder, avgdl: float) -> int:
+    """Rebuild every point's sparse vector from its stored text under ``avgdl``."""
+    done = 0
+    batch: list[tuple[uuid.UUID, SparseVector]] = []
+    for point in index.scroll(payload_fields=("title", "heading", "text")):
+        title, heading, text = (point.payload.get(k) for k in ("title", "heading", "text"))
+        if not (isinstance(title, str) and isinstance(heading, str) and isinstance(text, str)):
+            continue  # not a ragwright chunk: it has no BM25 text to rebuild from
+        terms = sparse_encoder.terms(lexical_text(title, heading, text))
+        if terms:  # a text without terms has no sparse vector, whatever the mean
+            batch.append((point.point_id, document_vector(terms, sparse_encoder.profile, avgdl)))
+        if len(batch) >= _REENCODE_BATCH:
+            index.update_sparse(batch)
+            done += len(batch)
+            batch = []
+    index.update_sparse(batch)
+    return done + len(batch)
 
 
 def _refresh_kept(index: VectorIndex, item: _DocumentWork) -> int:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -68,6 +68,21 @@ class Hit:
     def identity(self) -> tuple[str, str, str]:
         """(document id, chunking version, chunk id): citations and tie-breaks use it."""
         return (self.payload.document_id, self.payload.chunking_version, self.payload.chunk_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """Each leg's (point id, score) list as the engine ranked it, before thresholds, with
+    the validated payloads of every point listed; ``k`` is the cut :meth:`Retriever.rank`
+    applies."""
+
+    vectors: QueryVectors
+    mode: Mode
+    k: int
+    payloads: Mapping[uuid.UUID, ChunkPayload]
+    dense: tuple[tuple[uuid.UUID, float], ...]
+    sparse: tuple[tuple[uuid.UUID, float], ...]
+    timings_ms: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +142,20 @@ class Retriever:
         thresholds: Thresholds = Thresholds(),
     ) -> RetrievalResult:
         """The ``k`` best eligible hits for ``query``."""
+        return self.rank(self.fetch(query, eligibility, scope, k=k, mode=mode), thresholds)
+
+    def fetch(
+        self,
+        query: str | QueryVectors,
+        eligibility: Eligibility,
+        scope: CallerScope,
+        *,
+        k: int = 5,
+        mode: Mode = "hybrid",
+    ) -> Candidates:
+        """The first half of :meth:`search`: each leg's eligible, validated points with
+        their scores, before any threshold. ``rank(fetch(...), t)`` is
+        ``search(..., thresholds=t)``; calibration ranks one fetch under many thresholds."""
         if k <= 0:
             raise ValueError(f"k must be positive, got {k}")
         if mode not in MODES:
@@ -136,7 +165,7 @@ class Retriever:
         vectors = self.embed(query) if isinstance(query, str) else query
         timings["embed"] = _elapsed(started)
         if scope.sees_nothing:
-            return RetrievalResult((), mode, timings)
+            return Candidates(vectors, mode, k, {}, (), (), timings)
         point_filter = eligibility_filter(eligibility, scope)
         depth = k if mode in {"dense", "sparse"} else max(k, self.candidates)
         if self.reranker is not None:
@@ -159,24 +188,40 @@ class Retriever:
             check_payload(payload, eligibility, scope)
             payloads.setdefault(point.point_id, payload)
         timings["validate"] = _elapsed(started)
+        return Candidates(
+            vectors,
+            mode,
+            k,
+            payloads,
+            tuple((p.point_id, float(p.score or 0.0)) for p in dense),
+            tuple((p.point_id, float(p.score or 0.0)) for p in sparse),
+            timings,
+        )
 
+    def rank(
+        self, candidates: Candidates, thresholds: Thresholds = Thresholds()
+    ) -> RetrievalResult:
+        """The second half of :meth:`search`: thresholds, fusion, rerank, cut to ``k``."""
+        timings = dict(candidates.timings_ms)
         started = time.perf_counter()
-        dense_scores = _scores(dense, thresholds.dense)
-        sparse_scores = _scores(sparse, thresholds.sparse)
-        hits = self._combine(mode, payloads, dense_scores, sparse_scores, thresholds.fusion)
+        dense_scores = _scores(candidates.dense, thresholds.dense)
+        sparse_scores = _scores(candidates.sparse, thresholds.sparse)
+        hits = self._combine(
+            candidates.mode, candidates.payloads, dense_scores, sparse_scores, thresholds.fusion
+        )
         timings["fuse"] = _elapsed(started)
 
         if self.reranker is not None and hits:
             started = time.perf_counter()
             shortlist = hits[: self.rerank_depth]
-            hits = _rerank(self.reranker, vectors.question, shortlist, thresholds.rerank)
+            hits = _rerank(self.reranker, candidates.vectors.question, shortlist, thresholds.rerank)
             timings["rerank"] = _elapsed(started)
-        return RetrievalResult(tuple(hits[:k]), mode, timings)
+        return RetrievalResult(tuple(hits[: candidates.k]), candidates.mode, timings)
 
     def _combine(
         self,
         mode: Mode,
-        payloads: dict[uuid.UUID, ChunkPayload],
+        payloads: Mapping[uuid.UUID, ChunkPayload],
         dense: dict[uuid.UUID, float],
         sparse: dict[uuid.UUID, float],
         fusion_threshold: float | None,
@@ -229,12 +274,10 @@ def _rerank(
     return sorted(rescored, key=lambda h: (-h.score, h.identity))
 
 
-def _scores(points: Sequence[StoredPoint], threshold: float | None) -> dict[uuid.UUID, float]:
-    return {
-        p.point_id: float(p.score or 0.0)
-        for p in points
-        if threshold is None or (p.score or 0.0) >= threshold
-    }
+def _scores(
+    scored: Sequence[tuple[uuid.UUID, float]], threshold: float | None
+) -> dict[uuid.UUID, float]:
+    return {pid: score for pid, score in scored if threshold is None or score >= threshold}
 
 
 def _elapsed(started: float) -> float:

@@ -3,7 +3,8 @@
 Subclass :class:`VectorIndexConformance` in a test module and implement ``open_index``;
 pytest collects the inherited tests. The suite checks behaviour the ingestion pipeline
 and retrieval rely on: writes are visible when they return, filters apply inside the
-search, payload survives exactly, the contract is enforced on reopen.
+search, payload survives exactly, the contract is enforced on reopen, sparse vectors can
+be replaced alone, and the BM25 statistics are kept without ever failing the contract.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from ragwright.core.contracts import contract_for
 from ragwright.errors import ContractMismatch
 from ragwright.protocols import VectorIndex
 from ragwright.testing.fakes import HASHING_PROFILE
-from ragwright.types import CollectionContract, FieldMatch, IndexPoint, PointFilter, SparseVector
+from ragwright.types import (
+    CollectionContract,
+    FieldMatch,
+    IndexPoint,
+    LexicalStats,
+    PointFilter,
+    SparseVector,
+)
 
 VERSION = "section-paragraphs-80w-overlap1-v1"
 
@@ -179,3 +187,38 @@ class VectorIndexConformance:
         assert found and "tenant" not in found[0].payload
         assert index.count(PointFilter(empty=("tenant",))) == 1
         assert index.count(PointFilter(must=(FieldMatch("tenant", ("acme",)),))) == 1
+
+    def test_update_sparse_replaces_only_the_sparse_vector(self, index: VectorIndex) -> None:
+        first, second = uuid.UUID(int=1), uuid.UUID(int=2)
+        index.upsert(
+            [
+                IndexPoint(first, _vector(1), {"k": "first"}, SparseVector((1,), (1.0,))),
+                IndexPoint(second, _vector(2), {"k": "second"}, SparseVector((1, 2), (1.0, 1.0))),
+            ]
+        )
+        dense_before = index.search(_vector(1), PointFilter(), limit=1)
+        index.update_sparse([(first, SparseVector((3,), (2.0,)))])
+        assert [
+            h.payload["k"]
+            for h in index.search_sparse(SparseVector((1,), (1.0,)), PointFilter(), limit=5)
+        ] == ["second"]
+        (hit,) = index.search_sparse(SparseVector((3,), (1.0,)), PointFilter(), limit=5)
+        assert hit.point_id == first and hit.payload == {"k": "first"}
+        assert index.search(_vector(1), PointFilter(), limit=1) == dense_before
+        index.update_sparse([])
+
+    def test_lexical_stats_are_kept_and_never_fail_the_contract(self, location: Path) -> None:
+        contract = contract_for(HASHING_PROFILE, VERSION)
+        index = self.open_index(location, contract)
+        assert index.contract.lexical_stats is None
+        index.record_lexical_stats(LexicalStats(chunks=3, terms=31, avgdl=10.0))
+        assert index.contract.lexical_stats == LexicalStats(3, 31, 10.0)
+        index.close()
+        # The configured contract knows no statistics: reopening must not reject them.
+        reopened = self.open_index(location, contract)
+        assert reopened.contract.lexical_stats == LexicalStats(3, 31, 10.0)
+        reopened.record_lexical_stats(LexicalStats(chunks=4, terms=60, avgdl=15.0))
+        reopened.close()
+        again = self.open_index(location, contract, add_chunking_version=True)
+        assert again.contract.lexical_stats == LexicalStats(4, 60, 15.0)
+        again.close()
