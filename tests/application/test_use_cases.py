@@ -34,6 +34,7 @@ from ragwright.errors import (
     AssemblyError,
     ChatError,
     ConfigError,
+    DocumentError,
     ContractMismatch,
     FailureCategory,
 )
@@ -545,3 +546,42 @@ def test_report_writes_the_named_run(home: Path) -> None:
     report = app.report(ReportRequest(run.execution_id))
     assert report.path == run.path / "report.html" and report.path.is_file()
     assert run.execution_id in report.path.read_text()
+
+
+def test_skip_invalid_leaves_out_invalid_beir_documents_and_lists_them(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    rows = [
+        {"_id": "1", "title": "Queues", "text": "Drain queues at shutdown."},
+        {"_id": "471", "title": "Empty", "text": ""},
+    ]
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    app = _app(tmp_path / "h")
+    request = IngestRequest(sources=(corpus,), document_type="note", publication_state="published")
+    with pytest.raises(DocumentError, match="'471'"):
+        app.ingest(request)
+    result = app.ingest(replace(request, skip_invalid=True))
+    assert result.documents == 1
+    assert [(d.document_id, d.field) for d in result.skipped_documents] == [
+        ("471", "sections[0].paragraphs")
+    ]
+    preview = app.chunks(
+        ChunksRequest(
+            sources=(corpus,),
+            document_type="note",
+            publication_state="published",
+            skip_invalid=True,
+        )
+    )
+    assert [d.document_id for d in preview.skipped_documents] == ["471"]
+
+
+def test_calibrate_reports_progress_per_question_and_combination(home: Path) -> None:
+    events: list[tuple[str, int]] = []
+    result = _app(home).calibrate(
+        CalibrateRequest(Dataset(CASES), evidence=EvidenceFilter(types=("runbook", "note"))),
+        progress=lambda event, count: events.append((event, count)),
+    )
+    assert events[0] == ("questions", 25)
+    assert sum(c for e, c in events if e == "retrieved") == 25
+    assert ("combinations", len(result.rows)) in events
+    assert sum(c for e, c in events if e == "swept") == len(result.rows)
