@@ -34,8 +34,8 @@ from ragwright.errors import (
     AssemblyError,
     ChatError,
     ConfigError,
-    DocumentError,
     ContractMismatch,
+    DocumentError,
     FailureCategory,
 )
 from ragwright.testing.scripted import Hang, ScriptedChatModel
