@@ -64,6 +64,7 @@ class QdrantRestDouble:
             ("POST", re.compile(route + "/points/payload"), self._set_payload),
             ("POST", re.compile(route + "/points/payload/delete"), self._delete_payload),
             ("POST", re.compile(route + "/points/delete"), self._delete),
+            ("PUT", re.compile(route + "/points/vectors"), self._update_vectors),
         ]
 
     def to(self, method: str, suffix: str) -> list[RecordedRequest]:
@@ -162,6 +163,11 @@ class QdrantRestDouble:
     def _delete_payload(self, name: str, body: Any) -> Any:
         request = models.DeletePayload.model_validate(body)
         self._engine.delete_payload(name, keys=request.keys, points=request.points or [])
+        return _UPDATED
+
+    def _update_vectors(self, name: str, body: Any) -> Any:
+        request = models.UpdateVectors.model_validate(body)
+        self._engine.update_vectors(name, points=request.points)
         return _UPDATED
 
     def _delete(self, name: str, body: Any) -> Any:
