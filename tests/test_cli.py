@@ -216,7 +216,7 @@ def test_eval_run_report_and_compare(indexed_home: Path) -> None:
             "eval", "compare", *runs, "--k", "3", "--json", home=indexed_home, check=True
         ).stdout
     )
-    assert set(compared) == {"regressions", "improvements", "notes"}
+    assert set(compared) == {"k", "metric", "regressions", "improvements", "notes"}
     assert any("mode differs" in note for note in compared["notes"])
 
 

@@ -77,7 +77,9 @@ class TestOpenAIEmbedder(EmbedderConformance):
     @pytest.fixture
     def embedder(self) -> Iterator[OpenAIEmbedder]:
         embedder = OpenAIEmbedder(
-            OPENAI, api_key="test-key", transport=httpx.MockTransport(openai_server)
+            OPENAI,
+            api_key="test-key",
+            http_client=httpx.Client(transport=httpx.MockTransport(openai_server)),
         )
         yield embedder
         embedder.close()
