@@ -268,6 +268,10 @@ def load_settings(**overrides: object) -> Settings:
     return _validated(lambda: Settings(**overrides))  # type: ignore[arg-type]
 
 
+def _toml_path() -> str:
+    return os.environ.get("RAGWRIGHT_CONFIG", "ragwright.toml")
+
+
 def _validated(build: Callable[[], Settings]) -> Settings:
     try:
         return build()
@@ -277,6 +281,8 @@ def _validated(build: Callable[[], Settings]) -> Settings:
         name = f"RAGWRIGHT_{str(loc[0]).upper()}" if loc else "settings"
         # A nested setting (a fallback's field) is named by its path: ..._FALLBACKS[1].model
         name += "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc[1:])
-        raise ConfigError(name, first["msg"]) from error
+        # The same setting may come from the environment or ragwright.toml: name both.
+        where = f"{name} or {loc[0]} in {_toml_path()}" if loc else name
+        raise ConfigError(name, f"{first['msg']} (set as {where})") from error
     except ValueError as error:  # malformed TOML
         raise ConfigError("ragwright.toml", str(error)) from error

@@ -379,6 +379,12 @@ def test_current_revisions_drop_evidence_stored_under_another_revision(home: Pat
     } == {"stale_revision"}
 
 
+def test_prefer_current_revision_without_revisions_names_the_option(home: Path) -> None:
+    request = AnswerRequest(QUESTION, policy="seed-baseline+prefer-current-revision")
+    with pytest.raises(AssemblyError, match="--current-revision DOC=REV"):
+        _answer(_app(home), request)
+
+
 def test_history_must_alternate_user_and_assistant(home: Path) -> None:
     app = _app(home)
     with pytest.raises(AssemblyError, match=r"history\[0\]\.role"):
@@ -402,6 +408,7 @@ def test_deadline_seconds_bounds_the_whole_answer(home: Path) -> None:
     with pytest.raises(ChatError) as error:
         _answer(app, AnswerRequest(QUESTION, deadline_seconds=0.2))
     assert error.value.category is FailureCategory.DEADLINE_EXHAUSTED
+    assert "0.2 s budget ran out" in str(error.value) and "--deadline" in str(error.value)
 
 
 def test_answer_deadline_setting_is_the_default(home: Path) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ragwright.application.components import Components
@@ -44,11 +46,12 @@ from ragwright.application.requests import (
     ThresholdOverrides,
     VersionStatus,
 )
+from ragwright.core.assembly import parse_policy
 from ragwright.core.chunking import build_chunks
 from ragwright.core.eligibility import CallerScope, Eligibility, eligibility_filter
 from ragwright.core.points import LIVE, read_payload
 from ragwright.deadline import Deadline, deadline_scope
-from ragwright.errors import EvaluationError
+from ragwright.errors import AssemblyError, ChatError, EvaluationError, FailureCategory
 from ragwright.pipeline.answer import Budget, answer_question
 from ragwright.pipeline.calibrate import calibrate
 from ragwright.pipeline.evaluate import (
@@ -245,6 +248,11 @@ class Application:
         eligibility = self.eligibility(request.evidence)
         limits = self.thresholds(request.thresholds)
         policy = request.policy
+        if parse_policy(policy).prefer_current_revision and request.current_revisions is None:
+            raise AssemblyError(
+                "policy +prefer-current-revision needs the documents' current revisions "
+                "(current_revisions; ask --current-revision DOC=REV)"
+            )
         if request.history and "+history=" not in policy:
             policy = f"{policy}+history={DEFAULT_HISTORY_SHARE:g}"
         deadline_seconds = request.deadline_seconds or self.settings.answer_deadline
@@ -258,7 +266,7 @@ class Application:
         try:
             # One budget for the whole answer: the query embedding and reranking (remote
             # providers retry under it) and every model attempt and wait.
-            with deadline_scope(deadline):
+            with deadline_scope(deadline), _explained_deadline(deadline_seconds):
                 result = await answer_question(
                     request.question,
                     retriever=self.components.retriever(index),
@@ -476,6 +484,23 @@ class Application:
         # Document-level scoring ranks chunks deeper than the largest cutoff.
         depth = max(self.settings.hybrid_candidates, max(config.ks) * config.document_depth_factor)
         return self.components.retriever(index, candidates=depth)
+
+
+@contextmanager
+def _explained_deadline(seconds: float) -> Iterator[None]:
+    """An exhausted answer budget says which budget and how to raise it."""
+    try:
+        yield
+    except ChatError as error:
+        if error.category is not FailureCategory.DEADLINE_EXHAUSTED:
+            raise
+        raise ChatError(
+            error.provider,
+            FailureCategory.DEADLINE_EXHAUSTED,
+            f"the answer's {seconds:g} s budget ran out ({error}); raise it with "
+            "--deadline SECONDS or RAGWRIGHT_ANSWER_DEADLINE",
+            retry_after=error.retry_after,
+        ) from error
 
 
 def score_kind(mode: Mode, *, reranked: bool) -> ScoreKind:

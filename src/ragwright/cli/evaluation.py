@@ -43,7 +43,9 @@ Split = Annotated[str, typer.Option("--split", metavar="SPLIT", help="BEIR qrels
 def _dataset(dataset: Path | None, beir: Path | None, split: str) -> Dataset:
     from ragwright.application import Dataset
 
-    if (dataset is None) == (beir is None):
+    if dataset is None and beir is None:
+        raise typer.BadParameter("give a DATASET file or --beir DIR", param_hint="DATASET")
+    if dataset is not None and beir is not None:
         raise typer.BadParameter("give a DATASET or --beir DIR, not both", param_hint="DATASET")
     if beir is not None:
         return Dataset(beir, beir=True, split=split)

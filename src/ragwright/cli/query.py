@@ -23,7 +23,7 @@ from ragwright.cli.common import (
     plural,
     print_json,
 )
-from ragwright.errors import SourceError
+from ragwright.errors import AssemblyError, SourceError
 
 if TYPE_CHECKING:
     from ragwright.application import AnswerOutcome, ChatMessage, SearchResult
@@ -43,8 +43,9 @@ def _excluded_note(result: SearchResult) -> None:
         f"{plural(n, 'chunk')} under {v}" for v, n in sorted(result.excluded_versions.items())
     )
     print(
-        f"note: this query searched chunking version {result.chunking_version}; "
-        f"otherwise eligible {counts} were not searched (pass --chunking-version to use them)."
+        f"note: only chunking version {result.chunking_version} was searched; the index also "
+        f"holds {counts} meeting the same type, state and tenant conditions "
+        "(pass --chunking-version VERSION to search those instead)."
     )
 
 
@@ -213,8 +214,13 @@ def ask(
     import asyncio
 
     from ragwright.application import AnswerRequest
+    from ragwright.core.assembly import parse_policy
 
     check_choice(mode, MODES, "--mode")
+    try:
+        parse_policy(policy)
+    except AssemblyError as error:
+        raise typer.BadParameter(error.reason, param_hint="--policy") from error
     request = AnswerRequest(
         question=question,
         k=k,

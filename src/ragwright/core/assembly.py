@@ -107,7 +107,7 @@ def parse_policy(spec: str | AssemblyPolicy) -> AssemblyPolicy:
         return spec
     base, *modifiers = spec.split("+")
     if base not in ("seed-baseline", "whole-or-marked-fragment"):
-        raise AssemblyError(f"unknown assembly policy {base!r}; known: {list(POLICIES)}")
+        raise AssemblyError(f"unknown assembly policy {base!r}; known: {', '.join(POLICIES)}")
     placement: Literal["ranked", "edges"] = "ranked"
     history_share = 0.0
     current = False
