@@ -13,18 +13,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from ragwright import __version__
-from ragwright.adapters.chatmodels.local import MODEL_ID as _LOCAL_MODEL
-from ragwright.adapters.chatmodels.local import OnDemandLocalModel
-from ragwright.adapters.chatmodels.ollama import OllamaChatModel
-from ragwright.adapters.chatmodels.openai_compatible import OpenAIChatModel
 from ragwright.adapters.datasets import load_beir_cases, load_cases
 from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.embedders.onnx import MINILM_PROFILE, OnnxEmbedder
-from ragwright.adapters.embedders.remote import OllamaEmbedder, OpenAIEmbedder
 from ragwright.adapters.lexical import Bm25Encoder
-from ragwright.adapters.qdrant import QdrantIndex
 from ragwright.adapters.redis import RedisCacheStore, RedisCapacityPool, connect
-from ragwright.adapters.rerankers import BiEncoderReranker, HttpReranker
 from ragwright.adapters.sources import SourceDefaults, load_sources
 from ragwright.adapters.tokenizer import O200kCounter
 from ragwright.application import Application, ChatSession, LoadedSources, SkippedFile
@@ -101,6 +94,8 @@ def open_embedder(settings: Settings) -> Embedder:
 
 
 def _open_remote_embedder(settings: Settings) -> Embedder:
+    from ragwright.adapters.embedders.remote import OllamaEmbedder, OpenAIEmbedder
+
     profile = embedding_profile(settings)
     if settings.embedding_provider == "ollama":
         return OllamaEmbedder(profile, base_url=settings.ollama_url)
@@ -153,6 +148,8 @@ def open_index(
         )
     if not settings.qdrant_location:
         raise ConfigError("RAGWRIGHT_QDRANT_LOCATION", "required when RAGWRIGHT_BACKEND=qdrant")
+    from ragwright.adapters.qdrant import QdrantIndex  # the client loads only when used
+
     return QdrantIndex(
         settings.qdrant_location,
         settings.collection,
@@ -172,6 +169,8 @@ def open_retriever(
 ) -> Retriever:
     """A retriever over ``index`` with the configured embedder, BM25 and reranker."""
     embedder = embedder or open_embedder(settings)
+    from ragwright.adapters.rerankers import BiEncoderReranker, HttpReranker
+
     reranker: Reranker | None = None
     if settings.reranker == "bi-encoder":
         reranker = BiEncoderReranker(embedder)
@@ -265,6 +264,11 @@ def _open_provider(
     name: str,
     setting: str,
 ) -> tuple[ChatModel, Callable[[], Awaitable[None]]]:
+    # Provider SDKs load only when a provider is opened (the CLI starts faster).
+    from ragwright.adapters.chatmodels.local import OnDemandLocalModel
+    from ragwright.adapters.chatmodels.ollama import OllamaChatModel
+    from ragwright.adapters.chatmodels.openai_compatible import OpenAIChatModel
+
     # ``setting`` prefixes the names in errors: RAGWRIGHT_CHAT_MODEL or ..._FALLBACKS[0].model
     nested = setting != "RAGWRIGHT_CHAT"
 
@@ -295,6 +299,8 @@ def chat_profiles(settings: Settings) -> tuple[ModelProfile, ...]:
     (the primary as ``budget=Budget.for_profile(profiles[0])`` and
     ``schema_style=profiles[0].schema_style``; the rest as ``fallbacks``).
     """
+    from ragwright.adapters.chatmodels.local import MODEL_ID as _LOCAL_MODEL
+
     primary = ModelProfile(
         name=settings.chat_provider,
         system=settings.chat_provider,
