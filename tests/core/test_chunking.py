@@ -100,6 +100,60 @@ def test_point_id_is_sha256_prefix_read_big_endian() -> None:
     assert str(build_chunks(make_doc(SHUTDOWN), ChunkingPolicy())[0].point_id) == expected
 
 
+# The seeds' published example: section-paragraphs, worker-shutdown, shutdown/p0.
+SEED_EXAMPLE = ("section-paragraphs-80w-overlap1-v1", "worker-shutdown", "shutdown/p0")
+SEED_EXAMPLE_ID = "0b180d9b-57a4-c523-1ed4-96456ff9e6fd"
+
+
+def test_the_seed_example_keeps_its_published_point_id() -> None:
+    assert str(chunk_point_id(*SEED_EXAMPLE)) == SEED_EXAMPLE_ID
+    assert str(build_chunks(make_doc(SHUTDOWN), ChunkingPolicy())[0].point_id) == SEED_EXAMPLE_ID
+
+
+def test_ids_whose_parts_hold_newlines_do_not_collide() -> None:
+    version = SEED_EXAMPLE[0]
+    assert chunk_point_id(version, "a\nb", "s") != chunk_point_id(version, "a", "b\ns")
+
+
+def test_the_tenant_is_part_of_the_chunk_identity() -> None:
+    untenanted = build_chunks(make_doc(SHUTDOWN), ChunkingPolicy())
+    ids = {
+        tenant: {c.point_id for c in build_chunks(_tenanted(tenant), ChunkingPolicy())}
+        for tenant in ("acme", "globex")
+    }
+    assert str(untenanted[0].point_id) == SEED_EXAMPLE_ID
+    assert not ids["acme"] & ids["globex"]
+    assert not ids["acme"] & {c.point_id for c in untenanted}
+
+
+def _tenanted(tenant: str) -> SourceDocument:
+    return validate_document(
+        document_id="worker-shutdown",
+        title="Stop a worker",
+        document_type="runbook",
+        publication_state="published",
+        sections=[SHUTDOWN],
+        tenant=tenant,
+    )
+
+
+# Parts drawn from a tiny alphabet that includes the seeds' separator, so a derivation that
+# only joins parts with newlines would collide within a few examples.
+_PART = st.text(alphabet="ab\n\x00", max_size=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    first=st.tuples(_PART, _PART, _PART, st.none() | _PART),
+    second=st.tuples(_PART, _PART, _PART, st.none() | _PART),
+)
+def test_chunk_identity_is_injective(
+    first: tuple[str, str, str, str | None], second: tuple[str, str, str, str | None]
+) -> None:
+    if first != second:
+        assert chunk_point_id(*first) != chunk_point_id(*second)
+
+
 def test_same_chunk_in_another_document_gets_another_point_id() -> None:
     a = build_chunks(make_doc(SHUTDOWN), ChunkingPolicy())
     b = build_chunks(make_doc(SHUTDOWN, document_id="worker-shutdown-draft"), ChunkingPolicy())
