@@ -158,4 +158,3 @@ def test_a_document_whose_tenant_changes_is_a_new_document_and_is_reported(
     assert set(held(app, components)) == {("globex", "faq"), ("acme", "other")}
     again = app.ingest(IngestRequest(sources=(corpus / "acme",)))
     assert (again.unchanged, again.shared_ids) == (again.chunks, ())
-

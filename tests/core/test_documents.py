@@ -93,9 +93,7 @@ CONTROL_CHARACTERS = ["\n", "\r", "\x00", "\t", "\x1b", "\x7f", "\x85", "\u2028"
         ),
     ],
 )
-def test_ids_with_control_characters_are_rejected(
-    character: str, field: str, changes: Any
-) -> None:
+def test_ids_with_control_characters_are_rejected(character: str, field: str, changes: Any) -> None:
     with pytest.raises(DocumentError) as caught:
         validate_document(**valid(**changes(character)))
     assert caught.value.field == field

@@ -107,7 +107,11 @@ def chunks(
 def ingest(
     sources: Sources,
     prune: Annotated[
-        bool, typer.Option("--prune", help="Delete indexed documents missing from SOURCES.")
+        bool,
+        typer.Option(
+            "--prune",
+            help="Delete indexed documents missing from SOURCES, of the run's tenants only.",
+        ),
     ] = False,
     max_words: MaxWords = None,
     max_tokens: MaxTokens = None,
