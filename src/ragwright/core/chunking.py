@@ -31,11 +31,12 @@ Chunk identity: SHA-256 of an identity string, first 16 bytes read as a big-endi
 For an untenanted chunk whose parts hold no control character the string is the seeds'
 ``"{version}\\n{document_id}\\n{chunk_id}"``, byte-for-byte, so every seed id is kept.
 Any other chunk (a tenant, or a part with a control character, which document
-validation refuses but this function does not assume) hashes ``"\\x00"`` followed by the
-JSON array ``[version, document_id, chunk_id, tenant]``. JSON encoding is injective, the
-seeds' form is injective on parts without a newline, and only the second form contains a
-NUL, so no two identities share a string: ``("a\\nb", "s")`` and ``("a", "b\\ns")`` differ,
-and so do the same file name under two tenants.
+validation refuses but this function does not assume) hashes the JSON array
+``[version, document_id, chunk_id, tenant]``. JSON encoding is injective, the seeds' form
+is injective on parts without a newline, and the two never meet: the seeds' form holds two
+raw newlines, JSON escapes every one. So no two identities share a string:
+``("a\\nb", "s")`` and ``("a", "b\\ns")`` differ, and so do the same file name under two
+tenants.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def chunk_point_id(
     if tenant is None and not any(has_control_character(part) for part in parts):
         identity = "\n".join(parts)
     else:
-        identity = "\x00" + json.dumps([*parts, tenant], ensure_ascii=False, separators=(",", ":"))
+        identity = json.dumps([*parts, tenant], ensure_ascii=False, separators=(",", ":"))
     return uuid.UUID(bytes=hashlib.sha256(identity.encode()).digest()[:16])
 
 
