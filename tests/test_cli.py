@@ -115,6 +115,8 @@ def test_one_tenants_ingest_and_prune_leave_another_tenants_same_named_file(
         ("acme", "faq"),
         ("globex", "faq"),
     }
+    text = ragwright("status", home=home, check=True).stdout
+    assert text.rstrip().endswith("2 documents, 2 points (2 live)")
 
 
 def test_invalid_input_exits_non_zero_with_the_error_on_stderr(tmp_path: Path) -> None:

@@ -244,6 +244,6 @@ def status(as_json: AsJson = False) -> None:
     points = ", ".join(f"{count} {state}" for state, count in sorted(result.points.items()))
     total = sum(result.points.values())
     print(
-        f"{plural(len({d.document_id for d in result.documents}), 'document')}, "
+        f"{plural(len({(d.tenant, d.document_id) for d in result.documents}), 'document')}, "
         f"{plural(total, 'point')}" + (f" ({points})" if points else "")
     )

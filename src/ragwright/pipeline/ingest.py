@@ -17,16 +17,16 @@ over the embedding limit) stops it with the index untouched. Then, per document:
    flip it is the new revision. A reader never sees a mix (docs/ingestion.md).
 4. **Verify** — the document's points are read back and validated fail-closed.
 
-A document is its (tenant, id) pair. A run's scope is the tenants of the documents it
-ingests (plus any named with ``tenants``): it changes and prunes documents of those tenants
-only, so two tenants' ``faq`` never meet, and a document whose tenant changed is a new
-document, the old one staying with its tenant (reported as a shared id, never silent).
-
 5. **BM25 statistics** — one payload-light scroll sums the analysed term counts every
    point carries (``lexical_terms``). New points were encoded with the ``avgdl`` the
    collection records; when the corpus mean has drifted beyond
    :data:`~ragwright.core.lexical.AVGDL_TOLERANCE` of it, every point's sparse vector is
    rebuilt from its stored text (no embedding) and the new mean recorded.
+
+A document is its (tenant, id) pair. A run's scope is the tenants of the documents it
+ingests (plus any named with ``tenants``): it changes and prunes documents of those tenants
+only, so two tenants' ``faq`` never meet, and a document whose tenant changed is a new
+document, the old one staying with its tenant (reported as a shared id, never silent).
 
 A run killed at any moment leaves staged points (reused by the next run without
 re-embedding), a half-switched document (finished by the next run) or sparse vectors
@@ -288,19 +288,25 @@ def ingest(
         bm25_avgdl=bm25_avgdl,
         sparse_reencoded=reencoded,
         tenants=tuple(sorted(scope, key=_tenant_order)),
-        shared_ids=tuple(
-            SharedDocumentId(
-                item.plan.document.document_id,
-                item.plan.document.tenant,
-                tuple(sorted(others, key=_tenant_order)),
-            )
-            for item in work
-            if (
-                others := held.get(item.plan.document.document_id, set())
-                - {item.plan.document.tenant}
-            )
-        ),
+        shared_ids=_shared_ids(work, held),
     )
+
+
+def _shared_ids(
+    work: Sequence[_DocumentWork], held: dict[str, set[str | None]]
+) -> tuple[SharedDocumentId, ...]:
+    """Written documents whose id the index also held under other tenants."""
+    shared = []
+    for item in work:
+        document = item.plan.document
+        others = held.get(document.document_id, set()) - {document.tenant}
+        if others:
+            shared.append(
+                SharedDocumentId(
+                    document.document_id, document.tenant, tuple(sorted(others, key=_tenant_order))
+                )
+            )
+    return tuple(shared)
 
 
 def _tenant_order(tenant: str | None) -> tuple[bool, str]:
