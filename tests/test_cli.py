@@ -87,6 +87,38 @@ def test_ingest_then_rerun_then_status(tmp_path: Path) -> None:
     assert status["points"] == {"live": first["chunks"]}
 
 
+def _tenant_doc(path: Path, tenant: str, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        f"---\ndocument_type: runbook\npublication_state: published\ntenant: {tenant}\n---\n"
+        f"# Refunds\n\n## Steps\n\n{text}\n",
+        "utf-8",
+    )
+
+
+@pytest.mark.slow
+def test_one_tenants_ingest_and_prune_leave_another_tenants_same_named_file(
+    tmp_path: Path,
+) -> None:
+    _tenant_doc(tmp_path / "acme" / "faq.md", "acme", "Acme refunds go to the card.")
+    _tenant_doc(tmp_path / "globex" / "faq.md", "globex", "Globex refunds are store credit.")
+    home = tmp_path / "home"
+    ragwright("ingest", str(tmp_path / "acme"), home=home, check=True)
+    result = ragwright("ingest", str(tmp_path / "globex"), "--prune", home=home, check=True)
+    assert ", 0 deleted," in result.stdout
+    assert f"scope: tenants globex; pruned 0 documents missing from {tmp_path / 'globex'}" in (
+        result.stdout
+    )
+    assert "'faq' (globex) is also indexed for acme: left as it is" in result.stdout
+    status = json.loads(ragwright("status", "--json", home=home, check=True).stdout)
+    assert {(row["tenant"], row["document_id"]) for row in status["documents"]} == {
+        ("acme", "faq"),
+        ("globex", "faq"),
+    }
+    text = ragwright("status", home=home, check=True).stdout
+    assert text.rstrip().endswith("2 documents, 2 points (2 live)")
+
+
 def test_invalid_input_exits_non_zero_with_the_error_on_stderr(tmp_path: Path) -> None:
     bad = tmp_path / "bad.md"
     bad.write_text(

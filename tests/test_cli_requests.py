@@ -82,6 +82,8 @@ OPTIONS: list[tuple[tuple[str, ...], str, str, Any]] = [
     (("ingest", "a.md", "--state", "draft"), "ingest", "publication_state", "draft"),
     (("ingest", "a.md", "--add-chunking-version"), "ingest", "add_chunking_version", True),
     (("ingest", "c.jsonl", "--skip-invalid"), "ingest", "skip_invalid", True),
+    (("ingest", "a.md"), "ingest", "tenant", None),
+    (("ingest", "a.md", "--tenant", "acme"), "ingest", "tenant", "acme"),
     (("chunks", "c.jsonl", "--skip-invalid"), "chunks", "skip_invalid", True),
     # search
     (("search", "q?"), "search", "evidence", EvidenceFilter()),

@@ -527,10 +527,12 @@ class RuntimeComponents:
         document_type: str | None,
         publication_state: str | None,
         skip_invalid: bool = False,
+        tenant: str | None = None,
     ) -> LoadedSources:
         defaults = SourceDefaults(
             document_type=document_type,
             publication_state=publication_state,
+            tenant=tenant,
             document_types=self.settings.document_types,
         )
         skipped: list[SkippedFile] = []

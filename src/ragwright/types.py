@@ -209,12 +209,27 @@ class SkippedDocument:
 
 
 @dataclass(frozen=True, slots=True)
+class SharedDocumentId:
+    """A document a run wrote whose id the index also holds under other tenants.
+
+    A document's identity is (tenant, id): the other tenants' documents were left as they
+    are. This is how a document whose tenant changed between runs shows up.
+    """
+
+    document_id: str
+    tenant: str | None
+    other_tenants: tuple[str | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class IngestReport:
     """What one ingestion run did, in counts of chunks unless named otherwise.
 
     ``bm25_avgdl`` is the average length the collection's sparse vectors now carry;
     ``sparse_reencoded`` counts the points whose sparse vector was rebuilt because the
-    corpus average drifted beyond the tolerance (docs/ingestion.md).
+    corpus average drifted beyond the tolerance (docs/ingestion.md). ``tenants`` is the
+    run's scope (``None`` for untenanted documents): the only tenants whose documents it
+    could change or prune.
     """
 
     documents: int
@@ -229,6 +244,8 @@ class IngestReport:
     embedding_tokens: int = 0
     bm25_avgdl: float | None = None
     sparse_reencoded: int = 0
+    tenants: tuple[str | None, ...] = ()
+    shared_ids: tuple[SharedDocumentId, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -162,7 +162,10 @@ def test_ingest_prune_deletes_documents_missing_from_the_sources(home: Path) -> 
     kept = app.ingest(IngestRequest(sources=only))
     pruned = app.ingest(IngestRequest(sources=only, prune=True))
     assert kept.deleted == 0 and kept.documents_pruned == 0
-    assert pruned.documents_pruned == 10 and pruned.deleted > 0
+    # Every untenanted sample but refund-policy goes; acme's document is outside the scope.
+    assert pruned.tenants == (None,) and pruned.documents_pruned == 9 and pruned.deleted > 0
+    held = {(d.tenant, d.document_id) for d in app.status().documents}
+    assert held == {(None, "refund-policy"), ("acme", "acme-escalation")}
 
 
 def test_ingest_chunking_and_add_version_reach_the_index(home: Path) -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import uuid
 
 import pytest
@@ -98,6 +99,53 @@ def test_point_id_is_sha256_prefix_read_big_endian() -> None:
     expected = f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
     assert str(chunk_point_id(*identity.split("\n"))) == expected
     assert str(build_chunks(make_doc(SHUTDOWN), ChunkingPolicy())[0].point_id) == expected
+
+
+# The seeds' published example: section-paragraphs, worker-shutdown, shutdown/p0.
+SEED_EXAMPLE = ("section-paragraphs-80w-overlap1-v1", "worker-shutdown", "shutdown/p0")
+SEED_EXAMPLE_ID = "0b180d9b-57a4-c523-1ed4-96456ff9e6fd"
+
+
+def test_the_seed_example_keeps_its_published_point_id() -> None:
+    assert str(chunk_point_id(*SEED_EXAMPLE)) == SEED_EXAMPLE_ID
+    assert str(build_chunks(make_doc(SHUTDOWN), ChunkingPolicy())[0].point_id) == SEED_EXAMPLE_ID
+
+
+def test_ids_whose_parts_hold_newlines_do_not_collide() -> None:
+    version = SEED_EXAMPLE[0]
+    assert chunk_point_id(version, "a\nb", "s") != chunk_point_id(version, "a", "b\ns")
+
+
+def test_the_tenant_is_part_of_the_chunk_identity() -> None:
+    untenanted = build_chunks(make_doc(SHUTDOWN), ChunkingPolicy())
+    ids = {
+        tenant: {c.point_id for c in build_chunks(_tenanted(tenant), ChunkingPolicy())}
+        for tenant in ("acme", "globex")
+    }
+    assert str(untenanted[0].point_id) == SEED_EXAMPLE_ID
+    assert not ids["acme"] & ids["globex"]
+    assert not ids["acme"] & {c.point_id for c in untenanted}
+
+
+def _tenanted(tenant: str) -> SourceDocument:
+    return validate_document(
+        document_id="worker-shutdown",
+        title="Stop a worker",
+        document_type="runbook",
+        publication_state="published",
+        sections=[SHUTDOWN],
+        tenant=tenant,
+    )
+
+
+# Every part up to two characters over an alphabet holding the seeds' separator and a NUL:
+# a derivation that only joined parts with newlines would collide many times over.
+_PARTS = ["".join(chars) for n in range(3) for chars in itertools.product("a\n\x00", repeat=n)]
+
+
+def test_chunk_identity_is_injective() -> None:
+    identities = list(itertools.product(_PARTS, _PARTS, _PARTS, [None, *_PARTS]))
+    assert len({chunk_point_id(*identity) for identity in identities}) == len(identities)
 
 
 def test_same_chunk_in_another_document_gets_another_point_id() -> None:

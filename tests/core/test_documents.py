@@ -76,3 +76,34 @@ def test_duplicate_document_ids_in_one_run_are_rejected() -> None:
         ensure_unique_ids([a, b])
     assert caught.value.document_id == "doc"
     assert "a.md" in str(caught.value)
+
+
+CONTROL_CHARACTERS = ["\n", "\r", "\x00", "\t", "\x1b", "\x7f", "\x85", "\u2028"]
+
+
+@pytest.mark.parametrize("character", CONTROL_CHARACTERS)
+@pytest.mark.parametrize(
+    ("field", "changes"),
+    [
+        ("document_id", lambda c: {"document_id": f"a{c}b"}),
+        ("tenant", lambda c: {"tenant": f"acme{c}"}),
+        (
+            "sections[0].section_id",
+            lambda c: {"sections": [SourceSection(f"s{c}1", "Heading", ("A paragraph.",))]},
+        ),
+    ],
+)
+def test_ids_with_control_characters_are_rejected(character: str, field: str, changes: Any) -> None:
+    with pytest.raises(DocumentError) as caught:
+        validate_document(**valid(**changes(character)))
+    assert caught.value.field == field
+    assert "control characters" in caught.value.rule
+
+
+def test_the_same_document_id_under_two_tenants_is_two_documents() -> None:
+    acme = validate_document(**valid(tenant="acme"), source_uri="acme/doc.md")
+    globex = validate_document(**valid(tenant="globex"), source_uri="globex/doc.md")
+    untenanted = validate_document(**valid(), source_uri="doc.md")
+    assert ensure_unique_ids([acme, globex, untenanted]) == [acme, globex, untenanted]
+    with pytest.raises(DocumentError, match="tenant 'acme'"):
+        ensure_unique_ids([acme, globex, acme])

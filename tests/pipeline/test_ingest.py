@@ -280,10 +280,22 @@ def test_progress_events_account_for_every_chunk(index: EdgeIndex) -> None:
     assert ("unchanged", report.chunks) in events
 
 
-def test_tenant_removal_drops_the_field(index: EdgeIndex) -> None:
-    run(index, [doc(tenant="acme")])
+def test_source_uri_removal_drops_the_field(index: EdgeIndex) -> None:
+    run(index, [doc(source_uri="runbook.md")])
     run(index, [doc()])
-    assert all("tenant" not in p.payload for p in index.scroll())
+    assert all("source_uri" not in p.payload for p in index.scroll())
+
+
+def test_a_document_losing_its_tenant_leaves_the_tenants_copy_alone(index: EdgeIndex) -> None:
+    run(index, [doc(tenant="acme")])
+    acme = snapshot(index)
+    report = run(index, [doc()], prune=True)
+    assert (report.tenants, report.deleted, report.documents_pruned) == ((None,), 0, 0)
+    assert [(s.document_id, s.tenant, s.other_tenants) for s in report.shared_ids] == [
+        ("runbook", None, ("acme",))
+    ]
+    assert set(acme) < set(snapshot(index))
+    assert {p.payload.get("tenant") for p in index.scroll()} == {None, "acme"}
 
 
 class CountingEmbedder(HashingEmbedder):

@@ -26,8 +26,9 @@ corpora contain documents no rule would accept (an empty text); with ``on_invali
 such a document is reported and left out instead of failing the load. Markdown and JSON
 sources are authored, so they always fail on the first invalid document.
 
-Metadata missing from a file comes from ``SourceDefaults`` (CLI ``--type``/``--state``);
-missing from both is a :class:`DocumentError` naming the field.
+Metadata missing from a file comes from ``SourceDefaults`` (CLI ``--type``, ``--state``,
+``--tenant``); a type or state missing from both is a :class:`DocumentError` naming the
+field, a tenant missing from both leaves the document untenanted.
 """
 
 from __future__ import annotations

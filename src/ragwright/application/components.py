@@ -89,9 +89,11 @@ class Components(Protocol):
         document_type: str | None,
         publication_state: str | None,
         skip_invalid: bool = False,
+        tenant: str | None = None,
     ) -> LoadedSources:
         """Validated documents from Markdown/JSON/BEIR sources (``skip_invalid``: leave
-        out invalid BEIR documents instead of failing, listing them in ``invalid``)."""
+        out invalid BEIR documents instead of failing, listing them in ``invalid``;
+        ``tenant``: the tenant of documents whose file names none)."""
         ...
 
     def load_cases(self, path: Path, *, beir: bool, split: str) -> list[EvalCase]:

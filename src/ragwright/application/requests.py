@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from ragwright.chat.contract import ChatMessage
 from ragwright.pipeline.retrieve import Mode, Thresholds
-from ragwright.types import SkippedDocument
+from ragwright.types import SharedDocumentId, SkippedDocument
 
 ScoreKind = Literal["cosine", "bm25", "rrf", "rerank"]
 
@@ -129,6 +129,9 @@ class IngestRequest:
 
     ``skip_invalid`` leaves out benchmark-format (BEIR) documents that break a
     validation rule and lists them in the result; authored sources always fail.
+    ``tenant`` is the tenant of every document whose file names none, and is in the
+    run's scope even when no document carries it. A run changes and ``prune`` deletes
+    only documents of the tenants in its scope (``IngestResult.tenants``).
     """
 
     sources: tuple[Path, ...]
@@ -138,10 +141,16 @@ class IngestRequest:
     prune: bool = False
     add_chunking_version: bool = False
     skip_invalid: bool = False
+    tenant: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class IngestResult:
+    """What an ingest run did. ``tenants`` (``None``: untenanted) and ``sources`` are
+    its scope: the only documents it could change, or prune with ``prune``.
+    ``shared_ids`` lists written documents whose id other tenants also hold (left as
+    they are), such as a document whose tenant changed."""
+
     documents: int
     chunks: int
     embedded: int
@@ -158,11 +167,20 @@ class IngestResult:
     embedding_profile: str
     skipped_files: tuple[SkippedFile, ...] = ()
     skipped_documents: tuple[SkippedDocument, ...] = ()
+    tenants: tuple[str | None, ...] = ()
+    shared_ids: tuple[SharedDocumentId, ...] = ()
+    sources: tuple[str, ...] = ()
+    pruned: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["skipped_files"] = [asdict(s) for s in self.skipped_files]
         out["skipped_documents"] = [asdict(s) for s in self.skipped_documents]
+        out["tenants"] = list(self.tenants)
+        out["sources"] = list(self.sources)
+        out["shared_ids"] = [
+            {**asdict(s), "other_tenants": list(s.other_tenants)} for s in self.shared_ids
+        ]
         return out
 
 
@@ -176,6 +194,8 @@ class StatusRequest:
 
 @dataclass(frozen=True, slots=True)
 class DocumentStatus:
+    """One document (tenant and id) under one chunking version."""
+
     document_id: str
     title: str
     document_type: str

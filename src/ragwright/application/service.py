@@ -119,13 +119,14 @@ class Application:
     def ingest(
         self, request: IngestRequest, *, progress: ProgressCallback | None = None
     ) -> IngestResult:
-        """Bring the index in line with ``request.sources``."""
+        """Bring the index in line with ``request.sources`` within the run's tenants."""
         policy = self.chunking_policy(request.chunking)
         loaded = self.components.load_sources(
             request.sources,
             document_type=request.document_type,
             publication_state=request.publication_state,
             skip_invalid=request.skip_invalid,
+            tenant=request.tenant,
         )
         embedder = self.components.embedder()
         index = self.components.open_index(
@@ -139,17 +140,21 @@ class Application:
                 sparse_encoder=self.components.sparse_encoder(),
                 index=index,
                 prune=request.prune,
+                tenants=() if request.tenant is None else (request.tenant,),
                 batch_size=self.settings.batch_size,
                 progress=progress,
             )
         finally:
             index.close()
         return IngestResult(
-            **dataclasses.asdict(report),
+            # Not asdict: it would turn the nested records into dicts.
+            **{f.name: getattr(report, f.name) for f in dataclasses.fields(report)},
             chunking_version=policy.version,
             embedding_profile=embedder.profile.profile_id,
             skipped_files=loaded.skipped,
             skipped_documents=loaded.invalid,
+            sources=tuple(str(path) for path in request.sources),
+            pruned=request.prune,
         )
 
     def status(self, request: StatusRequest | None = None) -> StatusResult:
@@ -157,13 +162,13 @@ class Application:
         query_version = self.chunking_policy().version
         index = self.components.open_index(query_version, write=False, any_chunking_version=True)
         try:
-            per_document: dict[tuple[str, str], dict[str, Any]] = {}
+            per_document: dict[tuple[str, str | None, str], dict[str, Any]] = {}
             states: Counter[str] = Counter()
             for point in index.scroll():
                 payload = read_payload(point.point_id, point.payload)
                 states[payload.index_state] += 1
                 row = per_document.setdefault(
-                    (payload.document_id, payload.chunking_version),
+                    (payload.document_id, payload.tenant, payload.chunking_version),
                     {
                         "document_id": payload.document_id,
                         "title": payload.title,
@@ -182,7 +187,8 @@ class Application:
         documents = tuple(
             DocumentStatus(**row)
             for row in sorted(
-                per_document.values(), key=lambda r: (r["chunking_version"], r["document_id"])
+                per_document.values(),
+                key=lambda r: (r["chunking_version"], r["document_id"], r["tenant"] or ""),
             )
         )
         versions = []

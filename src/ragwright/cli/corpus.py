@@ -107,7 +107,11 @@ def chunks(
 def ingest(
     sources: Sources,
     prune: Annotated[
-        bool, typer.Option("--prune", help="Delete indexed documents missing from SOURCES.")
+        bool,
+        typer.Option(
+            "--prune",
+            help="Delete indexed documents missing from SOURCES, of the run's tenants only.",
+        ),
     ] = False,
     max_words: MaxWords = None,
     max_tokens: MaxTokens = None,
@@ -123,13 +127,24 @@ def ingest(
         ),
     ] = False,
     skip_invalid: SkipInvalid = False,
+    tenant: Annotated[
+        str | None,
+        typer.Option(
+            "--tenant",
+            metavar="TENANT",
+            help="Tenant of the documents whose files name none; the run then changes "
+            "and prunes only TENANT's documents (and those of tenants files name).",
+        ),
+    ] = None,
     progress: ShowProgress = False,
     as_json: AsJson = False,
 ) -> None:
     """Index SOURCES: chunk, embed what changed, upsert, switch, verify.
 
-    Prints a summary: documents, chunks, embedded, unchanged, payload updated,
-    deleted, verified, and the files under SOURCES that were skipped and why.
+    A document is its tenant and its id: a run changes, and --prune deletes, only
+    documents of the tenants it ingests. Prints a summary: documents, chunks, embedded,
+    unchanged, payload updated, deleted, verified, the scope (tenants, sources), ids
+    other tenants also hold, and the files under SOURCES that were skipped and why.
     Re-running on unchanged input embeds and writes nothing.
     """
     from ragwright.application import IngestRequest
@@ -143,6 +158,7 @@ def ingest(
         prune=prune,
         add_chunking_version=add_chunking_version,
         skip_invalid=skip_invalid,
+        tenant=tenant,
     )
     with ProgressDisplay(force_lines=progress) as display:
         result = application().ingest(request, progress=display)
@@ -161,7 +177,25 @@ def ingest(
             else ""
         )
     )
+    tenants = ", ".join(_tenant_name(t) for t in result.tenants) or "none"
+    action = (
+        f"pruned {plural(result.documents_pruned, 'document')} missing from"
+        if result.pruned
+        else "not pruned (no --prune); sources"
+    )
+    print(f"scope: tenants {tenants}; {action} {' '.join(result.sources)}")
+    for shared in result.shared_ids:
+        others = ", ".join(_tenant_name(t) for t in shared.other_tenants)
+        print(
+            f"  {shared.document_id!r} ({_tenant_name(shared.tenant)}) is also indexed for "
+            f"{others}: left as it is (a document is its tenant and id; ingest that "
+            "tenant with --prune to remove it)"
+        )
     _print_skipped(result.skipped_files, result.skipped_documents)
+
+
+def _tenant_name(tenant: str | None) -> str:
+    return "(untenanted)" if tenant is None else tenant
 
 
 @app.command()
@@ -210,6 +244,6 @@ def status(as_json: AsJson = False) -> None:
     points = ", ".join(f"{count} {state}" for state, count in sorted(result.points.items()))
     total = sum(result.points.values())
     print(
-        f"{plural(len({d.document_id for d in result.documents}), 'document')}, "
+        f"{plural(len({(d.tenant, d.document_id) for d in result.documents}), 'document')}, "
         f"{plural(total, 'point')}" + (f" ({points})" if points else "")
     )

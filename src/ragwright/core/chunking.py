@@ -27,13 +27,22 @@ over-long inputs rather than truncating them. With ``max_tokens`` set, every win
 also fit that many tokens as measured by the caller's counter on the exact embedding
 input; ``sentence-blocks`` splits blocks until they fit, ``section-paragraphs`` raises.
 
-Chunk identity (the seeds' mapping, byte-for-byte): SHA-256 of the UTF-8 string
-``"{version}\\n{document_id}\\n{chunk_id}"``, first 16 bytes read as a big-endian UUID.
+Chunk identity: SHA-256 of an identity string, first 16 bytes read as a big-endian UUID.
+For an untenanted chunk whose parts hold no control character the string is the seeds'
+``"{version}\\n{document_id}\\n{chunk_id}"``, byte-for-byte, so every seed id is kept.
+Any other chunk (a tenant, or a part with a control character, which document
+validation refuses but this function does not assume) hashes the JSON array
+``[version, document_id, chunk_id, tenant]``. JSON encoding is injective, the seeds' form
+is injective on parts without a newline, and the two never meet: the seeds' form holds two
+raw newlines, JSON escapes every one. So no two identities share a string:
+``("a\\nb", "s")`` and ``("a", "b\\ns")`` differ, and so do the same file name under two
+tenants.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import uuid
 from collections.abc import Callable, Sequence
@@ -56,10 +65,32 @@ def word_count(text: str) -> int:
     return len(text.split())
 
 
-def chunk_point_id(version: str, document_id: str, chunk_id: str) -> uuid.UUID:
-    """The seeds' deterministic chunk identity (identical to the .NET sample's Guids)."""
-    identity = f"{version}\n{document_id}\n{chunk_id}".encode()
-    return uuid.UUID(bytes=hashlib.sha256(identity).digest()[:16])
+# C0 and C1 controls (NUL, tab, newline, escape ...) plus the Unicode line and paragraph
+# separators: they break log lines and terminals, and a newline inside a part would make
+# the seeds' newline-joined identity ambiguous.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def has_control_character(text: str) -> bool:
+    """Whether ``text`` holds a control character or a Unicode line/paragraph separator."""
+    return _CONTROL.search(text) is not None
+
+
+def chunk_point_id(
+    version: str, document_id: str, chunk_id: str, tenant: str | None = None
+) -> uuid.UUID:
+    """Deterministic, injective chunk identity (see the module docstring).
+
+    Untenanted chunks with ordinary ids keep the seeds' ids (identical to the .NET
+    sample's Guids); a tenant is part of the identity, so two tenants' documents with the
+    same id never share a point.
+    """
+    parts = (version, document_id, chunk_id)
+    if tenant is None and not any(has_control_character(part) for part in parts):
+        identity = "\n".join(parts)
+    else:
+        identity = json.dumps([*parts, tenant], ensure_ascii=False, separators=(",", ":"))
+    return uuid.UUID(bytes=hashlib.sha256(identity.encode()).digest()[:16])
 
 
 TokenCounter = Callable[[str], int]
@@ -148,7 +179,9 @@ def build_chunks(
                 Chunk(
                     document_id=document.document_id,
                     chunk_id=chunk_id,
-                    point_id=chunk_point_id(version, document.document_id, chunk_id),
+                    point_id=chunk_point_id(
+                        version, document.document_id, chunk_id, document.tenant
+                    ),
                     chunking_version=version,
                     section_id=section.section_id,
                     heading=section.heading,

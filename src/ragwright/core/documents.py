@@ -3,8 +3,10 @@
 Validation happens once, at the boundary, and names the document and field it rejects:
 blank ids and titles, unknown document types or publication states (exact spelling:
 ``Published`` is not ``published``), duplicate section ids, empty sections or
-paragraphs, and duplicate document ids within one run. Benchmark corpora may lack titles
-(``allow_missing_title``): the title is then empty, never invented.
+paragraphs, control characters (newline, NUL, tab ...) in the ids that make a chunk's
+identity (document id, tenant, section ids), and the same document id twice for one
+tenant within one run. Benchmark corpora may lack titles (``allow_missing_title``): the
+title is then empty, never invented.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 
+from ragwright.core.chunking import has_control_character
 from ragwright.errors import DocumentError
 from ragwright.types import (
     DEFAULT_DOCUMENT_TYPES,
@@ -44,6 +47,17 @@ def _require_text(document_id: str, field: str, value: object) -> str:
     return value
 
 
+def _require_id(document_id: str, field: str, value: object) -> str:
+    text = _require_text(document_id, field, value)
+    if has_control_character(text):
+        raise DocumentError(
+            document_id,
+            field,
+            "must not contain control characters (newline, NUL, tab ...) or line separators",
+        )
+    return text
+
+
 def validate_document(
     *,
     document_id: object,
@@ -66,7 +80,8 @@ def validate_document(
     Raises:
         DocumentError: naming the document, the field and the rule it breaks.
     """
-    doc_id = _require_text(str(document_id or "<missing id>"), "document_id", document_id)
+    # The message quotes the id with repr, so a newline in it shows as \n.
+    doc_id = _require_id(str(document_id or "<missing id>"), "document_id", document_id)
     if doc_id != doc_id.strip():
         raise DocumentError(doc_id, "document_id", "must not start or end with whitespace")
     if allow_missing_title and isinstance(title, str) and not title.strip():
@@ -87,13 +102,13 @@ def validate_document(
             "publication_state",
             f"{state!r} is not one of {list(PUBLICATION_STATES)} (exact spelling)",
         )
-    doc_tenant = None if tenant is None else _require_text(doc_id, "tenant", tenant)
+    doc_tenant = None if tenant is None else _require_id(doc_id, "tenant", tenant)
     if not sections:
         raise DocumentError(doc_id, "sections", "a document needs at least one section")
     seen: set[str] = set()
     for index, section in enumerate(sections):
         where = f"sections[{index}]"
-        section_id = _require_text(doc_id, f"{where}.section_id", section.section_id)
+        section_id = _require_id(doc_id, f"{where}.section_id", section.section_id)
         if section_id in seen:
             raise DocumentError(
                 doc_id, f"{where}.section_id", f"duplicate section id {section_id!r}"
@@ -125,17 +140,23 @@ def validate_document(
 
 
 def ensure_unique_ids(documents: Iterable[SourceDocument]) -> list[SourceDocument]:
-    """Return the documents as a list, rejecting a document id seen twice in one run."""
-    seen: dict[str, str] = {}
+    """Return the documents as a list, rejecting a document id seen twice for one tenant.
+
+    A document's identity is its tenant and its id, so two tenants may each hold ``faq``.
+    """
+    seen: dict[tuple[str | None, str], str] = {}
     result: list[SourceDocument] = []
     for document in documents:
-        earlier = seen.get(document.document_id)
+        key = (document.tenant, document.document_id)
+        earlier = seen.get(key)
         if earlier is not None:
+            owner = "untenanted" if document.tenant is None else f"tenant {document.tenant!r}"
             raise DocumentError(
                 document.document_id,
                 "document_id",
-                f"duplicate document id in this run (also in {earlier or 'another source'})",
+                f"duplicate document id for {owner} in this run "
+                f"(also in {earlier or 'another source'})",
             )
-        seen[document.document_id] = document.source_uri
+        seen[key] = document.source_uri
         result.append(document)
     return result

@@ -2,8 +2,9 @@
 
 Two identities, on purpose (see docs/ingestion.md):
 
-* ``chunk_point_id`` is the seeds' chunk identity (version, document, chunk id). It is
-  what ``chunks --json`` shows and what citations resolve to.
+* ``chunk_point_id`` is the seeds' chunk identity (version, document, chunk id), with
+  the tenant added for tenanted documents (``core.chunking``). It is what
+  ``chunks --json`` shows and what citations resolve to.
 * the **stored** point id is derived from it and the content hash of the exact embedding
   input: ``uuid(sha256(f"{chunk_point_id}\\n{content_hash}")[:16])``. An edited chunk
   therefore gets a new point that can be written *staged* (invisible) next to the old one,
@@ -79,8 +80,9 @@ DOCUMENT_FIELDS: tuple[str, ...] = (
     "index_state",
 )
 # Bump when code changes how plans are derived from sources in a way no version or
-# profile id captures, so every document is planned again.
-PLAN_REVISION = 1
+# profile id captures, so every document is planned again. 2: tenants are part of the
+# chunk identity, so tenanted documents indexed before get their own point ids.
+PLAN_REVISION = 2
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,11 +16,17 @@ over the embedding limit) stops it with the index untouched. Then, per document:
    delete and flip it is the unchanged chunks (a subset of both revisions); after the
    flip it is the new revision. A reader never sees a mix (docs/ingestion.md).
 4. **Verify** — the document's points are read back and validated fail-closed.
+
 5. **BM25 statistics** — one payload-light scroll sums the analysed term counts every
    point carries (``lexical_terms``). New points were encoded with the ``avgdl`` the
    collection records; when the corpus mean has drifted beyond
    :data:`~ragwright.core.lexical.AVGDL_TOLERANCE` of it, every point's sparse vector is
    rebuilt from its stored text (no embedding) and the new mean recorded.
+
+A document is its (tenant, id) pair. A run's scope is the tenants of the documents it
+ingests (plus any named with ``tenants``): it changes and prunes documents of those tenants
+only, so two tenants' ``faq`` never meet, and a document whose tenant changed is a new
+document, the old one staying with its tenant (reported as a shared id, never silent).
 
 A run killed at any moment leaves staged points (reused by the next run without
 re-embedding), a half-switched document (finished by the next run) or sparse vectors
@@ -31,7 +37,7 @@ again): re-running converges to the same index as one uninterrupted run.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,6 +73,7 @@ from ragwright.types import (
     IngestReport,
     LexicalStats,
     PointFilter,
+    SharedDocumentId,
     SourceDocument,
     SparseVector,
 )
@@ -79,6 +86,13 @@ _READBACK_FIELDS = ("text", "document_id", "chunking_version", "document_type", 
 # avgdl is the mean of these over all points.
 LEXICAL_TERMS = "lexical_terms"
 _REENCODE_BATCH = 256
+# A document's identity: its tenant (None for untenanted) and its id.
+DocumentKey = tuple[str | None, str]
+
+
+def document_key(document: SourceDocument) -> DocumentKey:
+    """The (tenant, id) pair that identifies ``document`` in the index."""
+    return (document.tenant, document.document_id)
 
 
 @dataclass(slots=True)
@@ -93,15 +107,18 @@ def plan_documents(
     documents: Sequence[SourceDocument],
     policy: ChunkingPolicy,
     embedder: Embedder,
-    sources: dict[str, str] | None = None,
+    sources: dict[DocumentKey, str] | None = None,
 ) -> list[DocumentPlan]:
-    """Chunk and plan every document; raises before anything touches the index."""
+    """Chunk and plan every document; raises before anything touches the index.
+
+    ``sources`` maps a document's (tenant, id) to its source digest.
+    """
     return [
         plan_document(
             d,
             build_chunks(d, policy, count_tokens=token_counter(embedder, d)),
             embedder.profile,
-            source=(sources or {}).get(d.document_id, ""),
+            source=(sources or {}).get(document_key(d), ""),
         )
         for d in documents
     ]
@@ -132,6 +149,7 @@ def ingest(
     sparse_encoder: SparseEncoder,
     index: VectorIndex,
     prune: bool = False,
+    tenants: Collection[str | None] = (),
     batch_size: int = 64,
     progress: ProgressCallback | None = None,
     phase_hook: Callable[[str, str], None] | None = None,
@@ -145,7 +163,10 @@ def ingest(
         embedder: must carry the index contract's embedding profile.
         sparse_encoder: must carry the index contract's lexical profile.
         index: the open collection.
-        prune: delete documents of this chunking version that are not in ``documents``.
+        prune: delete documents of this chunking version and of the run's tenants that
+            are not in ``documents``.
+        tenants: tenants in the run's scope besides those of ``documents`` (``None``
+            stands for untenanted documents); other tenants' documents are never touched.
         batch_size: chunks per embedding call and per upsert.
         progress: receives (event, count) pairs for progress display.
         phase_hook: called as (document_id, phase) at each switch step; tests use it to
@@ -170,8 +191,9 @@ def ingest(
         sparse_encoder.profile.profile_id,
         chunking_version=policy.version,
     )
+    scope = {d.tenant for d in documents} | set(tenants)
     sources = {
-        d.document_id: source_digest(
+        document_key(d): source_digest(
             d,
             chunking_version=policy.version,
             profile=embedder.profile,
@@ -180,16 +202,20 @@ def ingest(
         for d in documents
     }
     existing = _scan(index, policy.version)
+    held: dict[str, set[str | None]] = {}
+    for tenant, document_id in existing:
+        held.setdefault(document_id, set()).add(tenant)
     unchanged = 0
     changed: list[SourceDocument] = []
     for document in documents:
-        stored = existing.get(document.document_id, {})
+        key = document_key(document)
+        stored = existing.get(key, {})
         if stored and all(
-            s.state == LIVE and s.source == sources[document.document_id] and s.count == len(stored)
+            s.state == LIVE and s.source == sources[key] and s.count == len(stored)
             for s in stored.values()
         ):
             unchanged += len(stored)
-            del existing[document.document_id]
+            del existing[key]
         else:
             changed.append(document)
     plans = plan_documents(changed, policy, embedder, sources)
@@ -197,7 +223,7 @@ def ingest(
 
     work: list[_DocumentWork] = []
     for plan in plans:
-        stored = existing.pop(plan.document.document_id, {})
+        stored = existing.pop(document_key(plan.document), {})
         desired = {p.stored_id for p in plan.points}
         if stored.keys() == desired and all(
             (s.document, s.state) == (plan.digest, LIVE) for s in stored.values()
@@ -239,7 +265,9 @@ def ingest(
 
     pruned_documents = 0
     if prune:
-        for stale in existing.values():
+        for (tenant, _), stale in existing.items():
+            if tenant not in scope:
+                continue  # another tenant's document: outside this run's scope
             index.delete(list(stale))
             deleted += len(stale)
             pruned_documents += 1
@@ -259,7 +287,31 @@ def ingest(
         embedding_tokens=embedded_tokens,
         bm25_avgdl=bm25_avgdl,
         sparse_reencoded=reencoded,
+        tenants=tuple(sorted(scope, key=_tenant_order)),
+        shared_ids=_shared_ids(work, held),
     )
+
+
+def _shared_ids(
+    work: Sequence[_DocumentWork], held: dict[str, set[str | None]]
+) -> tuple[SharedDocumentId, ...]:
+    """Written documents whose id the index also held under other tenants."""
+    shared = []
+    for item in work:
+        document = item.plan.document
+        others = held.get(document.document_id, set()) - {document.tenant}
+        if others:
+            shared.append(
+                SharedDocumentId(
+                    document.document_id, document.tenant, tuple(sorted(others, key=_tenant_order))
+                )
+            )
+    return tuple(shared)
+
+
+def _tenant_order(tenant: str | None) -> tuple[bool, str]:
+    """Untenanted first, then tenants by name."""
+    return (tenant is not None, tenant or "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,9 +322,9 @@ class _Stored:
     state: Any
 
 
-def _scan(index: VectorIndex, version: str) -> dict[str, dict[uuid.UUID, _Stored]]:
-    """document_id → {stored id: its digests, chunk count and state} for this version."""
-    found: dict[str, dict[uuid.UUID, _Stored]] = {}
+def _scan(index: VectorIndex, version: str) -> dict[DocumentKey, dict[uuid.UUID, _Stored]]:
+    """(tenant, document_id) → {stored id: its digests, chunk count and state}."""
+    found: dict[DocumentKey, dict[uuid.UUID, _Stored]] = {}
     points = index.scroll(
         PointFilter(must=(FieldMatch("chunking_version", (version,)),)),
         payload_fields=(
@@ -281,15 +333,16 @@ def _scan(index: VectorIndex, version: str) -> dict[str, dict[uuid.UUID, _Stored
             "source_digest",
             "chunk_count",
             "index_state",
+            "tenant",
         ),
     )
     for point in points:
         p = point.payload
-        document_id = p.get("document_id")
-        # A point without a readable document id cannot be reconciled; keep it visible
-        # to read-time validation rather than guessing which document owns it.
-        if isinstance(document_id, str):
-            found.setdefault(document_id, {})[point.point_id] = _Stored(
+        document_id, tenant = p.get("document_id"), p.get("tenant")
+        # A point without a readable document id or tenant cannot be reconciled; keep it
+        # visible to read-time validation rather than guessing which document owns it.
+        if isinstance(document_id, str) and (tenant is None or isinstance(tenant, str)):
+            found.setdefault((tenant, document_id), {})[point.point_id] = _Stored(
                 p.get("document_digest"),
                 p.get("source_digest"),
                 p.get("chunk_count"),
@@ -452,9 +505,9 @@ def _switch(index: VectorIndex, item: _DocumentWork, hook: Callable[[str, str], 
     index.delete(item.obsolete)
     hook(document.document_id, "obsolete-deleted")
     index.set_payload(ids, item.plan.document_fields)
-    # Removing a key widens nothing: a document losing its tenant becomes visible to
-    # more callers only after this last step, never before the switch.
-    absent = [k for k in ("tenant", "source_uri") if k not in item.plan.document_fields]
+    # A tenant never leaves a point: it is part of the document's identity (a document
+    # under another tenant has other points), so only an optional source_uri can go.
+    absent = [k for k in ("source_uri",) if k not in item.plan.document_fields]
     index.delete_payload_keys(ids, absent)
     hook(document.document_id, "live")
     return _verify(index, item.plan, ids)
