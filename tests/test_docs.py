@@ -18,6 +18,7 @@ from tests.conftest import REPO
         "chunks",
         "ingest",
         "status",
+        "verify",
         "search",
         "ask",
         "eval run",

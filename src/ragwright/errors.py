@@ -24,6 +24,7 @@ Provider failures of every kind (chat, embedding, rerank) share one base and one
     │   ├── ContractMismatch(field, expected, actual)
     │   ├── IndexBusy(path)                     another process holds the embedded index
     │   ├── IndexNotFound(location)             nothing was ingested there yet
+    │   ├── IndexDamaged(location, part, detail) stored data no longer reads back
     │   ├── PayloadError(point_id, field, rule) a stored payload is not what we wrote
     │   └── ReadBackError(point_id, reason)     a written point did not read back
     ├── AssemblyError(reason)                   context cannot be assembled as asked
@@ -185,6 +186,22 @@ class IndexNotFound(VectorIndexError):
     def __init__(self, location: str) -> None:
         self.location = location
         super().__init__(f"no index at {location}: run 'ragwright ingest' first")
+
+
+class IndexDamaged(VectorIndexError):
+    """The index no longer holds what was committed: a count, a stored part or its
+    metadata does not read back. ``part`` names what is damaged (``contract.json``,
+    ``manifest.json``, ``shard``, ``id tracker``, ``payload storage``, ``dense vectors``,
+    ``sparse vectors``); the sources are the truth, so the recovery is a rebuild."""
+
+    def __init__(self, location: str, part: str, detail: str) -> None:
+        self.location = location
+        self.part = part
+        self.detail = detail
+        super().__init__(
+            f"the index at {location} is damaged ({part}: {detail}); "
+            "recover with 'ragwright ingest SOURCES --rebuild'"
+        )
 
 
 class PayloadError(VectorIndexError):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ragwright.core.lexical import LexicalProfile
 from ragwright.types import (
@@ -36,6 +36,7 @@ __all__ = [
     "CapacityPool",
     "ChatModel",
     "Embedder",
+    "IndexPart",
     "Reranker",
     "SparseEncoder",
     "TokenCounter",
@@ -68,14 +69,31 @@ class Embedder(Protocol):
         ...
 
 
+IndexPart = Literal["payload", "dense", "sparse"]
+"""A stored part of a point that :meth:`VectorIndex.read_part` reads back on its own."""
+
+
 class VectorIndex(Protocol):
     """One collection of points bound to a :class:`CollectionContract`.
 
     Every write returns only after the engine applied it (``wait=true``). Filters are
     evaluated by the engine inside the same request as the search.
+
+    Opening verifies the index against the manifest its last writer committed (point
+    count, a sample read back) and raises :class:`~ragwright.errors.IndexDamaged` when
+    it does not hold; ``committed_points`` is that manifest's count (``None`` when no
+    writer closed cleanly since the last write began, or nothing was recorded).
     """
 
     contract: CollectionContract
+    committed_points: int | None
+
+    def read_part(self, ids: Sequence[uuid.UUID], part: IndexPart) -> dict[uuid.UUID, Any]:
+        """One stored part of each listed point: the payload (a mapping), the dense vector
+        (a list of floats) or the sparse vector (:class:`SparseVector`). Points without
+        that part are absent; an unreadable part raises
+        :class:`~ragwright.errors.IndexDamaged`."""
+        ...
 
     def upsert(self, points: Sequence[IndexPoint]) -> None:
         """Insert or replace points (vector and complete payload)."""

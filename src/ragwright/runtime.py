@@ -131,12 +131,15 @@ def open_index(
     write: bool = True,
     any_chunking_version: bool = False,
     chunking_version: str | None = None,
+    rebuild: bool = False,
+    verify: bool = True,
 ) -> VectorIndex:
-    """Open the configured collection, checking its contract.
+    """Open the configured collection, checking its contract and its integrity.
 
     ``write=False`` never creates anything (a missing index is :class:`IndexNotFound`);
     ``any_chunking_version`` accepts whatever chunking versions the collection holds
-    (``status`` inspects them all).
+    (``status`` inspects them all); ``rebuild`` empties the collection first;
+    ``verify=False`` skips the open-time integrity check (``verify`` reads every point).
     """
     version = chunking_version or settings.chunking_policy().version
     contract = contract_for(profile, version, lexical_profile(settings))
@@ -144,7 +147,12 @@ def open_index(
         contract = dataclasses.replace(contract, chunking_versions=())
     if settings.backend == "edge":
         return EdgeIndex(
-            settings.index_path, contract, add_chunking_version=add_chunking_version, create=write
+            settings.index_path,
+            contract,
+            add_chunking_version=add_chunking_version,
+            create=write,
+            rebuild=rebuild,
+            verify=verify,
         )
     if not settings.qdrant_location:
         raise ConfigError("RAGWRIGHT_QDRANT_LOCATION", "required when RAGWRIGHT_BACKEND=qdrant")
@@ -157,6 +165,8 @@ def open_index(
         api_key=settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None,
         add_chunking_version=add_chunking_version,
         create=write,
+        rebuild=rebuild,
+        verify=verify,
     )
 
 
@@ -481,6 +491,8 @@ class RuntimeComponents:
         write: bool,
         add_chunking_version: bool = False,
         any_chunking_version: bool = False,
+        rebuild: bool = False,
+        verify: bool = True,
     ) -> VectorIndex:
         return open_index(
             self.settings,
@@ -489,6 +501,8 @@ class RuntimeComponents:
             add_chunking_version=add_chunking_version,
             any_chunking_version=any_chunking_version,
             chunking_version=chunking_version,
+            rebuild=rebuild,
+            verify=verify,
         )
 
     def retriever(self, index: VectorIndex, *, candidates: int | None = None) -> Retriever:

@@ -4,6 +4,8 @@ Layout under the index directory::
 
     contract.json   the collection contract and BM25 statistics (edge shards keep no
                     collection metadata)
+    manifest.json   what the last writer committed: ``writing`` while a write session is
+                    open, then ``clean`` with the point count and a sample's payload digest
     shard/          the edge shard: WAL, segments, payload indexes
     .lock           held with flock while a process has the index open
 
@@ -11,14 +13,26 @@ qdrant-edge allows one process per shard path. We take our own ``flock`` first s
 second process gets :class:`IndexBusy` at once instead of an engine error string.
 A process that dies releases the lock with its file descriptors, and the WAL replays
 every acknowledged update on the next open.
+
+Opening verifies what the engine exposes against the manifest: the exact point count,
+then a sample read back part by part (payload digest, dense vectors of the contract's
+size and finite, sparse vectors readable). A file that cannot be parsed, a count that
+does not match or a part that does not read back is :class:`IndexDamaged`, naming the
+part. After a crashed writer (manifest ``writing``) the WAL is the authority on the
+count, so only the sample is read back. ``rebuild=True`` removes the collection's own
+files (never anything else in or above its directory) before opening, so the caller
+can ingest it again from its sources.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import fcntl
+import hashlib
 import json
+import math
 import os
+import shutil
 import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -33,7 +47,8 @@ from ragwright.core.contracts import (
     reconcile_contract,
 )
 from ragwright.core.points import KEYWORD_INDEX_FIELDS
-from ragwright.errors import ContractMismatch, IndexBusy, IndexNotFound
+from ragwright.errors import ContractMismatch, IndexBusy, IndexDamaged, IndexNotFound
+from ragwright.protocols import IndexPart
 from ragwright.types import (
     CollectionContract,
     IndexPoint,
@@ -45,6 +60,15 @@ from ragwright.types import (
 
 _DISTANCES = {"cosine": qe.Distance.Cosine, "dot": qe.Distance.Dot, "euclid": qe.Distance.Euclid}
 _SCROLL_PAGE = 2048
+# Points read back on every open: enough to touch each storage file, cheap at any size.
+_SAMPLE_SIZE = 8
+_PART_NAMES: dict[IndexPart, str] = {
+    "payload": "payload storage",
+    "dense": "dense vectors",
+    "sparse": "sparse vectors",
+}
+# Everything a collection directory holds; a rebuild removes these names and nothing else.
+_STORED_ENTRIES = ("shard", "contract.json", "manifest.json", "contract.tmp", "manifest.tmp")
 
 
 class EdgeIndex:
@@ -57,6 +81,8 @@ class EdgeIndex:
         *,
         add_chunking_version: bool = False,
         create: bool = True,
+        rebuild: bool = False,
+        verify: bool = True,
     ) -> None:
         self.path = Path(path)
         if not create and not (self.path / "contract.json").is_file():
@@ -70,8 +96,12 @@ class EdgeIndex:
             raise IndexBusy(str(self.path)) from error
         # Serialises this process's writes against its own reads; see docs/ingestion.md.
         self._mutex = threading.RLock()
+        self._writing = False
         try:
+            if rebuild:
+                self._remove_stored()
             self.contract = self._open(contract, add_chunking_version)
+            self.committed_points = self._verify(check=verify)
         except BaseException:
             self._release()
             raise
@@ -80,17 +110,17 @@ class EdgeIndex:
         shard_path = self.path / "shard"
         contract_path = self.path / "contract.json"
         if contract_path.exists():
-            stored = contract_from_metadata(json.loads(contract_path.read_text("utf-8")))
+            stored = self._stored_contract(contract_path)
             contract = reconcile_contract(
                 expected, stored, add_chunking_version=add_chunking_version
             )
-            self._shard = qe.EdgeShard.load(str(shard_path))
+            self._shard = self._load_shard(shard_path)
             self._check_vectors(shard_path, contract)
         else:
             # First open, or a crash before the contract was written: creating the
             # shard again is safe only if it holds nothing.
             if shard_path.exists():
-                self._shard = qe.EdgeShard.load(str(shard_path))
+                self._shard = self._load_shard(shard_path)
                 if self._shard.info().points_count:
                     raise ContractMismatch(
                         "contract.json", "present", "missing on a non-empty shard"
@@ -112,8 +142,145 @@ class EdgeIndex:
         _write_json_atomically(contract_path, contract_to_metadata(contract))
         return contract
 
+    def _stored_contract(self, contract_path: Path) -> CollectionContract:
+        try:
+            metadata = json.loads(contract_path.read_text("utf-8"))
+            if not isinstance(metadata, dict):
+                raise ValueError(f"a JSON {type(metadata).__name__}, not an object")
+            return contract_from_metadata(metadata)
+        except (ValueError, ContractMismatch) as error:
+            # We write this file atomically, so one that does not parse was damaged.
+            raise IndexDamaged(str(self.path), "contract.json", _one_line(error)) from error
+
+    def _load_shard(self, shard_path: Path) -> qe.EdgeShard:
+        try:
+            return qe.EdgeShard.load(str(shard_path))
+        except Exception as error:  # qdrant-edge reports storage faults as plain Exception
+            raise IndexDamaged(str(self.path), "shard", _one_line(error)) from error
+
+    def _remove_stored(self) -> None:
+        for name in _STORED_ENTRIES:
+            entry = self.path / name
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            elif entry.exists() or entry.is_symlink():
+                entry.unlink()
+
+    def _read_manifest(self) -> dict[str, Any] | None:
+        path = self.path / "manifest.json"
+        if not path.exists():
+            return None  # written by a version before manifests, or never written to
+        try:
+            manifest = json.loads(path.read_text("utf-8"))
+            if manifest["state"] == "writing":
+                return dict(manifest)
+            return {
+                "state": "clean",
+                "points": int(manifest["points"]),
+                "sample": [uuid.UUID(str(i)) for i in manifest["sample"]],
+                "digest": str(manifest["digest"]),
+            }
+        except (ValueError, KeyError, TypeError) as error:
+            raise IndexDamaged(str(self.path), "manifest.json", _one_line(error)) from error
+
+    def _verify(self, *, check: bool) -> int | None:
+        manifest = self._read_manifest()
+        committed = manifest["points"] if manifest and manifest["state"] == "clean" else None
+        if not check:
+            return committed
+        if manifest is None or committed is None:
+            sample = [p.point_id for p in self._first_points()]
+        else:
+            held = self.count()
+            if held != committed:
+                raise IndexDamaged(
+                    str(self.path),
+                    "id tracker",
+                    f"{held} points readable, {committed} committed",
+                )
+            sample = manifest["sample"]
+        payloads = self.read_part(sample, "payload")
+        if committed is not None and manifest is not None:
+            missing = [str(i) for i in sample if i not in payloads]
+            if missing:
+                raise IndexDamaged(
+                    str(self.path), "id tracker", f"committed point {missing[0]} is missing"
+                )
+            if _payload_digest(payloads) != manifest["digest"]:
+                raise IndexDamaged(
+                    str(self.path), "payload storage", "sampled payloads differ from the commit"
+                )
+        for point_id, vector in self.read_part(list(payloads), "dense").items():
+            if len(vector) != self.contract.dimensions or not all(map(math.isfinite, vector)):
+                raise IndexDamaged(
+                    str(self.path),
+                    "dense vectors",
+                    f"point {point_id} has {len(vector)} values or a non-finite one",
+                )
+        self.read_part(list(payloads), "sparse")
+        return committed
+
+    def _first_points(self) -> list[StoredPoint]:
+        points: list[StoredPoint] = []
+        for point in self.scroll(payload_fields=()):
+            points.append(point)
+            if len(points) == _SAMPLE_SIZE:
+                break
+        return points
+
+    def _begin_write(self) -> None:
+        # Before the first change of a session: a writer that dies now leaves "writing",
+        # and the next open trusts the WAL for the count instead of refusing the index.
+        if not self._writing:
+            _write_json_atomically(self.path / "manifest.json", {"state": "writing"})
+            self._writing = True
+
+    def _commit_manifest(self) -> None:
+        sample = [p.point_id for p in self._first_points()]
+        _write_json_atomically(
+            self.path / "manifest.json",
+            {
+                "state": "clean",
+                "points": self.count(),
+                "sample": [str(i) for i in sample],
+                "digest": _payload_digest(self.read_part(sample, "payload")),
+            },
+        )
+        self._writing = False
+
+    def read_part(self, ids: Sequence[uuid.UUID], part: IndexPart) -> dict[uuid.UUID, Any]:
+        if not ids:
+            return {}
+        name = self.contract.vector_name if part == "dense" else self.contract.sparse_vector_name
+        try:
+            with self._mutex:
+                if part == "payload":
+                    records = self._shard.retrieve(list(ids), True, False)
+                else:
+                    records = self._shard.retrieve(list(ids), False, [name])
+        except Exception as error:  # qdrant-edge reports storage faults as plain Exception
+            raise IndexDamaged(str(self.path), _PART_NAMES[part], _one_line(error)) from error
+        found: dict[uuid.UUID, Any] = {}
+        for record in records:
+            point_id = record.id if isinstance(record.id, uuid.UUID) else uuid.UUID(str(record.id))
+            if part == "payload":
+                found[point_id] = record.payload or {}
+                continue
+            vector: Any = record.vector.get(name) if isinstance(record.vector, dict) else None
+            if vector is None:
+                continue
+            found[point_id] = (
+                list(vector)
+                if part == "dense"
+                else SparseVector(tuple(vector.indices), tuple(vector.values))
+            )
+        return found
+
     def _check_vectors(self, shard_path: Path, contract: CollectionContract) -> None:
-        config = json.loads((shard_path / "edge_config.json").read_text("utf-8"))
+        try:
+            config = json.loads((shard_path / "edge_config.json").read_text("utf-8"))
+        except (OSError, ValueError) as error:
+            raise IndexDamaged(str(self.path), "shard", _one_line(error)) from error
         vector = config.get("vectors", {}).get(contract.vector_name)
         if vector is None:
             raise ContractMismatch(
@@ -152,6 +319,7 @@ class EdgeIndex:
             return
         edge_points = [qe.Point(p.point_id, self._vectors(p), dict(p.payload)) for p in points]
         with self._mutex:
+            self._begin_write()
             self._shard.update(qe.UpdateOperation.upsert_points(edge_points))
 
     def _vectors(self, point: IndexPoint) -> dict[str, Any]:
@@ -171,6 +339,7 @@ class EdgeIndex:
             for pid, v in vectors
         ]
         with self._mutex:
+            self._begin_write()
             self._shard.update(qe.UpdateOperation.update_vectors(updates))
 
     def record_lexical_stats(self, stats: LexicalStats) -> None:
@@ -197,7 +366,9 @@ class EdgeIndex:
         payload_fields: Sequence[str] | None = None,
     ) -> Iterator[StoredPoint]:
         offset: Any = None
-        with_payload: bool | list[str] = True if payload_fields is None else list(payload_fields)
+        with_payload: bool | list[str] = (
+            True if payload_fields is None else (list(payload_fields) or False)
+        )
         while True:
             with self._mutex:
                 records, offset = self._shard.scroll(
@@ -217,16 +388,19 @@ class EdgeIndex:
     def set_payload(self, ids: Sequence[uuid.UUID], payload: Mapping[str, Any]) -> None:
         if ids:
             with self._mutex:
+                self._begin_write()
                 self._shard.update(qe.UpdateOperation.set_payload(list(ids), dict(payload)))
 
     def delete_payload_keys(self, ids: Sequence[uuid.UUID], keys: Sequence[str]) -> None:
         if ids and keys:
             with self._mutex:
+                self._begin_write()
                 self._shard.update(qe.UpdateOperation.delete_payload(list(ids), list(keys)))
 
     def delete(self, ids: Sequence[uuid.UUID]) -> None:
         if ids:
             with self._mutex:
+                self._begin_write()
                 self._shard.update(qe.UpdateOperation.delete_points(list(ids)))
 
     def count(self, point_filter: PointFilter | None = None) -> int:
@@ -264,6 +438,8 @@ class EdgeIndex:
         shard: qe.EdgeShard | None = getattr(self, "_shard", None)
         if shard is not None:
             shard.flush()
+            if self._writing:
+                self._commit_manifest()
             shard.close()
             del self._shard
         self._release()
@@ -308,6 +484,17 @@ def _stored(
         score=score,
         vector=list(dense) if dense is not None else None,
     )
+
+
+def _payload_digest(payloads: Mapping[uuid.UUID, Any]) -> str:
+    canonical = json.dumps(
+        [[str(i), payloads[i]] for i in sorted(payloads)], sort_keys=True, ensure_ascii=False
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())
 
 
 def _write_json_atomically(path: Path, data: Mapping[str, Any]) -> None:

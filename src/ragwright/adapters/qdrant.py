@@ -9,11 +9,20 @@ index of the wrong type is a contract mismatch.
 Writes pass ``wait=True``. Between two separate requests a server gives no atomicity;
 ingestion orders its operations so a concurrent reader sees at most a momentary gap in a
 document being replaced, never a mix of two revisions (docs/ingestion.md).
+
+Integrity on open is a sample read back (dense vectors of the contract's size and
+finite, sparse vectors readable), not a count against a manifest: several writers may
+share a server collection with no lock between them, so a count one of them recorded
+at its close would be stale by the next's, and the server keeps its own WAL and
+reports its storage faults itself. ``committed_points`` is therefore ``None``;
+``ragwright verify`` still reads every point. ``rebuild=True`` deletes this collection
+(and no other) before opening.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -26,7 +35,8 @@ from ragwright.core.contracts import (
     reconcile_contract,
 )
 from ragwright.core.points import KEYWORD_INDEX_FIELDS
-from ragwright.errors import ContractMismatch, IndexNotFound
+from ragwright.errors import ContractMismatch, IndexDamaged, IndexNotFound
+from ragwright.protocols import IndexPart
 from ragwright.types import (
     CollectionContract,
     IndexPoint,
@@ -42,6 +52,7 @@ _DISTANCES = {
     "euclid": models.Distance.EUCLID,
 }
 _SCROLL_PAGE = 1024
+_SAMPLE_SIZE = 8
 
 
 class QdrantIndex:
@@ -56,6 +67,8 @@ class QdrantIndex:
         api_key: str | None = None,
         add_chunking_version: bool = False,
         create: bool = True,
+        rebuild: bool = False,
+        verify: bool = True,
     ) -> None:
         self.local = not location.startswith(("http://", "https://"))
         if location == ":memory:":
@@ -65,10 +78,16 @@ class QdrantIndex:
         else:
             self._client = QdrantClient(url=location, api_key=api_key)
         self.collection = collection
+        self.location = location
+        self.committed_points: int | None = None
         try:
             if not create and not self._client.collection_exists(collection):
                 raise IndexNotFound(f"{location} collection {collection}")
+            if rebuild and self._client.collection_exists(collection):
+                self._client.delete_collection(collection)
             self.contract = self._open(contract, add_chunking_version)
+            if verify:
+                self._verify_sample()
         except BaseException:
             self._client.close()
             raise
@@ -116,6 +135,45 @@ class QdrantIndex:
         if not self.local:
             self._ensure_payload_indexes()
         return contract
+
+    def _verify_sample(self) -> None:
+        records, _ = self._client.scroll(
+            self.collection, limit=_SAMPLE_SIZE, with_payload=False, with_vectors=False
+        )
+        sample = [uuid.UUID(str(r.id)) for r in records]
+        for point_id, vector in self.read_part(sample, "dense").items():
+            if len(vector) != self.contract.dimensions or not all(map(math.isfinite, vector)):
+                raise IndexDamaged(
+                    f"{self.location} collection {self.collection}",
+                    "dense vectors",
+                    f"point {point_id} has {len(vector)} values or a non-finite one",
+                )
+        self.read_part(sample, "sparse")
+
+    def read_part(self, ids: Sequence[uuid.UUID], part: IndexPart) -> dict[uuid.UUID, Any]:
+        if not ids:
+            return {}
+        name = self.contract.vector_name if part == "dense" else self.contract.sparse_vector_name
+        records = self._client.retrieve(
+            self.collection,
+            ids=[str(i) for i in ids],
+            with_payload=part == "payload",
+            with_vectors=False if part == "payload" else [name],
+        )
+        found: dict[uuid.UUID, Any] = {}
+        for record in records:
+            point_id = uuid.UUID(str(record.id))
+            if part == "payload":
+                found[point_id] = record.payload or {}
+                continue
+            vector = record.vector.get(name) if isinstance(record.vector, dict) else None
+            if vector is None:
+                continue
+            if isinstance(vector, models.SparseVector):
+                found[point_id] = SparseVector(tuple(vector.indices), tuple(vector.values))
+            else:
+                found[point_id] = list(vector)
+        return found
 
     def _ensure_payload_indexes(self) -> None:
         schema = self._client.get_collection(self.collection).payload_schema
@@ -201,7 +259,7 @@ class QdrantIndex:
                 scroll_filter=_client_filter(point_filter),
                 limit=_SCROLL_PAGE,
                 offset=offset,
-                with_payload=True if payload_fields is None else list(payload_fields),
+                with_payload=True if payload_fields is None else (list(payload_fields) or False),
                 with_vectors=False,
             )
             for record in records:

@@ -31,6 +31,9 @@ from ragwright.application.requests import (
     StatusRequest,
     StatusResult,
     ThresholdOverrides,
+    VerifyProblem,
+    VerifyRequest,
+    VerifyResult,
 )
 from ragwright.application.service import Application, score_kind
 from ragwright.chat.contract import ChatMessage
@@ -66,5 +69,8 @@ __all__ = [
     "StatusRequest",
     "StatusResult",
     "ThresholdOverrides",
+    "VerifyProblem",
+    "VerifyRequest",
+    "VerifyResult",
     "score_kind",
 ]

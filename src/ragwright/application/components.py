@@ -61,8 +61,12 @@ class Components(Protocol):
         write: bool,
         add_chunking_version: bool = False,
         any_chunking_version: bool = False,
+        rebuild: bool = False,
+        verify: bool = True,
     ) -> VectorIndex:
-        """The configured collection, its contract checked for ``chunking_version``."""
+        """The configured collection, its contract checked for ``chunking_version`` and
+        its integrity verified on open (``verify=False``: not checked; ``rebuild``:
+        emptied first, so it is recreated from the sources being ingested)."""
         ...
 
     def retriever(self, index: VectorIndex, *, candidates: int | None = None) -> Retriever:

@@ -132,6 +132,9 @@ class IngestRequest:
     ``tenant`` is the tenant of every document whose file names none, and is in the
     run's scope even when no document carries it. A run changes and ``prune`` deletes
     only documents of the tenants in its scope (``IngestResult.tenants``).
+    ``rebuild`` empties the collection first and ingests it again from the sources
+    (the recovery for a damaged index); it is refused, leaving the index as it is, when
+    the sources hold no documents or any invalid one.
     """
 
     sources: tuple[Path, ...]
@@ -142,6 +145,7 @@ class IngestRequest:
     add_chunking_version: bool = False
     skip_invalid: bool = False
     tenant: str | None = None
+    rebuild: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +246,52 @@ class StatusResult:
             "versions": [asdict(v) for v in self.versions],
             "documents": [asdict(d) for d in self.documents],
             "points": dict(self.points),
+        }
+
+
+# --- verify -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyRequest:
+    """Read every point of the index back and check it."""
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyProblem:
+    """One thing that did not read back: ``point_id`` ``None`` for the index as a whole;
+    ``part`` as in :class:`~ragwright.errors.IndexDamaged` (or ``payload`` for a payload
+    that reads but breaks a rule)."""
+
+    point_id: str | None
+    part: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyResult:
+    """``committed_points`` is the count the last clean writer recorded (``None``:
+    unknown); ``points`` the count the engine reports; ``checked`` the points whose
+    payload and vectors all read back valid."""
+
+    collection: str
+    committed_points: int | None
+    points: int
+    checked: int
+    problems: tuple[VerifyProblem, ...]
+
+    @property
+    def damaged(self) -> bool:
+        return bool(self.problems)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "collection": self.collection,
+            "committed_points": self.committed_points,
+            "points": self.points,
+            "checked": self.checked,
+            "damaged": self.damaged,
+            "problems": [asdict(p) for p in self.problems],
         }
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,6 +46,9 @@ from ragwright.application.requests import (
     StatusRequest,
     StatusResult,
     ThresholdOverrides,
+    VerifyProblem,
+    VerifyRequest,
+    VerifyResult,
     VersionStatus,
 )
 from ragwright.core.assembly import parse_policy
@@ -51,7 +56,15 @@ from ragwright.core.chunking import build_chunks
 from ragwright.core.eligibility import CallerScope, Eligibility, eligibility_filter
 from ragwright.core.points import LIVE, read_payload
 from ragwright.deadline import Deadline, deadline_scope
-from ragwright.errors import AssemblyError, ChatError, EvaluationError, FailureCategory
+from ragwright.errors import (
+    AssemblyError,
+    ChatError,
+    EvaluationError,
+    FailureCategory,
+    IndexDamaged,
+    PayloadError,
+    SourceError,
+)
 from ragwright.pipeline.answer import Budget, answer_question
 from ragwright.pipeline.calibrate import calibrate
 from ragwright.pipeline.evaluate import (
@@ -64,10 +77,13 @@ from ragwright.pipeline.evaluate import (
 )
 from ragwright.pipeline.ingest import ProgressCallback, ingest, token_counter
 from ragwright.pipeline.retrieve import Hit, Mode, Retriever, Thresholds
-from ragwright.protocols import VectorIndex
+from ragwright.protocols import IndexPart, VectorIndex
 from ragwright.report import render_report
 from ragwright.settings import Settings
 from ragwright.types import ChunkingPolicy, EvalCase, PointFilter
+
+# Points read back per request by ``verify``.
+VERIFY_PAGE = 256
 
 # History enters an answer through the assembly policy's history share; a request that
 # brings history under a policy without one gets this share rather than being ignored.
@@ -128,9 +144,20 @@ class Application:
             skip_invalid=request.skip_invalid,
             tenant=request.tenant,
         )
+        if request.rebuild and (loaded.invalid or not loaded.documents):
+            # The sources are about to become the whole index: never on bad input.
+            raise SourceError(
+                ", ".join(str(s) for s in request.sources),
+                f"--rebuild refused: {len(loaded.invalid)} invalid documents"
+                if loaded.invalid
+                else "--rebuild refused: the sources hold no documents",
+            )
         embedder = self.components.embedder()
         index = self.components.open_index(
-            policy.version, write=True, add_chunking_version=request.add_chunking_version
+            policy.version,
+            write=True,
+            add_chunking_version=request.add_chunking_version,
+            rebuild=request.rebuild,
         )
         try:
             report = ingest(
@@ -216,6 +243,71 @@ class Application:
         )
 
     # --- queries --------------------------------------------------------------------
+
+    def verify(self, request: VerifyRequest | None = None) -> VerifyResult:
+        """Read every point back: payload (validated as queries read it), dense vector
+        (the contract's size, finite values) and sparse vector (present when the text
+        has terms), and compare the count with the one last committed."""
+        index = self.components.open_index(
+            self.chunking_policy().version, write=False, any_chunking_version=True, verify=False
+        )
+        try:
+            committed = index.committed_points
+            held = index.count()
+            ids = [point.point_id for point in index.scroll(payload_fields=())]
+            problems: list[VerifyProblem] = []
+            if committed is not None and held != committed:
+                problems.append(
+                    VerifyProblem(
+                        None, "id tracker", f"{held} points readable, {committed} committed"
+                    )
+                )
+            checked = 0
+            for start in range(0, len(ids), VERIFY_PAGE):
+                page = ids[start : start + VERIFY_PAGE]
+                checked += self._verify_page(index, page, problems)
+        finally:
+            index.close()
+        return VerifyResult(
+            collection=self.settings.collection,
+            committed_points=committed,
+            points=held,
+            checked=checked,
+            problems=tuple(problems),
+        )
+
+    def _verify_page(
+        self, index: VectorIndex, page: list[uuid.UUID], problems: list[VerifyProblem]
+    ) -> int:
+        parts = {part: _read_part(index, page, part, problems) for part in _PARTS}
+        dimensions = index.contract.dimensions
+        terms = self.components.sparse_encoder().terms
+        checked = 0
+        for point_id in page:
+            if any(point_id not in parts[part] for part in ("payload", "dense")):
+                continue  # unreadable (already listed) or lost between scroll and read
+            before = len(problems)
+            try:
+                payload = read_payload(point_id, parts["payload"][point_id])
+            except PayloadError as error:
+                problems.append(
+                    VerifyProblem(str(point_id), "payload", f"{error.field} {error.rule}")
+                )
+                continue
+            vector = parts["dense"][point_id]
+            if len(vector) != dimensions or not all(map(math.isfinite, vector)):
+                problems.append(
+                    VerifyProblem(
+                        str(point_id),
+                        "dense vectors",
+                        f"{len(vector)} values (expected {dimensions}) or a non-finite one",
+                    )
+                )
+            if point_id not in parts["sparse"] and terms(payload.text):
+                problems.append(VerifyProblem(str(point_id), "sparse vectors", "missing"))
+            if len(problems) == before:
+                checked += 1
+        return checked
 
     def search(self, request: SearchRequest) -> SearchResult:
         """The ``k`` best eligible chunks for the question (never relaxed to fill)."""
@@ -549,6 +641,26 @@ def _excluded_versions(
         if count:
             counts[version] = count
     return counts
+
+
+_PARTS: tuple[IndexPart, ...] = ("payload", "dense", "sparse")
+
+
+def _read_part(
+    index: VectorIndex, page: list[uuid.UUID], part: IndexPart, problems: list[VerifyProblem]
+) -> dict[uuid.UUID, Any]:
+    """One part of a page of points; on a damaged read, point by point, so every
+    unreadable point is listed and every readable one still checked."""
+    try:
+        return index.read_part(page, part)
+    except IndexDamaged:
+        found: dict[uuid.UUID, Any] = {}
+        for point_id in page:
+            try:
+                found.update(index.read_part([point_id], part))
+            except IndexDamaged as error:
+                problems.append(VerifyProblem(str(point_id), error.part, error.detail))
+        return found
 
 
 def _eligibility_filter(eligibility: Eligibility, tenant: str | None) -> PointFilter:

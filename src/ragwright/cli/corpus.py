@@ -1,4 +1,4 @@
-"""Corpus commands: ``chunks`` (preview), ``ingest`` and ``status``."""
+"""Corpus commands: ``chunks`` (preview), ``ingest``, ``status`` and ``verify``."""
 
 from __future__ import annotations
 
@@ -136,6 +136,14 @@ def ingest(
             "and prunes only TENANT's documents (and those of tenants files name).",
         ),
     ] = None,
+    rebuild: Annotated[
+        bool,
+        typer.Option(
+            "--rebuild",
+            help="Empty the collection and index SOURCES again (recovers a damaged index; "
+            "refused when SOURCES hold no documents or an invalid one).",
+        ),
+    ] = False,
     progress: ShowProgress = False,
     as_json: AsJson = False,
 ) -> None:
@@ -159,6 +167,7 @@ def ingest(
         add_chunking_version=add_chunking_version,
         skip_invalid=skip_invalid,
         tenant=tenant,
+        rebuild=rebuild,
     )
     with ProgressDisplay(force_lines=progress) as display:
         result = application().ingest(request, progress=display)
@@ -247,3 +256,25 @@ def status(as_json: AsJson = False) -> None:
         f"{plural(len({(d.tenant, d.document_id) for d in result.documents}), 'document')}, "
         f"{plural(total, 'point')}" + (f" ({points})" if points else "")
     )
+
+
+@app.command()
+def verify(as_json: AsJson = False) -> None:
+    """Read every point of the index back (payload, dense and sparse vectors) and
+    compare the count with the last commit. Exits 1 when anything is damaged."""
+    result = application().verify()
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        committed = "unknown" if result.committed_points is None else result.committed_points
+        print(
+            f"collection {result.collection}: {plural(result.points, 'point')} "
+            f"({committed} committed), {result.checked} read back valid, "
+            f"{plural(len(result.problems), 'problem')}"
+        )
+        for problem in result.problems:
+            print(f"  {problem.point_id or 'index'}: {problem.part}: {problem.detail}")
+        if result.damaged:
+            print("recover with 'ragwright ingest SOURCES --rebuild'")
+    if result.damaged:
+        raise typer.Exit(1)
