@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from qdrant_client import QdrantClient, models
+from qdrant_client.http.exceptions import ResponseHandlingException
 
 from ragwright.core.contracts import (
     contract_from_metadata,
@@ -26,7 +27,7 @@ from ragwright.core.contracts import (
     reconcile_contract,
 )
 from ragwright.core.points import KEYWORD_INDEX_FIELDS
-from ragwright.errors import ContractMismatch, IndexNotFound
+from ragwright.errors import ContractMismatch, IndexNotFound, IndexUnavailable
 from ragwright.types import (
     CollectionContract,
     IndexPoint,
@@ -69,6 +70,10 @@ class QdrantIndex:
             if not create and not self._client.collection_exists(collection):
                 raise IndexNotFound(f"{location} collection {collection}")
             self.contract = self._open(contract, add_chunking_version)
+        except ResponseHandlingException as error:
+            # The index is required: a server that does not answer ends the command.
+            self._client.close()
+            raise IndexUnavailable(location, str(error)) from error
         except BaseException:
             self._client.close()
             raise
