@@ -60,7 +60,9 @@ def read_only_view(tmp_path: Path) -> Iterator[Path]:
 def test_read_only_commands_work_on_a_read_only_home(read_only_view: Path) -> None:
     status = ragwright("status", "--json", home=read_only_view, check=True)
     assert sum(d["live_chunks"] for d in json.loads(status.stdout)["documents"]) == 21
-    hits = json.loads(ragwright("search", QUESTION, "--json", home=read_only_view, check=True).stdout)
+    hits = json.loads(
+        ragwright("search", QUESTION, "--json", home=read_only_view, check=True).stdout
+    )
     assert hits["hits"][0]["document_id"] == "worker-shutdown"
     preview = ragwright("ask", QUESTION, "--preview", home=read_only_view, check=True)
     assert "S1" in preview.stdout

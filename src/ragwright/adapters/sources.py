@@ -97,16 +97,17 @@ def load_sources(
         DocumentError: a document breaks a validation rule (including duplicate ids).
     """
     documents: list[SourceDocument] = []
+    left_out: list[str] = []
+
+    def skip(path: str, reason: str) -> None:
+        left_out.append(path)
+        (skipped or _ignore)(path, reason)
+
     for given in paths:
         root = Path(given)
         if not root.exists():
             raise SourceError(str(root), "no such file or directory")
-        left_out: list[str] = []
-
-        def skip(path: str, reason: str) -> None:
-            left_out.append(path)
-            (skipped or _ignore)(path, reason)
-
+        left_out_before = len(left_out)
         found = False
         for path, relative in _files(root, skip):
             found = True
@@ -123,7 +124,11 @@ def load_sources(
             raise SourceError(
                 str(root),
                 "no document files (.md, .json, .jsonl) in this directory"
-                + (f"; {len(left_out)} other files left out" if left_out else ""),
+                + (
+                    f"; {len(left_out) - left_out_before} other files left out"
+                    if len(left_out) > left_out_before
+                    else ""
+                ),
             )
     return ensure_unique_ids(documents)
 

@@ -40,6 +40,7 @@ def check_question(question: str) -> None:
             "ask one specific question (retrieval matches short questions best)",
         )
 
+
 # The one place the default eligibility lives: published runbooks. Requests that name no
 # type or state get these; an entry point never repeats them.
 DEFAULT_ELIGIBLE_TYPES: tuple[str, ...] = ("runbook",)

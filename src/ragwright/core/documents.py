@@ -22,7 +22,6 @@ from ragwright.types import (
     SourceSection,
 )
 
-
 # Far above any real paragraph or document (the longest in the shared BEIR corpora is
 # 23,147 characters), far below what would be stored as a multi-megabyte payload or
 # embedded as a handful of unknown tokens.
