@@ -199,7 +199,9 @@ def test_an_empty_source_folder_is_refused(tmp_path: Path) -> None:
 def test_a_five_megabyte_word_is_refused_before_embedding(tmp_path: Path) -> None:
     source = tmp_path / "huge.md"
     source.write_text("# Huge\n\n" + "x" * 5_000_000 + "\n", "utf-8")
-    line = one_error_line(ragwright("ingest", str(source), "--type", "runbook", home=tmp_path))
+    line = one_error_line(
+        ragwright("ingest", str(source), "--type", "runbook", "--state", "published", home=tmp_path)
+    )
     assert line == (
         "error: document 'huge', field 'sections[0].paragraphs[0]': has 5,000,000 "
         "characters, at most 100,000 are allowed: split it into paragraphs (blank lines)"
