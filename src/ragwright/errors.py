@@ -8,6 +8,8 @@ Provider failures of every kind (chat, embedding, rerank) share one base and one
 
     RagwrightError
     ├── ConfigError(setting, reason)            a setting is missing or invalid
+    ├── StorageError(path, reason)              a file system refused (full, read-only, denied)
+    ├── RequestError(field, rule)               a request field breaks a rule (e.g. question)
     ├── SourceError(source, reason)             a source file cannot be read or parsed
     ├── DocumentError(document_id, field, rule) a document breaks a validation rule
     ├── ChunkingError(document_id, section_id, paragraph_index, reason)
@@ -25,6 +27,7 @@ Provider failures of every kind (chat, embedding, rerank) share one base and one
     │   ├── IndexBusy(path)                     another process holds the embedded index
     │   ├── IndexNotFound(location)             nothing was ingested there yet
     │   ├── IndexDamaged(location, part, detail) stored data no longer reads back
+    │   ├── IndexUnavailable(location, reason)  the index server cannot be reached
     │   ├── PayloadError(point_id, field, rule) a stored payload is not what we wrote
     │   └── ReadBackError(point_id, reason)     a written point did not read back
     ├── AssemblyError(reason)                   context cannot be assembled as asked
@@ -49,6 +52,25 @@ class ConfigError(RagwrightError):
         self.setting = setting
         self.reason = reason
         super().__init__(f"setting {setting!r}: {reason}")
+
+
+class StorageError(RagwrightError):
+    """A file system refused an operation (disk full, read-only, permission denied);
+    ``path`` names where, ``reason`` what and how to recover."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+class RequestError(RagwrightError):
+    """A use case's request breaks a rule; ``field`` names it as the caller spells it."""
+
+    def __init__(self, field: str, rule: str) -> None:
+        self.field = field
+        self.rule = rule
+        super().__init__(f"{field}: {rule}")
 
 
 class SourceError(RagwrightError):
@@ -202,6 +224,15 @@ class IndexDamaged(VectorIndexError):
             f"the index at {location} is damaged ({part}: {detail}); "
             "recover with 'ragwright ingest SOURCES --rebuild'"
         )
+
+
+class IndexUnavailable(VectorIndexError):
+    """The configured index server cannot be reached (it is required: nothing can run)."""
+
+    def __init__(self, location: str, reason: str) -> None:
+        self.location = location
+        self.reason = reason
+        super().__init__(f"the index at {location} cannot be reached: {reason}")
 
 
 class PayloadError(VectorIndexError):

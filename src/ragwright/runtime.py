@@ -7,17 +7,20 @@ The one place that picks and imports adapters. Entry points call
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import subprocess
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from ragwright import __version__
 from ragwright.adapters.datasets import load_beir_cases, load_cases
 from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.embedders.onnx import MINILM_PROFILE, OnnxEmbedder
 from ragwright.adapters.lexical import Bm25Encoder
-from ragwright.adapters.redis import RedisCacheStore, RedisCapacityPool, connect
+from ragwright.adapters.redis import RedisCacheStore, RedisCapacityPool, connect, reachable
 from ragwright.adapters.sources import SourceDefaults, load_sources
 from ragwright.adapters.tokenizer import O200kCounter
 from ragwright.application import Application, ChatSession, LoadedSources, SkippedFile
@@ -48,6 +51,11 @@ from ragwright.protocols import (
 from ragwright.retry import RetryingEmbedder, RetryingReranker, RetryPolicy
 from ragwright.settings import Settings, load_settings
 from ragwright.types import EmbeddingProfile, EvalCase, SkippedDocument
+
+if TYPE_CHECKING:
+    from redis import Redis
+
+logger = logging.getLogger(__name__)
 
 
 def embedding_profile(settings: Settings) -> EmbeddingProfile:
@@ -403,7 +411,7 @@ def build_chat_pipeline(
             for i, p in enumerate(providers)
         )
     )
-    client = connect(settings.redis_url) if settings.redis_url else None
+    client = _shared_state_client(settings)
     store: CacheStore = (
         RedisCacheStore(client)
         if client is not None
@@ -459,6 +467,35 @@ def build_chat_pipeline(
         .use(lambda inner: Retry(inner, max_attempts=settings.chat_retries, events=sink))
         .build()
     )
+
+
+def _shared_state_client(settings: Settings) -> Redis | None:
+    """The Redis client for the response cache and capacity gate, or ``None``.
+
+    Redis is optional: when it does not answer, the answer is still produced with the
+    cache off (an in-process cache instead) and an in-process capacity gate, and one
+    warning says so. Replicas then no longer share capacity or cached answers.
+    """
+    if not settings.redis_url:
+        return None
+    client = connect(settings.redis_url)
+    reason = reachable(client)
+    if reason is None:
+        return client
+    client.close()
+    logger.warning(
+        "warning: Redis at %s is unreachable (%s); answering with the shared response "
+        "cache off and an in-process capacity gate",
+        _without_credentials(settings.redis_url),
+        reason,
+    )
+    return None
+
+
+def _without_credentials(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    return f"{parts.scheme}://{host}:{parts.port}" if parts.port else f"{parts.scheme}://{host}"
 
 
 def _ignore(_event: str) -> None:

@@ -8,6 +8,7 @@ import pytest
 from ragwright.adapters.sources import (
     SkippedDocument,
     SourceDefaults,
+    load_json,
     load_markdown,
     load_sources,
 )
@@ -253,3 +254,37 @@ def test_every_openshift_runbook_loads_and_no_code_fence_is_split() -> None:
     assert fences_checked > 400
     # Every file loads; a failure would have to carry a reason naming the file.
     assert not failures, failures
+
+
+def test_a_byte_order_mark_does_not_hide_the_title(tmp_path: Path) -> None:
+    path = tmp_path / "bom.md"
+    path.write_bytes("\ufeff# Restart the worker\n\n## Steps\n\nStop it first.\n".encode())
+    document = load_markdown(path, DEFAULTS)
+    assert document.title == "Restart the worker"
+    assert [s.section_id for s in document.sections] == ["steps"]
+
+
+def test_a_byte_order_mark_is_accepted_in_json(tmp_path: Path) -> None:
+    seed = {
+        "document_id": "bom",
+        "title": "With a mark",
+        "sections": [{"section_id": "s", "heading": "H", "paragraphs": ["Text."]}],
+    }
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(seed).encode())
+    assert [d.title for d in load_json(path, DEFAULTS)] == ["With a mark"]
+
+
+def test_a_directory_without_documents_is_a_source_error(tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for name in ("a.txt", "README.md"):
+        (folder / name).write_text("x", "utf-8")
+    skipped: list[str] = []
+    with pytest.raises(SourceError) as raised:
+        load_sources([folder], DEFAULTS, skipped=lambda path, _reason: skipped.append(path))
+    assert raised.value.source == str(folder)
+    assert raised.value.reason == (
+        "no document files (.md, .json, .jsonl) in this directory; 2 other files left out"
+    )
+    assert len(skipped) == 2

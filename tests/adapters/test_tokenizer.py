@@ -44,3 +44,14 @@ def test_a_tampered_vocabulary_is_refused(tmp_path: Path) -> None:
     vocabulary.write_bytes(vocabulary.read_bytes()[:-10] + b"AAAAAAAAAA")
     with pytest.raises(ArtifactMismatch):
         O200kCounter(tmp_path)
+
+
+def test_an_unwritable_cache_falls_back_to_a_verified_load_in_memory(tmp_path: Path) -> None:
+    # A regular file where the cache directory should be: mkdir fails even for root,
+    # as it does on a read-only home.
+    blocker = tmp_path / "home"
+    blocker.write_text("not a directory", "utf-8")
+    counter = O200kCounter(blocker / "tokenizers")
+    assert counter.count("hello world") == 2
+    assert blocker.read_text("utf-8") == "not a directory"
+    assert list(tmp_path.iterdir()) == [blocker]

@@ -4,7 +4,13 @@ from typing import Any
 
 import pytest
 
-from ragwright.core.documents import content_revision, ensure_unique_ids, validate_document
+from ragwright.core.documents import (
+    MAX_DOCUMENT_CHARS,
+    MAX_PARAGRAPH_CHARS,
+    content_revision,
+    ensure_unique_ids,
+    validate_document,
+)
 from ragwright.errors import DocumentError
 from ragwright.types import SourceSection
 
@@ -43,6 +49,16 @@ def valid(**changes: Any) -> dict[str, Any]:
         ),
         ({"sections": [SourceSection("s", "", ("ok",))]}, "sections[0].heading", "blank"),
         ({"tenant": ""}, "tenant", "blank"),
+        (
+            {"sections": [SourceSection("s", "H", ("x" * 5_000_000,))]},
+            "sections[0].paragraphs[0]",
+            "has 5,000,000 characters, at most 100,000",
+        ),
+        (
+            {"sections": [SourceSection("s", "H", ("y" * 100_000,) * 10)]},
+            "sections",
+            "at most 1,000,000 are allowed: split it into several documents",
+        ),
     ],
 )
 def test_validation_names_document_field_and_rule(
@@ -53,6 +69,12 @@ def test_validation_names_document_field_and_rule(
     assert caught.value.field == field
     assert rule in caught.value.rule
     assert field in str(caught.value)
+
+
+def test_paragraphs_and_documents_at_the_size_caps_are_accepted() -> None:
+    at_cap = SourceSection("s", "H", ("y" * MAX_PARAGRAPH_CHARS,) * 9)
+    document = validate_document(**valid(title="T" * 10, sections=[at_cap]))
+    assert sum(map(len, document.sections[0].paragraphs)) <= MAX_DOCUMENT_CHARS
 
 
 def test_custom_document_types_are_respected() -> None:

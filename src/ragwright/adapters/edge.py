@@ -22,17 +22,25 @@ part. After a crashed writer (manifest ``writing``) the WAL is the authority on 
 count, so only the sample is read back. ``rebuild=True`` removes the collection's own
 files (never anything else in or above its directory) before opening, so the caller
 can ingest it again from its sources.
+The engine maps its files writable even to read them, and touching a mapped page on a
+full disk kills the process with ``SIGBUS``. So every open and every write first checks
+that the space the engine may still allocate is free (:class:`StorageError` otherwise:
+the holes of its preallocated files, plus headroom for new ones), and a
+read-only open of a directory we cannot write (a read-only home) works on a private,
+sparse copy in the temporary directory, removed on close.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import fcntl
 import hashlib
 import json
 import math
 import os
 import shutil
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -47,7 +55,7 @@ from ragwright.core.contracts import (
     reconcile_contract,
 )
 from ragwright.core.points import KEYWORD_INDEX_FIELDS
-from ragwright.errors import ContractMismatch, IndexBusy, IndexDamaged, IndexNotFound
+from ragwright.errors import ContractMismatch, IndexBusy, IndexDamaged, IndexNotFound, StorageError
 from ragwright.protocols import IndexPart
 from ragwright.types import (
     CollectionContract,
@@ -69,6 +77,11 @@ _PART_NAMES: dict[IndexPart, str] = {
 }
 # Everything a collection directory holds; a rebuild removes these names and nothing else.
 _STORED_ENTRIES = ("shard", "contract.json", "manifest.json", "contract.tmp", "manifest.tmp")
+# A new shard's preallocated files (write-ahead log, vector and payload pages) are about
+# 210 MiB of holes that the engine fills as it maps and touches them.
+_NEW_SHARD_BYTES = 224 * 2**20
+# Room for files a write (or the log replay of an open) creates.
+_HEADROOM_BYTES = 16 * 2**20
 
 
 class EdgeIndex:
@@ -87,7 +100,11 @@ class EdgeIndex:
         self.path = Path(path)
         if not create and not (self.path / "contract.json").is_file():
             raise IndexNotFound(str(self.path))
+        self._copy: Path | None = None
+        if not create and not os.access(self.path, os.W_OK):
+            self.path = self._copy = _private_copy(self.path)
         self.path.mkdir(parents=True, exist_ok=True)
+        _require_free_space(self.path)
         self._lock_file = (self.path / ".lock").open("a+")
         try:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -318,6 +335,7 @@ class EdgeIndex:
         if not points:
             return
         edge_points = [qe.Point(p.point_id, self._vectors(p), dict(p.payload)) for p in points]
+        _require_free_space(self.path)
         with self._mutex:
             self._begin_write()
             self._shard.update(qe.UpdateOperation.upsert_points(edge_points))
@@ -448,6 +466,8 @@ class EdgeIndex:
         if not self._lock_file.closed:
             fcntl.flock(self._lock_file, fcntl.LOCK_UN)
             self._lock_file.close()
+        if self._copy is not None:
+            shutil.rmtree(self._copy, ignore_errors=True)
 
     def __enter__(self) -> EdgeIndex:
         return self
@@ -495,6 +515,69 @@ def _payload_digest(payloads: Mapping[uuid.UUID, Any]) -> str:
 
 def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split())
+
+
+def _require_free_space(path: Path) -> None:
+    shard = path / "shard"
+    if shard.is_dir():
+        sizes = (f.stat() for f in shard.rglob("*") if f.is_file())
+        holes = sum(max(0, st.st_size - st.st_blocks * 512) for st in sizes)
+        needed = holes + _HEADROOM_BYTES
+    else:
+        needed = _NEW_SHARD_BYTES
+    free = shutil.disk_usage(path).free
+    if free < needed:
+        raise StorageError(
+            str(path),
+            f"disk nearly full ({free // 2**20} MiB free, the embedded index may need "
+            f"{needed // 2**20} MiB to open or write safely); free space and run the "
+            "command again (the index is as the last completed ingest left it)",
+        )
+
+
+def _private_copy(path: Path) -> Path:
+    """A copy of the index at ``path`` in the temporary directory, holes kept as holes.
+
+    The engine's files are mostly preallocated zeros; copying them byte for byte would
+    cost hundreds of MiB, so only their data extents are copied.
+    """
+    target = Path(tempfile.mkdtemp(prefix="ragwright-index-"))
+    try:
+        shutil.copytree(
+            path,
+            target,
+            ignore=shutil.ignore_patterns(".lock"),
+            copy_function=_copy_sparse,
+            dirs_exist_ok=True,
+        )
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    return target
+
+
+def _copy_sparse(source: str, destination: str) -> None:
+    with open(source, "rb") as reader, open(destination, "wb") as writer:
+        size = os.fstat(reader.fileno()).st_size
+        offset = 0
+        while offset < size:
+            try:
+                start = os.lseek(reader.fileno(), offset, os.SEEK_DATA)
+            except OSError as error:
+                if error.errno != errno.ENXIO:  # ENXIO: only a hole remains
+                    raise
+                break
+            end = os.lseek(reader.fileno(), start, os.SEEK_HOLE)
+            reader.seek(start)
+            writer.seek(start)
+            while start < end:
+                block = reader.read(min(end - start, 2**20))
+                if not block:
+                    break
+                writer.write(block)
+                start += len(block)
+            offset = end
+        writer.truncate(size)
 
 
 def _write_json_atomically(path: Path, data: Mapping[str, Any]) -> None:

@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from qdrant_client import QdrantClient, models
+from qdrant_client.http.exceptions import ResponseHandlingException
 
 from ragwright.core.contracts import (
     contract_from_metadata,
@@ -35,7 +36,7 @@ from ragwright.core.contracts import (
     reconcile_contract,
 )
 from ragwright.core.points import KEYWORD_INDEX_FIELDS
-from ragwright.errors import ContractMismatch, IndexDamaged, IndexNotFound
+from ragwright.errors import ContractMismatch, IndexDamaged, IndexNotFound, IndexUnavailable
 from ragwright.protocols import IndexPart
 from ragwright.types import (
     CollectionContract,
@@ -88,6 +89,10 @@ class QdrantIndex:
             self.contract = self._open(contract, add_chunking_version)
             if verify:
                 self._verify_sample()
+        except ResponseHandlingException as error:
+            # The index is required: a server that does not answer ends the command.
+            self._client.close()
+            raise IndexUnavailable(location, str(error)) from error
         except BaseException:
             self._client.close()
             raise

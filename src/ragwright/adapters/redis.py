@@ -29,8 +29,18 @@ return 0
 
 
 def connect(url: str) -> redis.Redis:
-    """A client for ``redis://host:port/db``."""
-    return redis.Redis.from_url(url)
+    """A client for ``redis://host:port/db`` (connecting gives up after 2 s, so a
+    server that is down is noticed at once rather than at the first answer)."""
+    return redis.Redis.from_url(url, socket_connect_timeout=2.0)
+
+
+def reachable(client: redis.Redis) -> str | None:
+    """``None`` when the server answers ``PING``, else why not (one line)."""
+    try:
+        client.ping()
+    except redis.RedisError as error:
+        return str(error) or type(error).__name__
+    return None
 
 
 class RedisCacheStore:

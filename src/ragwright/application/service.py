@@ -54,7 +54,7 @@ from ragwright.application.requests import (
 from ragwright.core.assembly import parse_policy
 from ragwright.core.chunking import build_chunks
 from ragwright.core.eligibility import CallerScope, Eligibility, eligibility_filter
-from ragwright.core.points import LIVE, read_payload
+from ragwright.core.points import LIVE, format_query_input, read_payload
 from ragwright.deadline import Deadline, deadline_scope
 from ragwright.errors import (
     AssemblyError,
@@ -63,6 +63,7 @@ from ragwright.errors import (
     FailureCategory,
     IndexDamaged,
     PayloadError,
+    RequestError,
     SourceError,
 )
 from ragwright.pipeline.answer import Budget, answer_question
@@ -311,6 +312,7 @@ class Application:
 
     def search(self, request: SearchRequest) -> SearchResult:
         """The ``k`` best eligible chunks for the question (never relaxed to fill)."""
+        self.check_question_tokens(request.question)
         eligibility = self.eligibility(request.evidence)
         limits = self.thresholds(request.thresholds)
         index = self.components.open_index(
@@ -343,6 +345,7 @@ class Application:
 
     async def answer(self, request: AnswerRequest) -> AnswerOutcome:
         """Retrieve, assemble, generate, validate and cite; or say why not."""
+        self.check_question_tokens(request.question)
         eligibility = self.eligibility(request.evidence)
         limits = self.thresholds(request.thresholds)
         policy = request.policy
@@ -555,6 +558,26 @@ class Application:
         if not overrides:
             return self.settings.chunking_policy()
         return self.settings.with_overrides(**overrides).chunking_policy()
+
+    def check_question_tokens(self, question: str) -> None:
+        """Refuse a question the embedding model cannot read whole (blank and overlong
+        questions are already refused by the request).
+
+        Raises:
+            RequestError: naming ``question``, its tokens and the model's limit, with
+                advice for questions (the embedder's own error speaks of chunks).
+        """
+        embedder = self.components.embedder()
+        if not embedder.counts_tokens:
+            return
+        limit = embedder.profile.max_input_tokens
+        tokens = embedder.count_tokens([format_query_input(embedder.profile, question)])[0]
+        if tokens > limit:
+            raise RequestError(
+                "question",
+                f"has {tokens} tokens, the embedding model reads at most {limit}; "
+                "shorten the question to what you want to know",
+            )
 
     def eligibility(self, evidence: EvidenceFilter) -> Eligibility:
         """The eligibility a request asks for, defaults applied in this one place."""

@@ -4,8 +4,9 @@ The command line only parses arguments into a typed request of
 :mod:`ragwright.application`, calls the application the composition root builds, and
 prints the typed result. It holds no business logic and imports no adapter.
 
-Exit status: 0 success, 1 invalid input or configuration (the error goes to stderr and
-nothing already stored is lost), 2 usage errors (from the argument parser).
+Exit status: 0 success, 1 invalid input, configuration or an infrastructure fault (the
+error goes to stderr as one line and nothing already stored is lost), 2 usage errors (from
+the argument parser). docs/operations.md lists the faults and what each one does.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ragwright import __version__
-from ragwright.errors import RagwrightError
+from ragwright.errors import RagwrightError, StorageError
 
 if TYPE_CHECKING:
     from ragwright.application import Application, EvidenceFilter
@@ -204,10 +205,20 @@ def _root(
 
 
 def main() -> None:
-    """Entry point: usage errors exit 2 (the parser's message), ragwright errors exit 1
-    with one line on stderr; nothing already stored is touched by either."""
+    """Entry point: usage errors exit 2 (the parser's message), ragwright errors and file
+    system faults (disk full, read-only, permission denied) exit 1 with one line on
+    stderr; nothing already stored is touched by any of them."""
     try:
         app()
     except RagwrightError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
+    except OSError as error:
+        print(f"error: {storage_error(error)}", file=sys.stderr)
+        sys.exit(1)
+
+
+def storage_error(error: OSError) -> StorageError:
+    """The one-line form of a file system fault: where it happened and what it was."""
+    path = error.filename if error.filename is not None else "file system"
+    return StorageError(str(path), error.strerror or str(error))

@@ -3,10 +3,11 @@
 Validation happens once, at the boundary, and names the document and field it rejects:
 blank ids and titles, unknown document types or publication states (exact spelling:
 ``Published`` is not ``published``), duplicate section ids, empty sections or
-paragraphs, control characters (newline, NUL, tab ...) in the ids that make a chunk's
-identity (document id, tenant, section ids), and the same document id twice for one
-tenant within one run. Benchmark corpora may lack titles (``allow_missing_title``): the
-title is then empty, never invented.
+paragraphs, paragraphs over :data:`MAX_PARAGRAPH_CHARS` or documents over
+:data:`MAX_DOCUMENT_CHARS` characters, control characters (newline, NUL, tab ...) in the
+ids that make a chunk's identity (document id, tenant, section ids), and the same
+document id twice for one tenant within one run. Benchmark corpora may lack titles
+(``allow_missing_title``): the title is then empty, never invented.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ from ragwright.types import (
     SourceDocument,
     SourceSection,
 )
+
+# Far above any real paragraph or document (the longest in the shared BEIR corpora is
+# 23,147 characters), far below what would be stored as a multi-megabyte payload or
+# embedded as a handful of unknown tokens.
+MAX_PARAGRAPH_CHARS = 100_000
+MAX_DOCUMENT_CHARS = 1_000_000
 
 
 def content_revision(title: str, sections: Sequence[SourceSection]) -> str:
@@ -106,6 +113,7 @@ def validate_document(
     if not sections:
         raise DocumentError(doc_id, "sections", "a document needs at least one section")
     seen: set[str] = set()
+    total_chars = len(doc_title)
     for index, section in enumerate(sections):
         where = f"sections[{index}]"
         section_id = _require_id(doc_id, f"{where}.section_id", section.section_id)
@@ -121,7 +129,23 @@ def validate_document(
                 doc_id, f"{where}.paragraphs", f"section {section_id!r} has no paragraphs"
             )
         for p_index, paragraph in enumerate(section.paragraphs):
-            _require_text(doc_id, f"{where}.paragraphs[{p_index}]", paragraph)
+            field = f"{where}.paragraphs[{p_index}]"
+            _require_text(doc_id, field, paragraph)
+            if len(paragraph) > MAX_PARAGRAPH_CHARS:
+                raise DocumentError(
+                    doc_id,
+                    field,
+                    f"has {len(paragraph):,} characters, at most {MAX_PARAGRAPH_CHARS:,} are "
+                    "allowed: split it into paragraphs (blank lines)",
+                )
+            total_chars += len(section.heading) + len(paragraph)
+    if total_chars > MAX_DOCUMENT_CHARS:
+        raise DocumentError(
+            doc_id,
+            "sections",
+            f"the document has {total_chars:,} characters, at most {MAX_DOCUMENT_CHARS:,} are "
+            "allowed: split it into several documents",
+        )
     doc_revision = (
         content_revision(doc_title, sections)
         if revision is None

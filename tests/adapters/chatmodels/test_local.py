@@ -4,6 +4,8 @@ import asyncio
 import gc
 import hashlib
 import json
+import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,6 +46,52 @@ def test_a_corrupted_part_is_refused_and_leaves_nothing(tmp_path: Path) -> None:
     with pytest.raises(ArtifactMismatch):
         assemble_model(tmp_path / "cache", parts=parts, expected_sha256=digest)
     assert list((tmp_path / "cache").iterdir()) == []
+
+
+def verified_earlier(model: Path) -> Path:
+    """Date the marker a second back, as if the file had been verified on an earlier run
+    (an overwrite in the same clock tick as the assembly would not be newer)."""
+    marker = model.with_suffix(".verified")
+    stamp = model.stat().st_mtime_ns - 10**9
+    os.utime(marker, ns=(stamp, stamp))
+    return marker
+
+
+def test_a_model_overwritten_in_place_is_reverified_and_assembled_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    parts, digest = fake_parts(tmp_path)
+    model = assemble_model(tmp_path / "cache", parts=parts, expected_sha256=digest)
+    verified_earlier(model)
+    model.write_bytes(b"GGUF-tampered!!!")  # same size, so the marker's size still matches
+    assert model.stat().st_size == len(b"GGUF-weights-end")
+    with caplog.at_level(logging.WARNING, logger="ragwright.adapters.chatmodels.local"):
+        again = assemble_model(tmp_path / "cache", parts=parts, expected_sha256=digest)
+    assert again.read_bytes() == b"GGUF-weights-end"
+    [warning] = caplog.messages
+    assert "changed after it was verified" in warning
+    assert hashlib.sha256(b"GGUF-tampered!!!").hexdigest() in warning
+
+
+def test_an_overwritten_model_whose_parts_are_gone_is_refused(tmp_path: Path) -> None:
+    parts, digest = fake_parts(tmp_path)
+    model = assemble_model(tmp_path / "cache", parts=parts, expected_sha256=digest)
+    parts[0].write_bytes(b"XXXX")
+    verified_earlier(model)
+    model.write_bytes(b"GGUF-tampered!!!")
+    with pytest.raises(ArtifactMismatch) as raised:
+        assemble_model(tmp_path / "cache", parts=parts, expected_sha256=digest)
+    assert raised.value.expected == digest
+
+
+def test_a_touched_but_intact_model_is_hashed_once_then_trusted(tmp_path: Path) -> None:
+    parts, digest = fake_parts(tmp_path)
+    model = assemble_model(tmp_path / "cache", parts=parts, expected_sha256=digest)
+    marker = verified_earlier(model)  # as after a copy or a touch of the file
+    for part in parts:
+        part.unlink()  # intact bytes: no re-assembly needed
+    assert assemble_model(tmp_path / "cache", parts=parts, expected_sha256=digest) == model
+    assert marker.stat().st_mtime_ns >= model.stat().st_mtime_ns
 
 
 SCHEMA = {

