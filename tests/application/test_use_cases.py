@@ -325,7 +325,7 @@ ANSWER_CHANGES: list[tuple[str, dict[str, Any], Callable[[dict[str, Any]], Any]]
         lambda r: r["request"]["messages"][1]["content"],
     ),
     ("preview", {"preview": True}, lambda r: (r["status"], r["usage"])),
-    ("check_support", {"check_support": True}, lambda r: r["support"] is None),
+    ("check_support", {"check_support": False}, lambda r: r["support"] is None),
     (
         "thresholds",
         {"thresholds": ThresholdOverrides(dense=0.99, sparse=50.0)},
