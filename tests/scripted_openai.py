@@ -4,7 +4,8 @@ For tests that drive the real command line (a subprocess) and need a known answe
 ``ragwright`` process is pointed at it with ``RAGWRIGHT_CHAT_PROVIDER=openai`` and
 ``RAGWRIGHT_CHAT_BASE_URL``. ``reply`` receives the request's evidence list (the ``id``,
 ``title``, ``heading`` and ``text`` the assembler rendered) and returns the answer
-object; every request body is recorded.
+object, or a string sent as the completion's text as it is (a malformed answer); every
+request body is recorded.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-Reply = Callable[[list[dict[str, Any]]], dict[str, Any]]
+Reply = Callable[[list[dict[str, Any]]], dict[str, Any] | str]
 
 
 @contextmanager
@@ -29,6 +30,8 @@ def scripted_openai(reply: Reply) -> Iterator[tuple[str, list[dict[str, Any]]]]:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append({"path": self.path, "body": body})
             evidence = json.loads(body["messages"][-1]["content"])["evidence"]
+            answer = reply(evidence)
+            content = answer if isinstance(answer, str) else json.dumps(answer)
             completion = {
                 "id": "scripted-1",
                 "object": "chat.completion",
@@ -38,7 +41,7 @@ def scripted_openai(reply: Reply) -> Iterator[tuple[str, list[dict[str, Any]]]]:
                     {
                         "index": 0,
                         "finish_reason": "stop",
-                        "message": {"role": "assistant", "content": json.dumps(reply(evidence))},
+                        "message": {"role": "assistant", "content": content},
                     }
                 ],
                 "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},

@@ -117,6 +117,7 @@ OPTIONS: list[tuple[tuple[str, ...], str, str, Any]] = [
     ),
     (("ask", "q?", "--preview"), "answer", "preview", True),
     (("ask", "q?", "--check-support"), "answer", "check_support", True),
+    (("ask", "q?", "--no-check-support"), "answer", "check_support", False),
     # eval run
     (("eval", "run", CASES), "evaluate", "dataset.path", Path(CASES)),
     (("eval", "run", "--beir", "dir", "--split", "dev"), "evaluate", "dataset.split", "dev"),

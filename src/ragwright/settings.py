@@ -160,6 +160,11 @@ class Settings(BaseSettings):
         description="Seconds one answer may take end to end (retrieval, every model attempt "
         "and wait); a request may set its own (ask --deadline).",
     )
+    answer_support_check: bool = Field(
+        True,
+        description="Check every answer against its cited evidence; an unsupported one "
+        "is withheld with status 'unsupported' (ask --no-check-support turns it off).",
+    )
     chat_context_window: int = Field(
         4096, gt=0, description="Primary model's context window, o200k_base tokens."
     )

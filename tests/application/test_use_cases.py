@@ -328,7 +328,7 @@ ANSWER_CHANGES: list[tuple[str, dict[str, Any], Callable[[dict[str, Any]], Any]]
         lambda r: r["request"]["messages"][1]["content"],
     ),
     ("preview", {"preview": True}, lambda r: (r["status"], r["usage"])),
-    ("check_support", {"check_support": True}, lambda r: r["support"] is None),
+    ("check_support", {"check_support": False}, lambda r: r["support"] is None),
     (
         "thresholds",
         {"thresholds": ThresholdOverrides(dense=0.99, sparse=50.0)},
@@ -346,6 +346,28 @@ def test_answer_request_fields_change_the_outcome(
     app = _app(home)
     base = AnswerRequest(QUESTION, mode="hybrid")
     assert observe(_answer(app, base)) != observe(_answer(app, replace(base, **change)))
+
+
+@pytest.mark.parametrize(
+    ("setting", "requested", "checked"),
+    [(True, None, True), (False, None, False), (False, True, True), (True, False, False)],
+)
+def test_the_support_check_follows_the_setting_unless_the_request_says(
+    home: Path, setting: bool, requested: bool | None, checked: bool
+) -> None:
+    app = _app(home, answer_support_check=setting)
+    outcome = _answer(app, AnswerRequest(QUESTION, check_support=requested))
+    assert (outcome["support"] is not None) is checked
+    assert outcome["options"]["support_check"] is checked
+
+
+def test_an_unsupported_answer_is_withheld_with_its_evidence(home: Path) -> None:
+    claim = "Refunds are paid in cash at the branch office."
+    app, _ = fake_application(home, ScriptedChatModel([answered("S1", text=claim)]))
+    outcome = _answer(app, AnswerRequest(QUESTION))
+    assert (outcome["status"], outcome["answer"]) == ("unsupported", "")
+    assert outcome["withheld_answer"] == claim and outcome["sources"]
+    assert outcome["support"]["unsupported_sentences"] == [claim]
 
 
 def test_history_reaches_the_model_even_under_a_policy_without_a_history_share(home: Path) -> None:

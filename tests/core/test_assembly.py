@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragwright.adapters.tokenizer import O200kCounter
-from ragwright.core.assembly import Candidate, assemble
+from ragwright.core.assembly import INSTRUCTIONS, Candidate, assemble, render
 from ragwright.errors import AssemblyError
 from ragwright.types import ParagraphPositions
 
@@ -183,11 +183,13 @@ def candidate_sets(draw: st.DrawFn) -> list[Candidate]:
 
 
 @settings(max_examples=150, deadline=None)
-@given(candidate_sets(), st.integers(120, 400))
+@given(candidate_sets(), st.integers(0, 280))
 def test_message_fits_admitted_text_is_retrieved_text_and_output_is_deterministic(
-    candidates: list[Candidate], allowance: int
+    candidates: list[Candidate], spare: int
 ) -> None:
     counter = Words()
+    # The allowance starts where instructions and question alone fit.
+    allowance = counter.count(INSTRUCTIONS) + counter.count(render([], QUESTION)) + spare
     ctx = assemble(candidates, QUESTION, counter=counter, max_input_tokens=allowance)
     assert ctx.input_tokens <= allowance
     for source in ctx.sources:
@@ -221,8 +223,14 @@ def test_whole_or_marked_fragment_cuts_at_a_sentence_and_marks_it() -> None:
 
 def test_fragments_under_the_floor_are_dropped() -> None:
     big = chunk("s/p0", [LONG], 0.9, (0,))
+    # Room for about 30 words of evidence: under the 40-token fragment floor.
+    allowance = Words().count(INSTRUCTIONS) + Words().count(render([], QUESTION)) + 30
     ctx = assemble(
-        [big], QUESTION, counter=Words(), max_input_tokens=110, policy="whole-or-marked-fragment"
+        [big],
+        QUESTION,
+        counter=Words(),
+        max_input_tokens=allowance,
+        policy="whole-or-marked-fragment",
     )
     assert ctx.sources == () and ctx.decisions[0].outcome == "excluded_by_budget"
 

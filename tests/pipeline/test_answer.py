@@ -21,6 +21,7 @@ from tests.pipeline.indexes import hashing_index
 POLICY = ChunkingPolicy()
 ELIGIBLE = Eligibility(POLICY.version)
 QUESTION = "Should I drain all queued work during shutdown?"
+SUPPORTED = "Drain the remaining jobs only while the shutdown deadline allows it."
 
 
 class Words:
@@ -53,12 +54,10 @@ def ask(retriever: Retriever, chat: ScriptedChatModel | None, **kwargs: object):
 def test_answer_cites_resolved_sources_and_sends_the_assembled_message(
     retriever: Retriever,
 ) -> None:
-    reply = json.dumps(
-        {"status": "answered", "answer": "Only within the deadline.", "sourceIds": ["S1"]}
-    )
+    reply = json.dumps({"status": "answered", "answer": SUPPORTED, "sourceIds": ["S1"]})
     chat = ScriptedChatModel([Reply(reply)])
     result = ask(retriever, chat)
-    assert result.status == "answered" and result.answer == "Only within the deadline."
+    assert result.status == "answered" and result.answer == SUPPORTED
     first = result.context.sources[0].candidate
     assert (result.citations[0].document_id, result.citations[0].chunk_id) == (
         first.document_id,

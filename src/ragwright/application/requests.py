@@ -398,7 +398,9 @@ class AnswerRequest:
     (``+history=S``; 0.25 when the policy names none). ``current_revisions`` (document id
     → revision, from the caller's system of record) is what ``+prefer-current-revision``
     compares the stored revision of each candidate with. ``deadline_seconds`` ``None``
-    uses the ``answer_deadline`` setting.
+    uses the ``answer_deadline`` setting. ``check_support`` ``None`` uses the
+    ``answer_support_check`` setting (on by default): an answer its cited evidence does
+    not support ends as ``unsupported``, never ``answered``.
     """
 
     question: str
@@ -410,7 +412,7 @@ class AnswerRequest:
     history: tuple[ChatMessage, ...] = ()
     current_revisions: Mapping[str, str] | None = None
     preview: bool = False
-    check_support: bool = False
+    check_support: bool | None = None
     deadline_seconds: float | None = None
     thresholds: ThresholdOverrides = ThresholdOverrides()
 

@@ -384,7 +384,11 @@ class Application:
                     fallbacks=profiles[1:],
                     deadline=deadline,
                     preview=request.preview,
-                    support_check=request.check_support,
+                    support_check=(
+                        self.settings.answer_support_check
+                        if request.check_support is None
+                        else request.check_support
+                    ),
                     thresholds=limits,
                     schema_style=profiles[0].schema_style,
                     temperature=self.settings.chat_temperature,

@@ -198,11 +198,14 @@ def ask(
         ),
     ] = False,
     check: Annotated[
-        bool,
+        bool | None,
         typer.Option(
-            "--check-support", help="Flag citations whose text does not contain the claims."
+            "--check-support/--no-check-support",
+            help="Check the answer against its cited evidence; an unsupported answer is "
+            "withheld as [unsupported] (default: the answer_support_check setting, on).",
+            show_default=False,
         ),
-    ] = False,
+    ] = None,
     as_json: AsJson = False,
 ) -> None:
     """Answer QUESTION from eligible evidence with the configured chat model.
@@ -249,6 +252,8 @@ def _print_answer(outcome: AnswerOutcome) -> None:
         for message in data["request"]["messages"]:
             print(f"--- {message['role']} ---")
             print(message["content"])
+    elif data["status"] == "unsupported":
+        _print_unsupported(data)
     else:
         print(f"[{data['status']}] {data['answer'] or '(the evidence is insufficient)'}")
         if data["provider"]:
@@ -265,6 +270,34 @@ def _print_answer(outcome: AnswerOutcome) -> None:
                 print(f"  cited but supporting no sentence: {', '.join(idle)}")
             for sentence in support["unsupported_sentences"]:
                 print(f"  no cited source supports: {sentence}")
+    _print_decisions(data)
+
+
+def _print_unsupported(data: dict[str, Any]) -> None:
+    print(
+        "[unsupported] The model's answer is not supported by the evidence it cites, "
+        "so it is withheld."
+    )
+    print(f"  withheld answer: {data['withheld_answer']!r}")
+    support = data["support"]
+    if not support["checked_sentences"]:
+        print("  nothing in the answer can be checked against the evidence")
+    for sentence in support["followed_instructions"]:
+        print(f"  follows text in the evidence addressed to the model: {sentence}")
+    for sentence in support["unsupported_sentences"]:
+        print(f"  no cited source supports: {sentence}")
+    if support["instruction_sources"]:
+        labels = ", ".join(support["instruction_sources"])
+        print(f"  evidence holding instructions (ignored as evidence): {labels}")
+    print("evidence:")
+    cited = {c["label"] for c in data["citations"]}
+    for source in data["sources"]:
+        mark = " (cited)" if source["label"] in cited else ""
+        where = f"{source['document_id']}/{source['chunk_id']}"
+        print(f"  {source['label']}: {where} [{source['chunking_version']}]{mark}")
+
+
+def _print_decisions(data: dict[str, Any]) -> None:
     if not data["decisions"]:
         return
     print("decisions:")

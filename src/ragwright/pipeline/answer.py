@@ -15,6 +15,11 @@
   assembled again for *its* profile (context window, output limit, schema style, token
   ratio). Citations resolve against the context the answering model actually received,
   and the result names that provider and model and says it was a fallback.
+* The support check (:mod:`ragwright.core.support`) runs on every answered answer unless
+  turned off: an answer whose claims its cited evidence does not support, or that
+  echoes text in the evidence addressed to the model, ends as ``unsupported``. Its text
+  is withheld (``withheld_answer``, never ``answer``) and the evidence stays in the
+  result, so a caller that only reads ``answer`` never shows it.
 * The request also carries an ``accept`` hook running the answer contract against the
   answering model's labels, so the response cache stores only answers that pass it.
 * The result records the exact final request (every message, the options and schema),
@@ -56,7 +61,7 @@ from ragwright.errors import AnswerContractError, AssemblyError, ConfigError
 from ragwright.pipeline.retrieve import Hit, Mode, Retriever, Thresholds
 from ragwright.protocols import TokenCounter
 
-Status = Literal["answered", "insufficient", "no_eligible_evidence", "preview"]
+Status = Literal["answered", "unsupported", "insufficient", "no_eligible_evidence", "preview"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +108,9 @@ class AnswerResult:
 
     ``context`` and ``request`` are what the answering model received (an alternate's
     own assembly after a failover); ``request`` is also set for a preview (what the
-    primary would receive) and ``None`` when no model was involved.
+    primary would receive) and ``None`` when no model was involved. An ``unsupported``
+    result has an empty ``answer``; the model's text is in ``withheld_answer``, its
+    citations in ``citations`` and the reasons in ``support``.
     """
 
     status: Status
@@ -117,6 +124,7 @@ class AnswerResult:
     fallback: bool = False
     request: ChatRequest | None = None
     options: AnswerOptions | None = None
+    withheld_answer: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON form (``docs/assembly.md`` documents every key).
@@ -128,6 +136,7 @@ class AnswerResult:
         return {
             "status": self.status,
             "answer": self.answer,
+            "withheld_answer": self.withheld_answer,
             "citations": [
                 {
                     "label": c.label,
@@ -182,8 +191,12 @@ def _request_dict(request: ChatRequest) -> dict[str, Any]:
 def _support_dict(support: SupportReport) -> dict[str, Any]:
     return {
         "flagged": support.flagged,
+        "supported": support.supported,
         "citations": [dataclasses.asdict(c) for c in support.citations],
         "unsupported_sentences": list(support.unsupported_sentences),
+        "checked_sentences": support.checked_sentences,
+        "followed_instructions": list(support.followed_instructions),
+        "instruction_sources": list(support.instruction_sources),
     }
 
 
@@ -283,7 +296,7 @@ async def answer_question(
     budget: Budget = Budget(),
     deadline: Deadline | None = None,
     preview: bool = False,
-    support_check: bool = False,
+    support_check: bool = True,
     schema_style: SchemaStyle = "variants",
     temperature: float | None = 0.0,
     thresholds: Thresholds = Thresholds(),
@@ -299,8 +312,10 @@ async def answer_question(
     of which gets a request assembled for it. The request's schema is narrowed to the
     labels assembly issued (``schema_style`` as in :func:`answer_schema`);
     ``temperature`` 0 makes a greedy, repeatable answer (``None`` leaves it to the
-    provider). ``thresholds`` (calibrated with ``eval calibrate``) let a question whose
-    best evidence scores too low end as ``no_eligible_evidence`` without a model call.
+    provider). ``support_check`` (on by default) turns an answered answer its cited
+    evidence does not support into ``unsupported``. ``thresholds`` (calibrated with
+    ``eval calibrate``) let a question whose best evidence scores too low end as
+    ``no_eligible_evidence`` without a model call.
     ``history`` holds the conversation's earlier messages (user, assistant, …), used by
     a policy with a history share (``+history=0.25``); without one they are recorded as
     dropped. ``current_revisions`` (document id → revision, from a trusted source of
@@ -404,13 +419,21 @@ async def answer_question(
     used = prepared_for(response)
     answer = parse_answer(response.text, used.context.sources)
     support = (
-        check_support(answer.text, [(c.label, c.included_text) for c in answer.citations])
+        check_support(
+            answer.text,
+            [(c.label, c.included_text) for c in answer.citations],
+            evidence=[(s.label, s.included_text) for s in used.context.sources],
+        )
         if support_check and answer.status == "answered"
         else None
     )
+    status: Status = answer.status
+    text, withheld = answer.text, None
+    if support is not None and not support.supported:
+        status, text, withheld = "unsupported", "", answer.text
     return AnswerResult(
-        answer.status,
-        answer.text,
+        status,
+        text,
         answer.citations,
         used.context,
         usage=response.usage,
@@ -422,6 +445,7 @@ async def answer_question(
         if used.request is not None
         else None,
         options=used.options,
+        withheld_answer=withheld,
     )
 
 
