@@ -90,9 +90,17 @@ def test_rebuild_recreates_a_damaged_index_from_the_sources(home: Path) -> None:
 def test_rebuild_from_sources_without_documents_is_refused_and_changes_nothing(
     home: Path, tmp_path: Path
 ) -> None:
-    empty = tmp_path / "empty"
-    empty.mkdir()
+    # A BEIR corpus whose only document is invalid: a rebuild never runs on bad input.
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"_id": "471", "title": "Empty", "text": ""}\n')
     app = fake_application(home)[0]
-    with pytest.raises(SourceError, match="--rebuild refused: the sources hold no documents"):
-        app.ingest(IngestRequest(sources=(empty,), rebuild=True))
+    request = IngestRequest(
+        sources=(corpus,),
+        document_type="note",
+        publication_state="published",
+        skip_invalid=True,
+        rebuild=True,
+    )
+    with pytest.raises(SourceError, match="--rebuild refused: 1 invalid documents"):
+        app.ingest(request)
     assert app.verify().checked == 21
