@@ -13,6 +13,7 @@ import pytest
 
 from ragwright.application import Application, IngestRequest
 from ragwright.core.points import read_payload
+from ragwright.errors import SourceError
 from ragwright.types import SharedDocumentId
 from tests.application.components import FakeComponents, fake_application
 
@@ -158,3 +159,16 @@ def test_a_document_whose_tenant_changes_is_a_new_document_and_is_reported(
     assert set(held(app, components)) == {("globex", "faq"), ("acme", "other")}
     again = app.ingest(IngestRequest(sources=(corpus / "acme",)))
     assert (again.unchanged, again.shared_ids) == (again.chunks, ())
+
+
+def test_rebuild_is_refused_while_other_tenants_are_indexed(tmp_path: Path, corpus: Path) -> None:
+    app, components = fake_application(tmp_path / "home")
+    for root in ("acme", "globex"):
+        app.ingest(IngestRequest(sources=(corpus / root,)))
+    with pytest.raises(SourceError, match=r"--rebuild refused: .*acme \(1 chunks\)"):
+        app.ingest(IngestRequest(sources=(corpus / "globex",), rebuild=True))
+    assert set(held(app, components)) == {("acme", "faq"), ("globex", "faq")}
+    # Sources covering every tenant the collection holds may rebuild it.
+    rebuilt = app.ingest(IngestRequest(sources=(corpus / "acme", corpus / "globex"), rebuild=True))
+    assert rebuilt.embedded == 2
+    assert set(held(app, components)) == {("acme", "faq"), ("globex", "faq")}

@@ -14,6 +14,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from ragwright.application.components import Components
@@ -59,9 +60,11 @@ from ragwright.deadline import Deadline, deadline_scope
 from ragwright.errors import (
     AssemblyError,
     ChatError,
+    ContractMismatch,
     EvaluationError,
     FailureCategory,
     IndexDamaged,
+    IndexNotFound,
     PayloadError,
     RequestError,
     SourceError,
@@ -153,6 +156,11 @@ class Application:
                 if loaded.invalid
                 else "--rebuild refused: the sources hold no documents",
             )
+        if request.rebuild:
+            scope = {d.tenant for d in loaded.documents} | (
+                {request.tenant} if request.tenant is not None else set()
+            )
+            self._refuse_rebuild_across_tenants(policy.version, scope, request.sources)
         embedder = self.components.embedder()
         index = self.components.open_index(
             policy.version,
@@ -184,6 +192,37 @@ class Application:
             sources=tuple(str(path) for path in request.sources),
             pruned=request.prune,
         )
+
+    def _refuse_rebuild_across_tenants(
+        self, version: str, scope: set[str | None], sources: tuple[Path, ...]
+    ) -> None:
+        """A rebuild empties the collection: refuse it while the collection still reads
+        and holds documents of tenants outside the run's scope (tenant scope applies to
+        deletes). A damaged or missing index cannot be read, so the sources decide."""
+        try:
+            index = self.components.open_index(
+                version, write=False, any_chunking_version=True, verify=False
+            )
+        except (IndexDamaged, IndexNotFound, ContractMismatch):
+            return  # unreadable, empty or built under another contract: the sources decide
+        try:
+            outside: Counter[str] = Counter()
+            for point in index.scroll(payload_fields=("tenant", "document_id")):
+                tenant = point.payload.get("tenant")
+                if tenant not in scope:
+                    outside[str(tenant) if tenant is not None else "(untenanted)"] += 1
+        except Exception:
+            return
+        finally:
+            index.close()
+        if outside:
+            named = ", ".join(f"{t} ({n} chunks)" for t, n in sorted(outside.items()))
+            raise SourceError(
+                ", ".join(str(s) for s in sources),
+                f"--rebuild refused: the collection also holds tenants this run does not "
+                f"ingest: {named}; rebuild from sources covering every tenant, or ingest "
+                "without --rebuild",
+            )
 
     def status(self, request: StatusRequest | None = None) -> StatusResult:
         """Documents, chunks, states and chunking versions the collection holds."""
