@@ -191,7 +191,7 @@ def test_an_empty_source_folder_is_refused(tmp_path: Path) -> None:
         line = one_error_line(ragwright(command, str(folder), home=tmp_path / "home"))
         assert line == (
             f"error: {folder}: no document files (.md, .json, .jsonl) in this directory; "
-            "1 other files left out"
+            "1 other file left out"
         )
     assert not (tmp_path / "home" / "index").exists()
 

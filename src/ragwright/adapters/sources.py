@@ -126,7 +126,8 @@ def load_sources(
                 str(root),
                 "no document files (.md, .json, .jsonl) in this directory"
                 + (
-                    f"; {len(left_out) - left_out_before} other files left out"
+                    f"; {len(left_out) - left_out_before} other "
+                    f"file{'s' if len(left_out) - left_out_before != 1 else ''} left out"
                     if len(left_out) > left_out_before
                     else ""
                 ),
