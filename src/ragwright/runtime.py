@@ -38,7 +38,7 @@ from ragwright.core.answers import SchemaStyle
 from ragwright.core.contracts import contract_for
 from ragwright.core.lexical import LexicalProfile
 from ragwright.errors import ConfigError
-from ragwright.pipeline.retrieve import Retriever, Thresholds
+from ragwright.pipeline.retrieve import Retriever
 from ragwright.protocols import (
     CacheStore,
     CapacityPool,
@@ -341,16 +341,6 @@ def chat_profiles(settings: Settings) -> tuple[ModelProfile, ...]:
             )
             for f in settings.chat_fallbacks
         ),
-    )
-
-
-def thresholds(settings: Settings) -> Thresholds:
-    """The configured per-stage score thresholds (``RAGWRIGHT_THRESHOLD_*``)."""
-    return Thresholds(
-        dense=settings.threshold_dense,
-        sparse=settings.threshold_sparse,
-        fusion=settings.threshold_fusion,
-        rerank=settings.threshold_rerank,
     )
 
 
