@@ -152,6 +152,8 @@ OPTIONS: list[tuple[tuple[str, ...], str, str, Any]] = [
     ),
     (("eval", "run", CASES, "--with-text"), "evaluate", "with_text", True),
     (("eval", "run", CASES, "--report"), "evaluate", "report", True),
+    (("eval", "run", CASES, "--answers"), "evaluate", "answers", True),
+    (("eval", "run", CASES, "--answers", "--style", "evidence"), "evaluate", "style", "evidence"),
     # eval calibrate
     (("eval", "calibrate", CASES, "--mode", "dense"), "calibrate", "mode", "dense"),
     (("eval", "calibrate", CASES, "--k", "3"), "calibrate", "k", 3),
@@ -231,6 +233,8 @@ def test_progress_flag_forces_line_progress(invoke: Any, argv: tuple[str, ...]) 
         (("eval", "run"), "DATASET"),
         (("eval", "compare", "a", "b", "--metric", "f1"), "--metric"),
         (("eval", "run", CASES, "--k", "0,3"), "--k"),
+        (("eval", "run", CASES, "--answers", "--style", "verbose"), "--style"),
+        (("eval", "run", CASES, "--style", "quoted"), "--style"),
     ],
 )
 def test_invalid_choices_are_usage_errors_naming_the_option(

@@ -260,13 +260,20 @@ class RelevantKey:
 
 @dataclass(frozen=True, slots=True)
 class EvalCase:
-    """One labelled question; ``unsupported`` questions have no relevant keys."""
+    """One labelled question; ``unsupported`` questions have no relevant keys.
+
+    ``reference_answers`` are human answers to score a generated answer against;
+    ``reference_sentences`` holds, per reference, the evidence sentences it was written
+    from (both empty when the dataset gives none).
+    """
 
     case_id: str
     category: str
     question: str
     relevant: tuple[RelevantKey, ...] = ()
     unsupported: bool = False
+    reference_answers: tuple[str, ...] = ()
+    reference_sentences: tuple[tuple[str, ...], ...] = ()
 
     @property
     def level(self) -> Literal["chunk", "document"]:

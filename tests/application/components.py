@@ -32,7 +32,7 @@ class FakeComponents(RuntimeComponents):
 
     def __init__(self, settings: Settings, model: ChatModel | None = None) -> None:
         super().__init__(settings)
-        self.model = model or ScriptedChatModel([answered("S1")] * 20)
+        self.model = model or ScriptedChatModel([answered("S1")] * 40)
         self.sessions = 0
         self._hashing = HashingEmbedder()
 

@@ -37,8 +37,9 @@ from ragwright.errors import (
     ContractMismatch,
     DocumentError,
     FailureCategory,
+    RequestError,
 )
-from ragwright.testing.scripted import Hang, ScriptedChatModel
+from ragwright.testing.scripted import Fail, Hang, Reply, ScriptedChatModel
 from tests.application.components import answered, fake_application
 from tests.conftest import SAMPLES
 
@@ -48,6 +49,7 @@ HISTORY = (
     ChatMessage("assistant", "The on-call engineer."),
 )
 CASES = SAMPLES.parent / "eval" / "cases.jsonl"
+INSUFFICIENT = json.dumps({"status": "insufficient", "answer": "", "sourceIds": []})
 TENANT_DOC = """---
 document_id: acme-escalation
 document_type: runbook
@@ -462,6 +464,7 @@ EVALUATE_CHANGES: list[tuple[str, dict[str, Any], Callable[[Any], Any]]] = [
         lambda r: "text" in json.dumps(json.loads((r.path / "run.json").read_text())["cases"]),
     ),
     ("report", {"report": True}, lambda r: r.report_path is not None and r.report_path.is_file()),
+    ("answers", {"answers": True}, lambda r: r.answers is not None),
 ]
 
 
@@ -474,6 +477,85 @@ def test_evaluate_request_fields_change_the_run(
     app = _app(home)
     base = EvaluateRequest(Dataset(CASES), evidence=EvidenceFilter(types=("runbook", "note")))
     assert observe(app.evaluate(base)) != observe(app.evaluate(replace(base, **change)))
+
+
+def _answer_run_dataset(tmp_path: Path) -> Path:
+    dataset = tmp_path / "answers.jsonl"
+    lines = [
+        {
+            "id": "drain",
+            "category": "condition",
+            "question": QUESTION,
+            "relevant": [{"document_id": "worker-shutdown", "grade": 2}],
+            "reference_answers": ["Drain only while the deadline allows it"],
+        },
+        {"id": "2fa", "category": "unsupported", "question": "Reset 2FA?", "unsupported": True},
+    ]
+    dataset.write_text("".join(json.dumps(line) + "\n" for line in lines), "utf-8")
+    return dataset
+
+
+def test_an_answer_run_persists_each_answer_and_the_summary(home: Path, tmp_path: Path) -> None:
+    model = ScriptedChatModel([answered("S1"), Reply(INSUFFICIENT)])
+    app, _ = fake_application(home, model, answer_support_check=False)
+    only_shutdown = EvidenceFilter(documents=("worker-shutdown",))
+    result = app.evaluate(
+        EvaluateRequest(
+            Dataset(_answer_run_dataset(tmp_path)), evidence=only_shutdown, answers=True
+        )
+    )
+    run = json.loads((result.path / "run.json").read_text("utf-8"))
+    (case,) = run["cases"]
+    (declined,) = run["unsupported"]["results"]
+    answer = case["answer"]
+    # [drain only while shutdown deadline allows it] vs [drain only while deadline allows it]:
+    # 6 common tokens, P 6/7, R 1 -> F1 12/13; the LCS is the same 6 tokens.
+    assert answer["token_f1"] == pytest.approx(12 / 13) == answer["rouge_l"]
+    assert answer["status"] == "answered" and answer["gold_cited"] is True
+    assert answer["text"] == "Drain only while the shutdown deadline allows it."
+    assert answer["citations"][0]["document_id"] == "worker-shutdown"
+    assert set(answer) >= {
+        "style", "status", "text", "withheld", "citations", "references",
+        "token_f1", "rouge_l", "gold_cited", "latency_ms",
+    }  # fmt: skip
+    assert declined["answer"]["status"] == "insufficient"
+    assert declined["answer"]["gold_cited"] is None
+    summary = run["answers"]
+    assert summary == result.answers == result.to_dict()["answers"]
+    assert summary["answerable"]["answered"] == 1 and summary["answerable"]["gold_cited"] == 1
+    assert summary["answerable"]["token_f1"]["all"] == pytest.approx(12 / 13)
+    assert summary["unsupported"] == {"cases": 1, "declined": 1, "declined_rate": 1.0}
+    assert summary["statuses"] == {"answered": 1, "insufficient": 1}
+    assert summary["invalid_citations"] == 0
+    assert summary["support"]["not_checked"] == 2
+
+
+def test_a_provider_failure_is_recorded_as_an_error_answer(home: Path, tmp_path: Path) -> None:
+    model = ScriptedChatModel([Fail(FailureCategory.REFUSAL), Fail(FailureCategory.REFUSAL)])
+    app, _ = fake_application(home, model, answer_support_check=False)
+    result = app.evaluate(
+        EvaluateRequest(Dataset(_answer_run_dataset(tmp_path)), answers=True, style="generated")
+    )
+    assert result.answers is not None and result.answers["statuses"] == {"error": 2}
+    run = json.loads((result.path / "run.json").read_text("utf-8"))
+    assert run["cases"][0]["answer"]["error"].startswith("refusal")
+
+
+def test_the_answer_style_reaches_every_answer(home: Path, tmp_path: Path) -> None:
+    app = _app(home, answer_support_check=False)
+    base = EvaluateRequest(Dataset(_answer_run_dataset(tmp_path)), answers=True)
+    default = app.evaluate(base)
+    evidence = app.evaluate(replace(base, style="evidence"))
+    assert default.answers is not None and evidence.answers is not None
+    assert evidence.answers["style"] == "evidence" and default.answers["style"] is None
+    assert evidence.answers["statuses"] != default.answers["statuses"]
+    run = json.loads((evidence.path / "run.json").read_text("utf-8"))
+    assert run["cases"][0]["answer"]["style"] == "evidence"
+
+
+def test_a_style_without_answers_is_refused() -> None:
+    with pytest.raises(RequestError, match="style"):
+        EvaluateRequest(Dataset(CASES), style="quoted")
 
 
 def test_evaluate_tenant_changes_the_eligible_corpus(home: Path, tmp_path: Path) -> None:

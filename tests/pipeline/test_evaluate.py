@@ -157,6 +157,51 @@ def test_dataset_problems_are_reported_before_running(
     assert fragment in str(caught.value)
 
 
+ANSWERABLE = {"category": "c", "question": "q", "relevant": [{"document_id": "d", "grade": 1}]}
+
+
+@pytest.mark.parametrize(
+    ("extra", "fragment"),
+    [
+        ({"reference_answers": [""]}, "field 'reference_answers.0'"),
+        ({"reference_answers": ["ok", "  "]}, "field 'reference_answers.1'"),
+        ({"reference_answers": "one answer"}, "field 'reference_answers'"),
+        ({"reference_sentences": [[]]}, "field 'reference_sentences.0'"),
+        ({"reference_sentences": [["ok"], ["ok", " "]]}, "field 'reference_sentences.1.1'"),
+        ({"reference_sentences": ["not a list"]}, "field 'reference_sentences.0'"),
+    ],
+)
+def test_reference_fields_are_validated_naming_line_and_field(
+    tmp_path: Path, extra: dict[str, object], fragment: str
+) -> None:
+    path = write(tmp_path, {"id": "a", **ANSWERABLE}, {"id": "b", **ANSWERABLE, **extra})
+    with pytest.raises(EvaluationError) as caught:
+        load_cases(path)
+    assert f"{path}:2: {fragment}" in str(caught.value)
+
+
+def test_an_unsupported_case_with_references_is_refused(tmp_path: Path) -> None:
+    unsupported = {"id": "u", "category": "c", "question": "q", "unsupported": True}
+    path = write(tmp_path, {**unsupported, "reference_answers": ["no"]})
+    with pytest.raises(EvaluationError, match=r":1: unsupported case 'u' must not list"):
+        load_cases(path)
+
+
+def test_reference_fields_reach_the_case(tmp_path: Path) -> None:
+    extra = {"reference_answers": ["A", "B"], "reference_sentences": [["s1", "s2"], ["s3"]]}
+    (case,) = load_cases(write(tmp_path, {"id": "a", **ANSWERABLE, **extra}))
+    assert case.reference_answers == ("A", "B")
+    assert case.reference_sentences == (("s1", "s2"), ("s3",))
+
+
+def test_sample_answerable_cases_carry_reference_answers() -> None:
+    cases = {c.case_id: c for c in load_cases(DATASET)}
+    assert all(c.reference_answers for c in cases.values() if not c.unsupported)
+    (drain,) = cases["q01"].reference_answers
+    for condition in ("deadline", "in-flight", "retry"):
+        assert condition in drain
+
+
 def test_labels_outside_the_eligible_corpus_stop_the_run(index: EdgeIndex) -> None:
     draft_only = EvalCase(
         "x", "c", "restore a tenant", (RelevantKey("backup-restore", 2, "restore/p0"),)

@@ -9,7 +9,10 @@ JSONL, one case per line (docs/evaluation.md)::
 
 ``chunking_version`` may be given per key; chunk keys without it mean the run's version.
 A case's keys are all chunk-level or all document-level. Grades are 1 (partially
-relevant) or 2 (relevant). Everything is validated before a run starts.
+relevant) or 2 (relevant). Answerable cases may add ``reference_answers`` (a list of
+non-blank strings) and ``reference_sentences`` (a list of non-empty lists of non-blank
+strings: per reference, the evidence sentences it was written from) for answer runs.
+Everything is validated before a run starts.
 """
 
 from __future__ import annotations
@@ -17,11 +20,22 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from ragwright.errors import EvaluationError
 from ragwright.types import EvalCase, RelevantKey
+
+
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must not be empty or only whitespace")
+    return text
+
+
+# A reference text: at least one character that is not whitespace.
+_Text = Annotated[str, AfterValidator(_not_blank)]
 
 
 class _Key(BaseModel):
@@ -39,6 +53,8 @@ class _Case(BaseModel):
     question: str = Field(min_length=1)
     relevant: list[_Key] = []
     unsupported: bool = False
+    reference_answers: list[_Text] = []
+    reference_sentences: list[Annotated[list[_Text], Field(min_length=1)]] = []
 
 
 def load_cases(path: Path) -> list[EvalCase]:
@@ -46,7 +62,8 @@ def load_cases(path: Path) -> list[EvalCase]:
 
     Raises:
         EvaluationError: naming the line and the rule (bad JSON, unknown field, grade out
-            of range, duplicate case id or key, empty relevant set, mixed levels).
+            of range, duplicate case id or key, empty relevant set, mixed levels, blank
+            reference text, references on an unsupported case).
     """
     try:
         lines = path.read_text("utf-8").splitlines()
@@ -72,6 +89,10 @@ def load_cases(path: Path) -> list[EvalCase]:
             raise EvaluationError(
                 f"{where}: unsupported case {raw.id!r} must not list relevant keys"
             )
+        if raw.unsupported and (raw.reference_answers or raw.reference_sentences):
+            raise EvaluationError(
+                f"{where}: unsupported case {raw.id!r} must not list reference answers or sentences"
+            )
         if not raw.unsupported and not raw.relevant:
             raise EvaluationError(f"{where}: case {raw.id!r} has an empty relevant set")
         keys = [(k.document_id, k.chunking_version, k.chunk_id) for k in raw.relevant]
@@ -89,6 +110,8 @@ def load_cases(path: Path) -> list[EvalCase]:
                     for k in raw.relevant
                 ),
                 unsupported=raw.unsupported,
+                reference_answers=tuple(raw.reference_answers),
+                reference_sentences=tuple(tuple(s) for s in raw.reference_sentences),
             )
         )
     if not cases:

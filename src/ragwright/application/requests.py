@@ -18,6 +18,7 @@ from ragwright.pipeline.retrieve import Mode, Thresholds
 from ragwright.types import SharedDocumentId, SkippedDocument
 
 ScoreKind = Literal["cosine", "bm25", "rrf", "rerank"]
+AnswerStyle = Literal["quoted", "generated", "evidence"]
 
 # A question is a sentence or a short paragraph; a longer text is a document pasted into
 # the question box. The embedding model's token limit applies on top (checked by the use
@@ -434,7 +435,13 @@ class Dataset:
 
 @dataclass(frozen=True, slots=True)
 class EvaluateRequest:
-    """Score retrieval on labelled questions and persist the run."""
+    """Score retrieval on labelled questions and persist the run.
+
+    ``answers`` also runs the answer use case for every case, one after another, under
+    the run's mode, evidence, tenant and thresholds, in answer style ``style`` (``None``:
+    the configured default), and scores the answers (docs/evaluation.md). ``style``
+    without ``answers`` is refused: it would change nothing.
+    """
 
     dataset: Dataset
     mode: Mode = "hybrid"
@@ -444,6 +451,12 @@ class EvaluateRequest:
     thresholds: ThresholdOverrides = ThresholdOverrides()
     with_text: bool = False
     report: bool = False
+    answers: bool = False
+    style: AnswerStyle | None = None
+
+    def __post_init__(self) -> None:
+        if self.style is not None and not self.answers:
+            raise RequestError("style", "applies only to answer runs (answers / --answers)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -454,6 +467,7 @@ class EvaluateResult:
     categories: Mapping[str, Any]
     unsupported: Mapping[str, Any]
     report_path: Path | None = None
+    answers: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -463,6 +477,7 @@ class EvaluateResult:
             "summary": dict(self.summary),
             "categories": dict(self.categories),
             "unsupported": {k: v for k, v in self.unsupported.items() if k != "results"},
+            "answers": dict(self.answers) if self.answers is not None else None,
         }
 
 

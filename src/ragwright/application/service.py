@@ -7,9 +7,11 @@ adapter: :class:`Components` (built by ``ragwright.runtime``) supplies them.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import math
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -58,6 +60,7 @@ from ragwright.core.eligibility import CallerScope, Eligibility, eligibility_fil
 from ragwright.core.points import LIVE, format_query_input, read_payload
 from ragwright.deadline import Deadline, deadline_scope
 from ragwright.errors import (
+    AnswerContractError,
     AssemblyError,
     ChatError,
     ContractMismatch,
@@ -70,6 +73,7 @@ from ragwright.errors import (
     SourceError,
 )
 from ragwright.pipeline.answer import Budget, answer_question
+from ragwright.pipeline.answer_scoring import attach_answers, error_outcome, score_answer
 from ragwright.pipeline.calibrate import calibrate
 from ragwright.pipeline.evaluate import (
     EvalConfig,
@@ -456,7 +460,13 @@ class Application:
     # --- evaluation -----------------------------------------------------------------
 
     def evaluate(self, request: EvaluateRequest) -> EvaluateResult:
-        """Score retrieval on labelled cases; persist the run (and its HTML report)."""
+        """Score retrieval on labelled cases (and with ``request.answers`` their answers);
+        persist the run (and its HTML report).
+
+        An answer run drives the asynchronous answer use case on an event loop of its
+        own: call this from synchronous code (the command line), never from inside a
+        running event loop.
+        """
         if not request.ks or any(k <= 0 for k in request.ks):
             raise EvaluationError(f"cutoffs must be positive, got {list(request.ks)}")
         cases = self._cases(request.dataset)
@@ -495,6 +505,9 @@ class Application:
             )
         finally:
             index.close()
+        if request.answers:
+            rows = asyncio.run(self._answer_cases(cases, request, config))
+            attach_answers(record, cases, rows, style=request.style)
         directory = save_run(record, self.settings.home)
         report_path = None
         if request.report:
@@ -507,7 +520,44 @@ class Application:
             categories=record.categories,
             unsupported=record.unsupported,
             report_path=report_path,
+            answers=record.answers,
         )
+
+    async def _answer_cases(
+        self, cases: list[EvalCase], request: EvaluateRequest, config: EvalConfig
+    ) -> list[dict[str, Any]]:
+        """Answer every case in turn (one local model at a time) and score the outcome;
+        a provider failure or a broken answer contract is recorded as an ``error``
+        outcome, not the run's end."""
+        rows = []
+        for case in cases:
+            started = time.perf_counter()
+            try:
+                outcome = (
+                    await self.answer(
+                        AnswerRequest(
+                            case.question,
+                            mode=request.mode,
+                            evidence=request.evidence,
+                            tenant=request.tenant,
+                            thresholds=request.thresholds,
+                            style=request.style,
+                        )
+                    )
+                ).to_dict()
+            except ChatError as error:
+                outcome = error_outcome(f"{error.category.value}: {error}", request.style)
+            except AnswerContractError as error:
+                outcome = error_outcome(str(error), request.style)
+            rows.append(
+                score_answer(
+                    case,
+                    outcome,
+                    latency_ms=(time.perf_counter() - started) * 1000,
+                    chunking_version=config.eligibility.chunking_version,
+                )
+            )
+        return rows
 
     def calibrate(
         self, request: CalibrateRequest, *, progress: ProgressCallback | None = None

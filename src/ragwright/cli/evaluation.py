@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 MODES = ("dense", "sparse", "hybrid")
 METRICS = ("precision", "recall", "reciprocal_rank", "ndcg")
+STYLES = ("quoted", "generated", "evidence")
 
 DatasetArgument = Annotated[
     Path | None,
@@ -93,6 +95,22 @@ def eval_run(
         bool, typer.Option("--with-text", help="Store chunk texts in the run.")
     ] = False,
     report: Annotated[bool, typer.Option("--report", help="Also write report.html.")] = False,
+    answers: Annotated[
+        bool,
+        typer.Option(
+            "--answers",
+            help="Also answer every question (one after another) and score the answers.",
+        ),
+    ] = False,
+    style: Annotated[
+        str | None,
+        typer.Option(
+            "--style",
+            metavar="STYLE",
+            help="Answer style with --answers: quoted, generated or evidence "
+            "(default: the configured one).",
+        ),
+    ] = None,
     as_json: AsJson = False,
 ) -> None:
     """Run an evaluation and persist it under RAGWRIGHT_HOME/evaluations/<execution-id>/."""
@@ -100,6 +118,10 @@ def eval_run(
     from ragwright.cli.common import application
 
     check_choice(mode, MODES, "--mode")
+    if style is not None:
+        check_choice(style, STYLES, "--style")
+        if not answers:
+            raise typer.BadParameter("applies only with --answers", param_hint="--style")
     result = application().evaluate(
         EvaluateRequest(
             dataset=_dataset(dataset, beir, split),
@@ -115,6 +137,8 @@ def eval_run(
             ),
             with_text=with_text,
             report=report,
+            answers=answers,
+            style=cast(Any, style),
         )
     )
     if as_json:
@@ -133,8 +157,38 @@ def eval_run(
             f"  unsupported: {unsupported['accepted']}/{unsupported['cases']} accepted "
             f"(false-acceptance rate {unsupported['false_acceptance_rate']:.3f})"
         )
+    if result.answers is not None:
+        _print_answers(result.answers)
     saved = f"saved {result.path / 'run.json'}"
     print(saved + (f" and {result.report_path}" if result.report_path else ""))
+
+
+def _print_answers(answers: Mapping[str, Any]) -> None:
+    answerable, unsupported = answers["answerable"], answers["unsupported"]
+    f1, rouge = answerable["token_f1"], answerable["rouge_l"]
+    latency = answers["latency_ms"]
+    print(
+        f"  answers ({answers['style'] or 'default style'}): "
+        f"{answerable['answered']}/{answerable['cases']} answerable answered, "
+        f"{answerable['gold_cited']} citing gold evidence"
+    )
+    print(
+        f"    token F1 {_figure(f1['answered'])} answered / {_figure(f1['all'])} all, "
+        f"ROUGE-L {_figure(rouge['answered'])} / {_figure(rouge['all'])} "
+        f"({answerable['with_references']} with references)"
+    )
+    print(
+        f"    unsupported declined {unsupported['declined']}/{unsupported['cases']}, "
+        f"invalid citations {answers['invalid_citations']}, "
+        f"latency p50 {_figure(latency['p50'], '.0f')} ms p95 {_figure(latency['p95'], '.0f')} ms"
+    )
+    statuses = ", ".join(f"{name} {count}" for name, count in answers["statuses"].items())
+    verdicts = ", ".join(f"{name} {count}" for name, count in answers["support"].items())
+    print(f"    statuses: {statuses}; support: {verdicts}")
+
+
+def _figure(value: float | None, spec: str = ".3f") -> str:
+    return "-" if value is None else format(value, spec)
 
 
 @eval_app.command("calibrate")

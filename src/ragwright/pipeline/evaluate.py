@@ -68,6 +68,7 @@ class RunRecord:
     categories: dict[str, Any] = field(default_factory=dict)
     unsupported: dict[str, Any] = field(default_factory=dict)
     cases: list[dict[str, Any]] = field(default_factory=list)
+    answers: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,0 +1,310 @@
+"""Answer quality per answer style, through the application layer with the local model.
+
+Datasets:
+
+- ``clapnq``: the ClapNQ part in ``../shared/data/clapnq`` (143 answerable, 132
+  unanswerable questions, one passage each). Its 274 passages (``markdown/<id>.md``,
+  document type ``note``) are ingested into a temporary RAGWRIGHT_HOME and its questions
+  converted into our JSONL cases in a temporary directory (answerable: the gold passage
+  as a document-level key, ``reference_answers``, ``reference_selected_sentences`` as
+  ``reference_sentences`` with empty selections left out; unanswerable: ``unsupported``).
+  Nothing of it is copied into the project: the results keep figures, statuses and ids.
+  A fixed split: a question is ``tune`` when the first byte of the SHA-256 of its id is
+  even, else ``test`` (140 tune: 83 answerable, 57 unanswerable; 135 test: 60 / 75).
+- ``samples``: ``samples/eval/cases.jsonl`` over ``samples/corpus`` (published runbooks
+  and notes); it has no split.
+
+For every dataset, split and style, every question is answered in turn by
+``Application.answer`` (the default configuration: the embedded local model at
+temperature 0, the configured thresholds and support check) and scored by
+``ragwright.pipeline.answer_scoring`` — the scoring ``eval run --answers`` persists — plus
+sentence selection precision/recall of the sentences an answer selected (``quoted``
+and ``evidence`` styles) against the reference selections. ``--limit N`` keeps the first
+ceil(N/2) answerable and floor(N/2) unanswerable questions of each split, in file order.
+Writes ``benchmarks/results/answers.json``.
+
+    python benchmarks/answers.py [--styles quoted,generated,evidence]
+        [--split tune|test|both] [--dataset clapnq|samples|both] [--limit N] [--out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ragwright.adapters.datasets import load_cases
+from ragwright.application import (
+    AnswerRequest,
+    Application,
+    EvidenceFilter,
+    IngestRequest,
+)
+from ragwright.pipeline.answer_scoring import (
+    ANSWERED,
+    score_answer,
+    score_sentences,
+    summarise_answers,
+)
+from ragwright.runtime import build_application
+from ragwright.settings import load_settings
+from ragwright.types import EvalCase
+
+ROOT = Path(__file__).resolve().parents[1]
+CLAPNQ = ROOT.parent / "shared" / "data" / "clapnq"
+STYLES = ("quoted", "generated", "evidence")
+SPLITS = ("tune", "test")
+# Per-case figures kept in the results (no question, answer or reference text).
+KEPT = ("status", "token_f1", "rouge_l", "gold_cited", "support", "latency_ms")
+
+
+def clapnq_split(question_id: str) -> str:
+    """``tune`` when the first byte of SHA-256(id) is even, else ``test``."""
+    return "tune" if hashlib.sha256(question_id.encode()).digest()[0] % 2 == 0 else "test"
+
+
+def clapnq_rows(split: str) -> list[dict[str, Any]]:
+    """The split's questions as our JSONL cases."""
+    rows = []
+    with (CLAPNQ / "questions.jsonl").open(encoding="utf-8") as handle:
+        for line in handle:
+            question = json.loads(line)
+            if clapnq_split(question["id"]) != split:
+                continue
+            row: dict[str, Any] = {
+                "id": question["id"],
+                "category": split,
+                "question": question["question"],
+            }
+            if question["answerable"]:
+                row["relevant"] = [
+                    {"document_id": passage, "grade": 2} for passage in question["gold_passage_ids"]
+                ]
+                row["reference_answers"] = question["reference_answers"]
+                row["reference_sentences"] = [
+                    s for s in question["reference_selected_sentences"] if s
+                ]
+            else:
+                row["unsupported"] = True
+            rows.append(row)
+    return rows
+
+
+def limited(rows: list[dict[str, Any]], limit: int | None) -> list[dict[str, Any]]:
+    """The first ceil(limit/2) answerable and floor(limit/2) unanswerable rows."""
+    if limit is None:
+        return rows
+    answerable = [r for r in rows if not r.get("unsupported")][: (limit + 1) // 2]
+    unsupported = [r for r in rows if r.get("unsupported")][: limit // 2]
+    return answerable + unsupported
+
+
+def write_cases(rows: list[dict[str, Any]], directory: Path, name: str) -> list[EvalCase]:
+    """Write ``rows`` as JSONL and load them back through the dataset validation."""
+    path = directory / f"{name}.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
+    return load_cases(path)
+
+
+def selected_sentences(outcome: dict[str, Any]) -> list[str] | None:
+    """The evidence sentences an outcome selected (quoted answers, evidence-only
+    results); None when its style selects none."""
+    sentences = outcome.get("sentences")
+    if sentences is None:
+        return None
+    return [str(s["text"]) if isinstance(s, dict) else str(s) for s in sentences]
+
+
+async def answer_all(
+    app: Application, cases: Sequence[EvalCase], evidence: EvidenceFilter, style: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Answer every case in turn; (scored rows, sentence-selection rows)."""
+    chunking_version = app.eligibility(evidence).chunking_version
+    rows, selections = [], []
+    for number, case in enumerate(cases, start=1):
+        started = time.perf_counter()
+        outcome = (
+            await app.answer(AnswerRequest(case.question, evidence=evidence, style=style))  # type: ignore[arg-type]
+        ).to_dict()
+        row = score_answer(
+            case,
+            outcome,
+            latency_ms=(time.perf_counter() - started) * 1000,
+            chunking_version=chunking_version,
+        )
+        rows.append(row)
+        selected = selected_sentences(outcome)
+        scores = (
+            score_sentences(selected, case)
+            if selected is not None and not case.unsupported
+            else None
+        )
+        selections.append(
+            {
+                "selected": len(selected) if selected is not None else None,
+                "precision": scores.precision if scores else None,
+                "recall": scores.recall if scores else None,
+            }
+        )
+        print(
+            f"  {style:<9} {number:>3}/{len(cases)} {case.case_id:<22} {row['status']:<21}"
+            f" {row['latency_ms']:>8.0f} ms",
+            flush=True,
+        )
+    return rows, selections
+
+
+def sentence_summary(
+    cases: Sequence[EvalCase], rows: Sequence[dict[str, Any]], selections: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """Mean sentence precision/recall over the answerable cases with reference sentences
+    whose outcome selected sentences, and over all of them (no selection = 0)."""
+    eligible = [
+        (row, s)
+        for case, row, s in zip(cases, rows, selections, strict=True)
+        if not case.unsupported and case.reference_sentences
+    ]
+    scored = [s for _, s in eligible if s["precision"] is not None and s["selected"]]
+    answered = [
+        s for row, s in eligible if row["status"] == ANSWERED and s["precision"] is not None
+    ]
+
+    def mean(values: list[float], count: int) -> float | None:
+        return round(sum(values) / count, 4) if count else None
+
+    return {
+        "with_reference_sentences": len(eligible),
+        "with_selection": len(scored),
+        "precision": mean([s["precision"] for s in scored], len(scored)),
+        "recall": mean([s["recall"] for s in scored], len(scored)),
+        "precision_answered": mean([s["precision"] for s in answered], len(answered)),
+        "recall_answered": mean([s["recall"] for s in answered], len(answered)),
+        "precision_all": mean([s["precision"] for s in scored], len(eligible)),
+        "recall_all": mean([s["recall"] for s in scored], len(eligible)),
+    }
+
+
+def run_dataset(
+    name: str,
+    sources: Path,
+    evidence: EvidenceFilter,
+    splits: dict[str, list[dict[str, Any]]],
+    styles: Sequence[str],
+) -> dict[str, Any]:
+    """Ingest ``sources`` into a fresh home and run every split under every style."""
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix=f"ragwright-answers-{name}-") as tmp:
+        home = Path(tmp) / "home"
+        app = build_application(load_settings(home=home))
+        ingested = app.ingest(IngestRequest(sources=(sources,)))
+        print(f"{name}: {ingested.documents} documents, {ingested.chunks} chunks", flush=True)
+        for split, rows in splits.items():
+            cases = write_cases(rows, Path(tmp), f"{name}-{split}")
+            results[split] = {}
+            for style in styles:
+                print(f"{name} {split} {style}: {len(cases)} questions", flush=True)
+                scored, selections = asyncio.run(answer_all(app, cases, evidence, style))
+                summary = summarise_answers(cases, scored, style=style)
+                summary["sentences"] = sentence_summary(cases, scored, selections)
+                results[split][style] = {
+                    "summary": summary,
+                    "cases": [
+                        {"id": case.case_id, **{k: row[k] for k in KEPT}, **selection}
+                        for case, row, selection in zip(cases, scored, selections, strict=True)
+                    ],
+                }
+    return results
+
+
+def table(results: dict[str, Any]) -> str:
+    header = (
+        f"{'dataset':<8} {'split':<6} {'style':<9} {'answered':>9} {'gold':>6} "
+        f"{'F1 ans/all':>11} {'RL ans/all':>11} {'declined':>9} {'inv':>4} "
+        f"{'sentP/R':>11} {'p50 ms':>7} {'p95 ms':>7}"
+    )
+    lines = [header]
+    for dataset, splits in results.items():
+        for split, styles in splits.items():
+            for style, result in styles.items():
+                s = result["summary"]
+                a, u = s["answerable"], s["unsupported"]
+                sentences = s["sentences"]
+                lines.append(
+                    f"{dataset:<8} {split:<6} {style:<9} "
+                    f"{a['answered']:>4}/{a['cases']:<4} {a['gold_cited']:>6} "
+                    f"{_f(a['token_f1']['answered'])}/{_f(a['token_f1']['all'])} "
+                    f"{_f(a['rouge_l']['answered'])}/{_f(a['rouge_l']['all'])} "
+                    f"{u['declined']:>4}/{u['cases']:<4} {s['invalid_citations']:>4} "
+                    f"{_f(sentences['precision'])}/{_f(sentences['recall'])} "
+                    f"{_f(s['latency_ms']['p50'], 7, 0)} {_f(s['latency_ms']['p95'], 7, 0)}"
+                )
+    return "\n".join(lines)
+
+
+def _f(value: float | None, width: int = 5, decimals: int = 3) -> str:
+    return "-".rjust(width) if value is None else f"{value:{width}.{decimals}f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--styles", default=",".join(STYLES), help="Comma-separated styles.")
+    parser.add_argument("--split", choices=(*SPLITS, "both"), default="both")
+    parser.add_argument("--dataset", choices=("clapnq", "samples", "both"), default="both")
+    parser.add_argument("--limit", type=int, default=None, help="Questions per split.")
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).parent / "results" / "answers.json"
+    )
+    args = parser.parse_args()
+    styles = [s.strip() for s in args.styles.split(",") if s.strip()]
+    unknown = sorted(set(styles) - set(STYLES))
+    if unknown or not styles:
+        parser.error(f"--styles: each one of {', '.join(STYLES)}; got {args.styles!r}")
+    results: dict[str, Any] = {}
+    if args.dataset in ("clapnq", "both"):
+        if not (CLAPNQ / "questions.jsonl").is_file():
+            sys.exit(f"ClapNQ not found at {CLAPNQ}: see ../shared/data/README.md")
+        splits = SPLITS if args.split == "both" else (args.split,)
+        results["clapnq"] = run_dataset(
+            "clapnq",
+            CLAPNQ / "markdown",
+            EvidenceFilter(types=("note",)),
+            {split: limited(clapnq_rows(split), args.limit) for split in splits},
+            styles,
+        )
+    if args.dataset in ("samples", "both"):
+        rows = [
+            json.loads(line)
+            for line in (ROOT / "samples" / "eval" / "cases.jsonl").read_text("utf-8").splitlines()
+            if line.strip()
+        ]
+        results["samples"] = run_dataset(
+            "samples",
+            ROOT / "samples" / "corpus",
+            EvidenceFilter(types=("runbook", "note")),
+            {"all": limited(rows, args.limit)},
+            styles,
+        )
+    print(table(results))
+    record = {
+        "config": {
+            "styles": styles,
+            "split": args.split,
+            "limit": args.limit,
+            "split_rule": "tune when sha256(question id)[0] is even, else test",
+        },
+        "results": results,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(record, indent=2), "utf-8")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
