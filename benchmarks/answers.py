@@ -38,8 +38,9 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from ragwright.adapters.chatmodels.local import assemble_model
 from ragwright.adapters.datasets import load_cases
 from ragwright.application import (
     AnswerRequest,
@@ -47,8 +48,10 @@ from ragwright.application import (
     EvidenceFilter,
     IngestRequest,
 )
+from ragwright.errors import AnswerContractError, ChatError
 from ragwright.pipeline.answer_scoring import (
     ANSWERED,
+    error_outcome,
     score_answer,
     score_sentences,
     summarise_answers,
@@ -130,9 +133,13 @@ async def answer_all(
     rows, selections = [], []
     for number, case in enumerate(cases, start=1):
         started = time.perf_counter()
-        outcome = (
-            await app.answer(AnswerRequest(case.question, evidence=evidence, style=style))  # type: ignore[arg-type]
-        ).to_dict()
+        request = AnswerRequest(case.question, evidence=evidence, style=cast(Any, style))
+        try:
+            outcome = (await app.answer(request)).to_dict()
+        except ChatError as error:  # recorded as eval run --answers records it
+            outcome = error_outcome(f"{error.category.value}: {error}", style)
+        except AnswerContractError as error:
+            outcome = error_outcome(str(error), style)
         row = score_answer(
             case,
             outcome,
@@ -165,12 +172,15 @@ def sentence_summary(
     cases: Sequence[EvalCase], rows: Sequence[dict[str, Any]], selections: Sequence[dict[str, Any]]
 ) -> dict[str, Any]:
     """Mean sentence precision/recall over the answerable cases with reference sentences
-    whose outcome selected sentences, and over all of them (no selection = 0)."""
+    whose outcome selected sentences, over those answered, and over all of them (no
+    selection = 0); only counts when the style selects sentences."""
     eligible = [
         (row, s)
         for case, row, s in zip(cases, rows, selections, strict=True)
         if not case.unsupported and case.reference_sentences
     ]
+    if all(s["selected"] is None for _, s in eligible):
+        return {"with_reference_sentences": len(eligible), "with_selection": 0}
     scored = [s for _, s in eligible if s["precision"] is not None and s["selected"]]
     answered = [
         s for row, s in eligible if row["status"] == ANSWERED and s["precision"] is not None
@@ -204,6 +214,9 @@ def run_dataset(
         home = Path(tmp) / "home"
         app = build_application(load_settings(home=home))
         ingested = app.ingest(IngestRequest(sources=(sources,)))
+        # The local model is assembled into a fresh home on its first start: do it now, so
+        # the first answer's latency (and deadline) holds only what every answer pays.
+        assemble_model(home / "models")
         print(f"{name}: {ingested.documents} documents, {ingested.chunks} chunks", flush=True)
         for split, rows in splits.items():
             cases = write_cases(rows, Path(tmp), f"{name}-{split}")
@@ -236,13 +249,14 @@ def table(results: dict[str, Any]) -> str:
                 s = result["summary"]
                 a, u = s["answerable"], s["unsupported"]
                 sentences = s["sentences"]
+                precision, recall = sentences.get("precision"), sentences.get("recall")
                 lines.append(
                     f"{dataset:<8} {split:<6} {style:<9} "
                     f"{a['answered']:>4}/{a['cases']:<4} {a['gold_cited']:>6} "
                     f"{_f(a['token_f1']['answered'])}/{_f(a['token_f1']['all'])} "
                     f"{_f(a['rouge_l']['answered'])}/{_f(a['rouge_l']['all'])} "
                     f"{u['declined']:>4}/{u['cases']:<4} {s['invalid_citations']:>4} "
-                    f"{_f(sentences['precision'])}/{_f(sentences['recall'])} "
+                    f"{_f(precision)}/{_f(recall)} "
                     f"{_f(s['latency_ms']['p50'], 7, 0)} {_f(s['latency_ms']['p95'], 7, 0)}"
                 )
     return "\n".join(lines)
