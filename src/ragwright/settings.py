@@ -160,6 +160,21 @@ class Settings(BaseSettings):
         description="Seconds one answer may take end to end (retrieval, every model attempt "
         "and wait); a request may set its own (ask --deadline).",
     )
+    answer_style: Literal["auto", "quoted", "generated", "evidence"] = Field(
+        "auto",
+        description="How answers are made: 'quoted' (the model selects evidence sentences, "
+        "returned verbatim), 'generated' (free text with citations, support-checked), "
+        "'evidence' (no model: the most relevant sentences, labelled as not an answer); "
+        "auto picks quoted for the local model and generated for hosted ones.",
+    )
+    answerability_threshold: float | None = Field(
+        None,
+        ge=-1.0,
+        le=1.0,
+        description="Least similarity between the question and its best evidence sentence "
+        "for a model call; below it the answer is 'insufficient'. Unset: the persisted "
+        "calibration's value (eval calibrate --write), else no threshold.",
+    )
     answer_support_check: bool = Field(
         True,
         description="Check every answer against its cited evidence; an unsupported one "

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ragwright.chat.contract import ChatMessage
+from ragwright.core.answers import ANSWER_STYLES, AnswerStyle
 from ragwright.errors import RequestError
 from ragwright.pipeline.retrieve import Mode, Thresholds
 from ragwright.types import SharedDocumentId, SkippedDocument
@@ -401,7 +402,10 @@ class AnswerRequest:
     compares the stored revision of each candidate with. ``deadline_seconds`` ``None``
     uses the ``answer_deadline`` setting. ``check_support`` ``None`` uses the
     ``answer_support_check`` setting (on by default): an answer its cited evidence does
-    not support ends as ``unsupported``, never ``answered``.
+    not support ends as ``unsupported``, never ``answered`` (it applies to the
+    ``generated`` style; quoted answers are evidence verbatim). ``style`` ``None`` uses
+    the ``answer_style`` setting (``auto``: quoted for the local model, generated for
+    hosted ones).
     """
 
     question: str
@@ -416,9 +420,14 @@ class AnswerRequest:
     check_support: bool | None = None
     deadline_seconds: float | None = None
     thresholds: ThresholdOverrides = ThresholdOverrides()
+    style: AnswerStyle | None = None
 
     def __post_init__(self) -> None:
         check_question(self.question)
+        if self.style is not None and self.style not in ANSWER_STYLES:
+            raise RequestError(
+                "style", f"must be one of {', '.join(ANSWER_STYLES)}, got {self.style!r}"
+            )
 
 
 # --- evaluate / calibrate / compare / report ---------------------------------------

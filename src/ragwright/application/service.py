@@ -54,6 +54,7 @@ from ragwright.application.requests import (
     VerifyResult,
     VersionStatus,
 )
+from ragwright.core.answers import AnswerStyle
 from ragwright.core.assembly import parse_policy
 from ragwright.core.chunking import build_chunks
 from ragwright.core.eligibility import CallerScope, Eligibility, eligibility_filter
@@ -406,7 +407,8 @@ class Application:
         index = self.components.open_index(
             eligibility.chunking_version, write=False, any_chunking_version=True
         )
-        session = None if request.preview else self.components.chat(counter)
+        style = self.answer_style(request.style)
+        session = None if request.preview or style == "evidence" else self.components.chat(counter)
         try:
             # One budget for the whole answer: the query embedding and reranking (remote
             # providers retry under it) and every model attempt and wait.
@@ -435,6 +437,8 @@ class Application:
                     thresholds=limits,
                     schema_style=profiles[0].schema_style,
                     temperature=self.settings.chat_temperature,
+                    style=style,
+                    answerability_threshold=self.answerability_threshold(),
                 )
         finally:
             if session is not None:
@@ -452,6 +456,7 @@ class Application:
             "history_messages": len(request.history),
             "current_revisions": dict(request.current_revisions or {}),
             "deadline_seconds": deadline_seconds,
+            "style": style,
             "primary": profiles[0].name,
             "fallbacks": [p.name for p in profiles[1:]],
         }
@@ -680,6 +685,21 @@ class Application:
             publication_states=evidence.effective_states,
             document_ids=evidence.documents,
         )
+
+    def answer_style(self, requested: AnswerStyle | None = None) -> AnswerStyle:
+        """The request's style, else the ``answer_style`` setting; ``auto`` is ``quoted``
+        for the embedded local model (a small model should select, not write) and
+        ``generated`` for every other provider."""
+        if requested is not None:
+            return requested
+        configured = self.settings.answer_style
+        if configured != "auto":
+            return configured
+        return "quoted" if self.settings.chat_provider == "local" else "generated"
+
+    def answerability_threshold(self) -> float | None:
+        """The ``answerability_threshold`` setting (``None``: no threshold)."""
+        return self.settings.answerability_threshold
 
     def thresholds(self, overrides: ThresholdOverrides = ThresholdOverrides()) -> Thresholds:
         """Configured per-stage thresholds, each replaced by a request's value if given."""

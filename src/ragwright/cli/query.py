@@ -23,6 +23,7 @@ from ragwright.cli.common import (
     plural,
     print_json,
 )
+from ragwright.core.answers import ANSWER_STYLES
 from ragwright.errors import AssemblyError, SourceError
 
 if TYPE_CHECKING:
@@ -206,13 +207,26 @@ def ask(
             show_default=False,
         ),
     ] = None,
+    style: Annotated[
+        str | None,
+        typer.Option(
+            "--style",
+            metavar="STYLE",
+            help="quoted: the model selects evidence sentences, shown verbatim; generated: "
+            "the model writes the answer, support-checked; evidence: no model, the most "
+            "relevant sentences, not an answer (default: the answer_style setting; auto is "
+            "quoted for the local model, generated for hosted ones).",
+        ),
+    ] = None,
     as_json: AsJson = False,
 ) -> None:
     """Answer QUESTION from eligible evidence with the configured chat model.
 
     Retrieves eligible chunks, assembles them within the token budget, asks the model for
     a schema-constrained answer, validates it and resolves its citations. With no
-    eligible evidence, no model is called.
+    eligible evidence, no model is called; when the best evidence sentence is less
+    similar to the question than the calibrated answerability threshold, the answer is
+    [insufficient] without a model call.
     """
     import asyncio
 
@@ -220,6 +234,8 @@ def ask(
     from ragwright.core.assembly import parse_policy
 
     check_choice(mode, MODES, "--mode")
+    if style is not None:
+        check_choice(style, ANSWER_STYLES, "--style")
     try:
         parse_policy(policy)
     except AssemblyError as error:
@@ -236,6 +252,7 @@ def ask(
         preview=preview,
         check_support=check,
         deadline_seconds=deadline,
+        style=cast(Any, style),
     )
     outcome = asyncio.run(application().answer(request))
     if as_json:
@@ -254,14 +271,17 @@ def _print_answer(outcome: AnswerOutcome) -> None:
             print(message["content"])
     elif data["status"] == "unsupported":
         _print_unsupported(data)
+    elif data["status"] == "evidence_only":
+        _print_evidence_only(data)
+    elif data["quotes"]:
+        print(f"[{data['status']}] quoted from the evidence:")
+        for quote in data["quotes"]:
+            print(f"  {quote['text']} [{quote['id']}]")
+        _print_provenance(data)
     else:
         print(f"[{data['status']}] {data['answer'] or '(the evidence is insufficient)'}")
-        if data["provider"]:
-            fallback = " (fallback: the primary failed)" if data["fallback"] else ""
-            print(f"  answered by {data['model']} via {data['provider']}{fallback}")
-        for citation in data["citations"]:
-            where = f"{citation['document_id']}/{citation['chunk_id']}"
-            print(f"  {citation['label']}: {where} [{citation['chunking_version']}]")
+        _print_abstention(data)
+        _print_provenance(data)
         support = data["support"]
         if support is not None:
             print(f"support check: {'FLAGGED' if support['flagged'] else 'ok'}")
@@ -271,6 +291,37 @@ def _print_answer(outcome: AnswerOutcome) -> None:
             for sentence in support["unsupported_sentences"]:
                 print(f"  no cited source supports: {sentence}")
     _print_decisions(data)
+
+
+def _print_provenance(data: dict[str, Any]) -> None:
+    if data["provider"]:
+        fallback = " (fallback: the primary failed)" if data["fallback"] else ""
+        print(f"  answered by {data['model']} via {data['provider']}{fallback}")
+    for citation in data["citations"]:
+        where = f"{citation['document_id']}/{citation['chunk_id']}"
+        print(f"  {citation['label']}: {where} [{citation['chunking_version']}]")
+
+
+def _print_abstention(data: dict[str, Any]) -> None:
+    signal = data["answerability"]
+    if data["status"] == "insufficient" and signal is not None and not signal["answerable"]:
+        print(
+            f"  no evidence sentence is close enough to the question: best {signal['score']:.3f}"
+            f" ({signal['best_sentence']}), threshold {signal['threshold']:.3f}; "
+            "the model was not called"
+        )
+
+
+def _print_evidence_only(data: dict[str, Any]) -> None:
+    reason = (
+        f" (the model could not answer: {data['degraded']})"
+        if data["degraded"]
+        else " (no model was asked)"
+    )
+    print(f"[evidence only] NOT AN ANSWER{reason}. The most relevant evidence sentences:")
+    for quote in data["quotes"]:
+        print(f"  {quote['text']} [{quote['id']}]")
+    _print_provenance(data)
 
 
 def _print_unsupported(data: dict[str, Any]) -> None:

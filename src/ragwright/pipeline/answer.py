@@ -46,8 +46,21 @@ from ragwright.chat.contract import (
     ModelProfile,
     Usage,
 )
-from ragwright.core.answers import Citation, SchemaStyle, answer_schema, parse_answer
+from ragwright.core.answers import (
+    ANSWER_STYLES,
+    QUOTED_INSTRUCTIONS,
+    Answer,
+    AnswerStyle,
+    Citation,
+    SchemaStyle,
+    answer_schema,
+    parse_answer,
+    parse_quoted_answer,
+    quoted_answer,
+    quoted_schema,
+)
 from ragwright.core.assembly import (
+    INSTRUCTIONS,
     AssembledContext,
     Candidate,
     Turn,
@@ -55,13 +68,42 @@ from ragwright.core.assembly import (
     parse_policy,
 )
 from ragwright.core.eligibility import CallerScope, Eligibility
+from ragwright.core.sentences import EvidenceSentence, evidence_sentences, render_sentences
 from ragwright.core.support import SupportReport, check_support
 from ragwright.deadline import deadline_scope
-from ragwright.errors import AnswerContractError, AssemblyError, ConfigError
+from ragwright.errors import (
+    AnswerContractError,
+    AssemblyError,
+    ChatError,
+    ConfigError,
+    FailureCategory,
+)
+from ragwright.pipeline.answerability import (
+    QUOTE_CANDIDATES,
+    Answerability,
+    SentenceScorer,
+    answerability,
+    most_similar,
+    select_evidence,
+)
 from ragwright.pipeline.retrieve import Hit, Mode, Retriever, Thresholds
 from ragwright.protocols import TokenCounter
 
-Status = Literal["answered", "unsupported", "insufficient", "no_eligible_evidence", "preview"]
+Status = Literal[
+    "answered", "unsupported", "insufficient", "no_eligible_evidence", "evidence_only", "preview"
+]
+
+DEGRADE_TO_EVIDENCE = frozenset(
+    {
+        FailureCategory.TRANSIENT,
+        FailureCategory.THROTTLED,
+        FailureCategory.TIMEOUT,
+        FailureCategory.CAPACITY,
+        FailureCategory.DEADLINE_EXHAUSTED,
+    }
+)
+"""Model failures after which the answer degrades to evidence only (the model could not
+be reached in time); configuration, input and output failures stay errors."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +142,7 @@ class AnswerOptions:
     budget: Budget
     thresholds: Thresholds
     support_check: bool
+    style: AnswerStyle = "generated"
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +168,9 @@ class AnswerResult:
     request: ChatRequest | None = None
     options: AnswerOptions | None = None
     withheld_answer: str | None = None
+    quotes: tuple[EvidenceSentence, ...] = ()
+    answerability: Answerability | None = None
+    degraded: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON form (``docs/assembly.md`` documents every key).
@@ -135,8 +181,21 @@ class AnswerResult:
         by_label = {s.label: s for s in self.context.sources}
         return {
             "status": self.status,
+            "style": self.options.style if self.options is not None else None,
             "answer": self.answer,
             "withheld_answer": self.withheld_answer,
+            "quotes": [{"id": q.label, "source": q.source, "text": q.text} for q in self.quotes],
+            "answerability": (
+                {
+                    "score": self.answerability.score,
+                    "best_sentence": self.answerability.best_sentence,
+                    "threshold": self.answerability.threshold,
+                    "answerable": self.answerability.answerable,
+                }
+                if self.answerability is not None
+                else None
+            ),
+            "degraded": self.degraded,
             "citations": [
                 {
                     "label": c.label,
@@ -215,6 +274,7 @@ def _options_dict(options: AnswerOptions) -> dict[str, Any]:
         },
         "thresholds": dataclasses.asdict(options.thresholds),
         "support_check": options.support_check,
+        "style": options.style,
     }
 
 
@@ -280,6 +340,7 @@ class _Prepared:
     context: AssembledContext
     request: ChatRequest | None
     options: AnswerOptions
+    shown: tuple[EvidenceSentence, ...] = ()  # the sentences a quoted request shows
 
 
 async def answer_question(
@@ -303,19 +364,38 @@ async def answer_question(
     history: Sequence[ChatMessage] = (),
     current_revisions: Mapping[str, str] | None = None,
     fallbacks: Sequence[ModelProfile] = (),
+    style: AnswerStyle = "generated",
+    answerability_threshold: float | None = None,
 ) -> AnswerResult:
     """Answer ``question`` from eligible evidence, or say why not.
 
-    ``chat`` may be ``None`` only for a preview. ``budget``, ``schema_style`` and
-    ``counter`` describe the primary model; ``fallbacks`` are the profiles of the
-    alternates ``chat`` may fail over to (``runtime.chat_profiles(settings)[1:]``), each
-    of which gets a request assembled for it. The request's schema is narrowed to the
-    labels assembly issued (``schema_style`` as in :func:`answer_schema`);
-    ``temperature`` 0 makes a greedy, repeatable answer (``None`` leaves it to the
-    provider). ``support_check`` (on by default) turns an answered answer its cited
-    evidence does not support into ``unsupported``. ``thresholds`` (calibrated with
-    ``eval calibrate``) let a question whose best evidence scores too low end as
-    ``no_eligible_evidence`` without a model call.
+    ``style`` is how the answer is made (``docs/answers.md``):
+
+    - ``generated``: the model writes the answer and cites sources; the support check
+      (``support_check``, on by default) turns an answer its cited evidence does not
+      support into ``unsupported``.
+    - ``quoted``: the model is shown the evidence sentences most similar to the question
+      under sub-labels (``S1.2``) and names the status and at most ``MAX_QUOTES`` of
+      them; the answer is those sentences verbatim (``quotes``), so it cannot say what
+      the evidence does not.
+    - ``evidence``: no model call; the most relevant sentences are selected
+      deterministically and the status is ``evidence_only`` — never an answer.
+
+    ``chat`` may be ``None`` for a preview or the ``evidence`` style (and is then
+    treated as the ``evidence`` style). A model that cannot be reached in time
+    (:data:`DEGRADE_TO_EVIDENCE`) degrades the result to ``evidence_only`` with
+    ``degraded`` naming the failure. ``answerability_threshold`` (calibrated with
+    ``eval calibrate``): when the best evidence sentence's similarity to the question is
+    below it, the status is ``insufficient`` without a model call; the signal is
+    recorded in ``answerability`` whenever it is computed (every style but
+    ``generated`` without a threshold).
+
+    ``budget``, ``schema_style`` and ``counter`` describe the primary model; ``fallbacks``
+    are the profiles of the alternates ``chat`` may fail over to
+    (``runtime.chat_profiles(settings)[1:]``), each of which gets a request assembled for
+    it. ``temperature`` 0 makes a greedy, repeatable answer (``None`` leaves it to the
+    provider). ``thresholds`` (calibrated with ``eval calibrate``) let a question whose
+    best evidence scores too low end as ``no_eligible_evidence`` without a model call.
     ``history`` holds the conversation's earlier messages (user, assistant, …), used by
     a policy with a history share (``+history=0.25``); without one they are recorded as
     dropped. ``current_revisions`` (document id → revision, from a trusted source of
@@ -325,16 +405,20 @@ async def answer_question(
         >>> result = await answer_question(  # doctest: +SKIP
         ...     "Drain queued work on shutdown?", retriever=retriever,
         ...     eligibility=Eligibility(version), scope=CallerScope(), chat=chat,
-        ...     counter=counter, fallbacks=profiles[1:])
-        >>> result.to_dict()["fallback"]  # doctest: +SKIP
-        False
+        ...     counter=counter, fallbacks=profiles[1:], style="quoted")
+        >>> [q["id"] for q in result.to_dict()["quotes"]]  # doctest: +SKIP
+        ['S1.2']
 
     Raises:
         AnswerContractError: the model's answer breaks the contract.
         AssemblyError: malformed history, or ``+prefer-current-revision`` without
             ``current_revisions``.
-        ChatError: the model call fails.
+        ChatError: the model call fails for a reason other than reachability.
     """
+    if style not in ANSWER_STYLES:
+        raise ValueError(f"unknown answer style {style!r}; expected one of {ANSWER_STYLES}")
+    if chat is None and not preview:
+        style = "evidence"
     turns = history_turns(history)
     if parse_policy(policy).prefer_current_revision and current_revisions is None:
         raise AssemblyError(
@@ -346,8 +430,12 @@ async def answer_question(
             question, eligibility, scope, k=k, mode=mode, thresholds=thresholds
         )
     candidates = candidates_from(result.hits)
+    scorer: SentenceScorer | None = None
+    if style != "generated" or answerability_threshold is not None:
+        scorer = SentenceScorer(retriever.embedder, question)
 
-    def prepare(run_budget: Budget, style: SchemaStyle, run_counter: TokenCounter) -> _Prepared:
+    def prepare(run_budget: Budget, schema: SchemaStyle, run_counter: TokenCounter) -> _Prepared:
+        quoted = style == "quoted"
         context = assemble(
             candidates,
             question,
@@ -356,12 +444,34 @@ async def answer_question(
             policy=policy,
             history=turns,
             current_revisions=current_revisions,
+            instructions=QUOTED_INSTRUCTIONS if quoted else INSTRUCTIONS,
         )
         options = AnswerOptions(
-            k, mode, context.policy, style, temperature, run_budget, thresholds, support_check
+            k,
+            mode,
+            context.policy,
+            schema,
+            temperature,
+            run_budget,
+            thresholds,
+            support_check and style == "generated",
+            style,
         )
         if not context.sources:
             return _Prepared(context, None, options)
+        shown: tuple[EvidenceSentence, ...] = ()
+        if quoted:
+            assert scorer is not None
+            context, shown = _quoted_context(
+                context, question, turns, scorer, run_counter, run_budget.max_input_tokens
+            )
+            json_schema = quoted_schema([s.label for s in shown], style=schema)
+        else:
+            json_schema = answer_schema(
+                [s.label for s in context.sources],
+                style=schema,
+                max_answer_chars=run_budget.max_answer_chars,
+            )
         request = ChatRequest(
             (
                 ChatMessage("system", context.instructions),
@@ -370,30 +480,64 @@ async def answer_question(
             ChatOptions(
                 max_output_tokens=run_budget.output_reserve,
                 temperature=temperature,
-                json_schema=answer_schema(
-                    [s.label for s in context.sources],
-                    style=style,
-                    max_answer_chars=run_budget.max_answer_chars,
-                ),
+                json_schema=json_schema,
             ),
             scope=f"tenant:{scope.tenant}" if scope.tenant else "tenant:-",
             prompt_version=(
-                f"{context.policy}:{hashlib.sha256(context.instructions.encode()).hexdigest()[:12]}"
+                f"{style}:{context.policy}:"
+                f"{hashlib.sha256(context.instructions.encode()).hexdigest()[:12]}"
             ),
         )
-        return _Prepared(context, request, options)
+        return _Prepared(context, request, options, shown)
 
     primary = prepare(budget, schema_style, counter)
     if primary.request is None:
         return AnswerResult(
             "no_eligible_evidence", "", (), primary.context, options=primary.options
         )
+    sentences: tuple[EvidenceSentence, ...] = ()
+    scores: dict[str, float] = {}
+    signal: Answerability | None = None
+    if scorer is not None:
+        sentences = evidence_sentences(primary.context.sources)
+        with deadline_scope(deadline):
+            scores = scorer.scores(sentences)
+        signal = answerability(sentences, scores, answerability_threshold)
     if preview:
         return AnswerResult(
-            "preview", "", (), primary.context, request=primary.request, options=primary.options
+            "preview",
+            "",
+            (),
+            primary.context,
+            request=primary.request,
+            options=primary.options,
+            answerability=signal,
         )
-    if chat is None:
-        raise ValueError("a chat model is required unless previewing")
+    if signal is not None and not signal.answerable:
+        return AnswerResult(
+            "insufficient", "", (), primary.context, options=primary.options, answerability=signal
+        )
+
+    def evidence_only(degraded: str | None) -> AnswerResult:
+        if not scores:  # a degraded generated answer without a threshold: score now
+            nonlocal sentences
+            sentences = evidence_sentences(primary.context.sources)
+            scores.update(SentenceScorer(retriever.embedder, question).scores(sentences))
+        picked = select_evidence(sentences, scores)
+        cited = quoted_answer(picked, primary.context.sources).citations if picked else ()
+        return AnswerResult(
+            "evidence_only",
+            "",
+            cited,
+            primary.context,
+            options=dataclasses.replace(primary.options, style="evidence", support_check=False),
+            quotes=tuple(picked),
+            answerability=signal or answerability(sentences, scores, answerability_threshold),
+            degraded=degraded,
+        )
+
+    if style == "evidence" or chat is None:
+        return evidence_only(None)
 
     def prepare_alternate(profile: ModelProfile) -> _Prepared:
         return prepare(
@@ -407,24 +551,35 @@ async def answer_question(
     def prepared_for(response: ChatResponse) -> _Prepared:
         return alternates.get(response.provider) if response.fallback else primary
 
+    def parse(response: ChatResponse) -> Answer:
+        used = prepared_for(response)
+        if style == "quoted":
+            return parse_quoted_answer(response.text, used.shown, used.context.sources)
+        return parse_answer(response.text, used.context.sources)
+
     def accept(response: ChatResponse) -> bool:
         try:
-            parse_answer(response.text, prepared_for(response).context.sources)
+            parse(response)
         except AnswerContractError:
             return False
         return True
 
     request = dataclasses.replace(primary.request, prepare=alternates.request_for, accept=accept)
-    response = await chat.complete(request, deadline)
+    try:
+        response = await chat.complete(request, deadline)
+    except ChatError as error:
+        if error.category in DEGRADE_TO_EVIDENCE:
+            return evidence_only(error.category.value)
+        raise
     used = prepared_for(response)
-    answer = parse_answer(response.text, used.context.sources)
+    answer = parse(response)
     support = (
         check_support(
             answer.text,
             [(c.label, c.included_text) for c in answer.citations],
             evidence=[(s.label, s.included_text) for s in used.context.sources],
         )
-        if support_check and answer.status == "answered"
+        if used.options.support_check and answer.status == "answered"
         else None
     )
     status: Status = answer.status
@@ -446,7 +601,35 @@ async def answer_question(
         else None,
         options=used.options,
         withheld_answer=withheld,
+        quotes=answer.quotes,
+        answerability=signal,
     )
+
+
+def _quoted_context(
+    context: AssembledContext,
+    question: str,
+    turns: Sequence[Turn],
+    scorer: SentenceScorer,
+    counter: TokenCounter,
+    max_input_tokens: int,
+) -> tuple[AssembledContext, tuple[EvidenceSentence, ...]]:
+    """The quoted form of an assembled context: the most similar sentences under their
+    sub-labels. It is a subset of the assembled text (it fits whenever the text did);
+    should the labels' overhead ever break the allowance, the least similar go first."""
+    sentences = evidence_sentences(context.sources)
+    scores = scorer.scores(sentences)
+    shown = most_similar(sentences, scores, QUOTE_CANDIDATES)
+    kept_turns = tuple(turns[len(turns) - context.history_turns :]) if context.history_turns else ()
+    instruction_tokens = counter.count(context.instructions)
+    while True:
+        message = render_sentences(context.sources, shown, question, kept_turns)
+        tokens = instruction_tokens + counter.count(message)
+        if tokens <= max_input_tokens or len(shown) == 1:
+            break
+        weakest = min(shown, key=lambda s: scores[s.label])
+        shown = [s for s in shown if s is not weakest]
+    return dataclasses.replace(context, user_message=message, input_tokens=tokens), tuple(shown)
 
 
 class _Alternates:

@@ -1,0 +1,116 @@
+"""Evidence split into sentences with stable sub-labels (``S1.1``, ``S1.2``, …).
+
+Quoted answers and evidence-only results are made of whole evidence sentences, so each
+sentence needs an identity the model can name and the caller can check. A source's
+sentences are numbered in reading order from 1 under the source's assembly label: the
+third sentence of ``S2`` is ``S2.3`` whatever subset of sentences a request shows, so a
+label means the same text in the request, the answer and the audit record.
+
+Boundaries come from ``pysbd`` (rule-based: abbreviations such as "e.g.", "U.S." and
+decimal numbers do not end a sentence), applied to each paragraph separately so a
+sentence never spans a paragraph break. Whitespace around a sentence is dropped; the
+marker assembly puts on a cut fragment (``[...]``) is not part of any sentence.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pysbd
+
+from ragwright.core.assembly import CUT_MARK, EVIDENCE_KIND, SelectedSource, Turn
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceSentence:
+    """One sentence of one admitted source: its sub-label, the source's label, the text."""
+
+    label: str
+    source: str
+    text: str
+
+
+@functools.cache
+def _segmenter() -> pysbd.Segmenter:
+    return pysbd.Segmenter(language="en", clean=False)
+
+
+def split_sentences(text: str) -> list[str]:
+    """The sentences of ``text`` in order, paragraph by paragraph, stripped, none empty.
+
+    Example:
+        >>> split_sentences("Drain jobs, e.g. retries. Stop after the deadline.\\n\\nThen exit.")
+        ['Drain jobs, e.g. retries.', 'Stop after the deadline.', 'Then exit.']
+    """
+    if text.endswith(CUT_MARK):
+        text = text[: -len(CUT_MARK)]
+    sentences: list[str] = []
+    for paragraph in text.split("\n\n"):
+        if not paragraph.strip():
+            continue
+        sentences.extend(s.strip() for s in _segmenter().segment(paragraph) if s.strip())
+    return sentences
+
+
+def evidence_sentences(sources: Sequence[SelectedSource]) -> tuple[EvidenceSentence, ...]:
+    """Every sentence of the included text of ``sources``, labelled ``<source>.<n>``.
+
+    Example:
+        >>> from ragwright.core.assembly import Candidate
+        >>> c = Candidate("d", "s/p0", "v1", "s", "T", "H", "H\\n\\nOne. Two.", 1.0)
+        >>> [(s.label, s.text) for s in evidence_sentences([SelectedSource("S1", c, "One. Two.")])]
+        [('S1.1', 'One.'), ('S1.2', 'Two.')]
+    """
+    return tuple(
+        EvidenceSentence(f"{source.label}.{number}", source.label, sentence)
+        for source in sources
+        for number, sentence in enumerate(split_sentences(source.included_text), start=1)
+    )
+
+
+def render_sentences(
+    sources: Sequence[SelectedSource],
+    shown: Sequence[EvidenceSentence],
+    question: str,
+    history: Sequence[Turn] = (),
+) -> str:
+    """The user message of a quoted request: each source that has a shown sentence, with
+    those sentences under their sub-labels in reading order, then the question.
+
+    ``{"evidence": [{id, kind, title, heading, sentences: [{id, text}]}], "question"}``
+    (with a ``"history"`` block before the question when earlier turns are included).
+    """
+    by_source: dict[str, list[EvidenceSentence]] = {}
+    for sentence in in_reading_order(shown):
+        by_source.setdefault(sentence.source, []).append(sentence)
+    body: dict[str, object] = {
+        "evidence": [
+            {
+                "id": source.label,
+                "kind": EVIDENCE_KIND,
+                "title": source.candidate.title,
+                "heading": source.candidate.heading,
+                "sentences": [{"id": s.label, "text": s.text} for s in by_source[source.label]],
+            }
+            for source in sources
+            if source.label in by_source
+        ]
+    }
+    if history:
+        body["history"] = [{"question": t.question, "answer": t.answer} for t in history]
+    body["question"] = question
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
+def _position(label: str) -> tuple[int, int]:
+    """``S2.10`` → (2, 10): sources in label order, sentences in reading order."""
+    source, number = label[1:].split(".")
+    return int(source), int(number)
+
+
+def in_reading_order(sentences: Sequence[EvidenceSentence]) -> list[EvidenceSentence]:
+    """``sentences`` sorted by source label number, then position in the source."""
+    return sorted(sentences, key=lambda s: _position(s.label))

@@ -1,0 +1,109 @@
+"""Does the evidence answer the question? A sentence-level signal, and evidence selection.
+
+Retrieval scores say a chunk is *about* the question's subject; an unanswerable question
+whose evidence is on-topic (the same article, the same runbook) scores just as well. What
+differs is whether any single sentence says what was asked. The signal is the highest
+cosine similarity between the question and an evidence sentence, both embedded with the
+model retrieval already loaded (no new dependency; the question is formatted as a query,
+sentences as bare text). Measured on ClapNQ (answerable vs unanswerable questions with a
+passage from the same article), its ROC AUC is 0.88, above the best chunk's dense score
+(0.86), BM25 score (0.71) and the share of the question's content words found in a
+sentence (0.76); ``docs/answers.md`` has the figures. Its threshold is calibrated on
+labelled questions (``eval calibrate``), never chosen by hand.
+
+The same similarities pick evidence deterministically: the sentences shown to a model in
+a quoted request (the most similar ones, a bounded number) and the sentences of an
+evidence-only result (the most similar ones within the source holding the best
+sentence, read in order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ragwright.core.answers import MAX_QUOTES
+from ragwright.core.points import format_query_input
+from ragwright.core.sentences import EvidenceSentence, in_reading_order
+from ragwright.protocols import Embedder
+
+QUOTE_CANDIDATES = 8
+"""Sentences a quoted request shows the model: the most similar to the question."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answerability:
+    """The signal for one question: the best sentence's similarity against a threshold.
+
+    ``threshold`` ``None`` means not calibrated: the signal is recorded, nothing declined.
+    """
+
+    score: float
+    best_sentence: str
+    threshold: float | None = None
+
+    @property
+    def answerable(self) -> bool:
+        return self.threshold is None or self.score >= self.threshold
+
+
+class SentenceScorer:
+    """Cosine similarity of one question with evidence sentences, each text embedded once
+    (an alternate model's assembly reuses the sentences already scored)."""
+
+    def __init__(self, embedder: Embedder, question: str) -> None:
+        self._embedder = embedder
+        self._question = _unit(embedder.embed_query(format_query_input(embedder.profile, question)))
+        self._known: dict[str, float] = {}
+
+    def scores(self, sentences: Sequence[EvidenceSentence]) -> dict[str, float]:
+        """Sentence label → similarity with the question."""
+        missing = list(dict.fromkeys(s.text for s in sentences if s.text not in self._known))
+        if missing:
+            vectors = np.asarray(self._embedder.embed_documents(missing), dtype=np.float64)
+            norms = np.linalg.norm(vectors, axis=1)
+            similarities = vectors @ self._question / np.where(norms == 0, 1.0, norms)
+            self._known.update(zip(missing, (float(v) for v in similarities), strict=True))
+        return {s.label: self._known[s.text] for s in sentences}
+
+
+def answerability(
+    sentences: Sequence[EvidenceSentence],
+    scores: dict[str, float],
+    threshold: float | None,
+) -> Answerability:
+    """The best sentence's similarity (ties: the first in reading order)."""
+    if not sentences:
+        return Answerability(-1.0, "", threshold)
+    best = max(sentences, key=lambda s: scores[s.label])
+    return Answerability(scores[best.label], best.label, threshold)
+
+
+def most_similar(
+    sentences: Sequence[EvidenceSentence], scores: dict[str, float], count: int
+) -> list[EvidenceSentence]:
+    """The ``count`` sentences most similar to the question, in reading order (ties go
+    to the earlier sentence, so the choice is repeatable)."""
+    ranked = sorted(range(len(sentences)), key=lambda n: (-scores[sentences[n].label], n))[:count]
+    return in_reading_order([sentences[n] for n in ranked])
+
+
+def select_evidence(
+    sentences: Sequence[EvidenceSentence], scores: dict[str, float], count: int = MAX_QUOTES
+) -> list[EvidenceSentence]:
+    """Evidence-only selection: the source holding the most similar sentence, and its
+    ``count`` sentences most similar to the question, in reading order. One source keeps
+    the selection coherent (on ClapNQ it scored token F1 0.55 against the human answers,
+    0.52 when the sentences may come from any source)."""
+    if not sentences:
+        return []
+    best = max(sentences, key=lambda s: scores[s.label])
+    return most_similar([s for s in sentences if s.source == best.source], scores, count)
+
+
+def _unit(vector: Sequence[float]) -> np.ndarray:
+    array = np.asarray(vector, dtype=np.float64)
+    norm = float(np.linalg.norm(array))
+    return array / norm if norm else array
