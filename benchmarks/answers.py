@@ -48,6 +48,7 @@ from ragwright.application import (
     EvidenceFilter,
     IngestRequest,
 )
+from ragwright.core.answers import ANSWER_STYLES
 from ragwright.errors import AnswerContractError, ChatError
 from ragwright.pipeline.answer_scoring import (
     ANSWERED,
@@ -62,7 +63,7 @@ from ragwright.types import EvalCase
 
 ROOT = Path(__file__).resolve().parents[1]
 CLAPNQ = ROOT.parent / "shared" / "data" / "clapnq"
-STYLES = ("quoted", "generated", "evidence")
+STYLES = ANSWER_STYLES
 SPLITS = ("tune", "test")
 # Per-case figures kept in the results (no question, answer or reference text).
 KEPT = ("status", "token_f1", "rouge_l", "gold_cited", "support", "latency_ms")
@@ -117,12 +118,11 @@ def write_cases(rows: list[dict[str, Any]], directory: Path, name: str) -> list[
 
 
 def selected_sentences(outcome: dict[str, Any]) -> list[str] | None:
-    """The evidence sentences an outcome selected (quoted answers, evidence-only
-    results); None when its style selects none."""
-    sentences = outcome.get("sentences")
-    if sentences is None:
+    """The evidence sentences an outcome selected (``quotes``: quoted answers and
+    evidence-only results); None when its style selects none (generated)."""
+    if outcome.get("style") == "generated":
         return None
-    return [str(s["text"]) if isinstance(s, dict) else str(s) for s in sentences]
+    return [str(quote["text"]) for quote in outcome.get("quotes") or []]
 
 
 async def answer_all(

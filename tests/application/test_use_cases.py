@@ -501,7 +501,10 @@ def test_an_answer_run_persists_each_answer_and_the_summary(home: Path, tmp_path
     only_shutdown = EvidenceFilter(documents=("worker-shutdown",))
     result = app.evaluate(
         EvaluateRequest(
-            Dataset(_answer_run_dataset(tmp_path)), evidence=only_shutdown, answers=True
+            Dataset(_answer_run_dataset(tmp_path)),
+            evidence=only_shutdown,
+            answers=True,
+            style="generated",
         )
     )
     run = json.loads((result.path / "run.json").read_text("utf-8"))
@@ -544,11 +547,12 @@ def test_a_provider_failure_is_recorded_as_an_error_answer(home: Path, tmp_path:
 def test_the_answer_style_reaches_every_answer(home: Path, tmp_path: Path) -> None:
     app = _app(home, answer_support_check=False)
     base = EvaluateRequest(Dataset(_answer_run_dataset(tmp_path)), answers=True)
-    default = app.evaluate(base)
+    generated = app.evaluate(replace(base, style="generated"))
     evidence = app.evaluate(replace(base, style="evidence"))
-    assert default.answers is not None and evidence.answers is not None
-    assert evidence.answers["style"] == "evidence" and default.answers["style"] is None
-    assert evidence.answers["statuses"] != default.answers["statuses"]
+    assert generated.answers is not None and evidence.answers is not None
+    assert (generated.answers["style"], evidence.answers["style"]) == ("generated", "evidence")
+    assert generated.answers["statuses"] == {"answered": 2}
+    assert evidence.answers["statuses"] == {"evidence_only": 2}
     run = json.loads((evidence.path / "run.json").read_text("utf-8"))
     assert run["cases"][0]["answer"]["style"] == "evidence"
 

@@ -19,7 +19,6 @@ from ragwright.pipeline.retrieve import Mode, Thresholds
 from ragwright.types import SharedDocumentId, SkippedDocument
 
 ScoreKind = Literal["cosine", "bm25", "rrf", "rerank"]
-AnswerStyle = Literal["quoted", "generated", "evidence"]
 
 # A question is a sentence or a short paragraph; a longer text is a document pasted into
 # the question box. The embedding model's token limit applies on top (checked by the use

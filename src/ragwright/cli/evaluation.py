@@ -21,13 +21,13 @@ from ragwright.cli.common import (
     evidence_filter,
     print_json,
 )
+from ragwright.core.answers import ANSWER_STYLES
 
 if TYPE_CHECKING:
     from ragwright.application import Dataset
 
 MODES = ("dense", "sparse", "hybrid")
 METRICS = ("precision", "recall", "reciprocal_rank", "ndcg")
-STYLES = ("quoted", "generated", "evidence")
 
 DatasetArgument = Annotated[
     Path | None,
@@ -119,7 +119,7 @@ def eval_run(
 
     check_choice(mode, MODES, "--mode")
     if style is not None:
-        check_choice(style, STYLES, "--style")
+        check_choice(style, ANSWER_STYLES, "--style")
         if not answers:
             raise typer.BadParameter("applies only with --answers", param_hint="--style")
     result = application().evaluate(
