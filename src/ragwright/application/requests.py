@@ -443,7 +443,8 @@ class Dataset:
 
 @dataclass(frozen=True, slots=True)
 class EvaluateRequest:
-    """Score retrieval on labelled questions and persist the run."""
+    """Score retrieval on labelled questions and persist the run; ``report`` also writes
+    report.html, compared with the earlier run ``compare`` names (which needs ``report``)."""
 
     dataset: Dataset
     mode: Mode = "hybrid"
@@ -453,6 +454,13 @@ class EvaluateRequest:
     thresholds: ThresholdOverrides = ThresholdOverrides()
     with_text: bool = False
     report: bool = False
+    compare: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.compare is not None and not self.report:
+            raise RequestError(
+                "compare", "needs report (--report): the comparison is part of the HTML report"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -560,18 +568,25 @@ class CompareResult:
 
 @dataclass(frozen=True, slots=True)
 class ReportRequest:
-    """Render report.html for a persisted run."""
+    """Render report.html for a persisted run; ``compare`` names an earlier run to show
+    summary deltas and per-case changes against."""
 
     run: str
+    compare: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ReportResult:
     execution_id: str
     path: Path
+    compared_with: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"execution_id": self.execution_id, "path": str(self.path)}
+        return {
+            "execution_id": self.execution_id,
+            "path": str(self.path),
+            "compared_with": self.compared_with,
+        }
 
 
 def _calibration_row(row: CalibrationRowResult, k: int) -> dict[str, Any]:

@@ -40,6 +40,15 @@ Beir = Annotated[
 Split = Annotated[str, typer.Option("--split", metavar="SPLIT", help="BEIR qrels split.")]
 
 
+def _compare_with(condition: str = "") -> Any:
+    return typer.Option(
+        "--compare",
+        metavar="EARLIER",
+        help="Execution id or path of an earlier run: the report shows summary deltas "
+        f"and per-case changes against it{condition}.",
+    )
+
+
 def _dataset(dataset: Path | None, beir: Path | None, split: str) -> Dataset:
     from ragwright.application import Dataset
 
@@ -93,6 +102,7 @@ def eval_run(
         bool, typer.Option("--with-text", help="Store chunk texts in the run.")
     ] = False,
     report: Annotated[bool, typer.Option("--report", help="Also write report.html.")] = False,
+    compare: Annotated[str | None, _compare_with(" (needs --report)")] = None,
     as_json: AsJson = False,
 ) -> None:
     """Run an evaluation and persist it under RAGWRIGHT_HOME/evaluations/<execution-id>/."""
@@ -115,6 +125,7 @@ def eval_run(
             ),
             with_text=with_text,
             report=report,
+            compare=compare,
         )
     )
     if as_json:
@@ -274,13 +285,14 @@ def eval_compare(
 @eval_app.command("report")
 def eval_report(
     run: Annotated[str, typer.Argument(help="Execution id or path of a run.", metavar="RUN")],
+    compare: Annotated[str | None, _compare_with()] = None,
     as_json: AsJson = False,
 ) -> None:
     """Write report.html for a persisted run and print its path."""
     from ragwright.application import ReportRequest
     from ragwright.cli.common import application
 
-    result = application().report(ReportRequest(run))
+    result = application().report(ReportRequest(run, compare=compare))
     if as_json:
         print_json(result.to_dict())
         return
