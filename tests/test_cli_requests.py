@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 import ragwright.runtime
 from ragwright.application import ChatMessage, ChunkingOptions, EvidenceFilter, ThresholdOverrides
 from ragwright.cli import app
-from ragwright.errors import SourceError
+from ragwright.errors import RequestError, SourceError
 from tests.conftest import SAMPLES
 
 CASES = str(SAMPLES.parent / "eval" / "cases.jsonl")
@@ -152,6 +152,7 @@ OPTIONS: list[tuple[tuple[str, ...], str, str, Any]] = [
     ),
     (("eval", "run", CASES, "--with-text"), "evaluate", "with_text", True),
     (("eval", "run", CASES, "--report"), "evaluate", "report", True),
+    (("eval", "run", CASES, "--report", "--compare", "r0"), "evaluate", "compare", "r0"),
     (("eval", "run", CASES, "--answers"), "evaluate", "answers", True),
     (("eval", "run", CASES, "--answers", "--style", "evidence"), "evaluate", "style", "evidence"),
     # eval calibrate
@@ -174,6 +175,7 @@ OPTIONS: list[tuple[tuple[str, ...], str, str, Any]] = [
     (("eval", "compare", "r1", "r2", "--k", "3"), "compare", "k", 3),
     (("eval", "compare", "r1", "r2", "--metric", "recall"), "compare", "metric", "recall"),
     (("eval", "report", "r1"), "report", "run", "r1"),
+    (("eval", "report", "r1", "--compare", "r0"), "report", "compare", "r0"),
 ]
 
 
@@ -212,6 +214,11 @@ def test_a_malformed_history_file_is_refused_naming_the_file(tmp_path: Path, con
     result = CliRunner().invoke(app, ["ask", "q?", "--history", str(path)])
     assert isinstance(result.exception, SourceError)
     assert result.exception.source == str(path) and "history" in result.exception.reason
+
+
+def test_eval_run_compare_without_report_is_refused_naming_compare(invoke: Any) -> None:
+    result = CliRunner().invoke(app, ["eval", "run", CASES, "--compare", "r0"])
+    assert isinstance(result.exception, RequestError) and result.exception.field == "compare"
 
 
 @pytest.mark.parametrize(

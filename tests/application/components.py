@@ -27,6 +27,12 @@ def answered(
     return Reply(json.dumps({"status": "answered", "answer": text, "sourceIds": list(labels)}))
 
 
+def quoted(*sentence_ids: str) -> Reply:
+    """A valid quoted answer selecting ``sentence_ids`` (none: insufficient)."""
+    status = "answered" if sentence_ids else "insufficient"
+    return Reply(json.dumps({"status": status, "sentenceIds": list(sentence_ids)}))
+
+
 class FakeComponents(RuntimeComponents):
     """Runtime components with the hashing embedder and a scripted provider."""
 
@@ -55,5 +61,8 @@ async def _nothing() -> None:
 def fake_application(
     home: Path, model: ChatModel | None = None, **settings: object
 ) -> tuple[Application, FakeComponents]:
+    # The scripted replies follow the generated contract; the local provider's automatic
+    # style would be quoted.
+    settings.setdefault("answer_style", "generated")
     components = FakeComponents(load_settings(home=home, **settings), model)
     return Application(components), components

@@ -161,9 +161,10 @@ def test_an_alternate_the_request_cannot_fit_is_skipped(retriever: Retriever) ->
     alternate = ScriptedChatModel([], name="alternate")
     tiny = ModelProfile("alternate", "openai", "tiny", 300, 256, "object")
     chat = Failover([primary, alternate], profiles=[PRIMARY, tiny], events=events.append)
-    with pytest.raises(ChatError) as caught:
-        ask(retriever, chat, fallbacks=[tiny])
-    assert caught.value.category is FailureCategory.TRANSIENT and alternate.calls == 0
+    result = ask(retriever, chat, fallbacks=[tiny])
+    # No model could answer: the result degrades to evidence only, never an answer.
+    assert result.status == "evidence_only" and result.degraded == "transient"
+    assert result.answer == "" and result.quotes and alternate.calls == 0
     assert "failover:unfit:alternate" in events
 
 
@@ -305,8 +306,12 @@ def test_the_json_form_is_stable(retriever: Retriever) -> None:
     ).to_dict()
     assert list(out) == [
         "status",
+        "style",
         "answer",
         "withheld_answer",
+        "quotes",
+        "answerability",
+        "degraded",
         "citations",
         "sources",
         "decisions",

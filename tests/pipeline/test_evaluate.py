@@ -7,6 +7,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ from ragwright.pipeline.evaluate import (
 )
 from ragwright.pipeline.ingest import ingest
 from ragwright.pipeline.retrieve import Retriever, Thresholds
-from ragwright.report import render_report
+from ragwright.report import NO_TEXT, render_report
 from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
 from ragwright.types import ChunkingPolicy, EvalCase, RelevantKey
 from tests.conftest import REPO
@@ -302,16 +303,46 @@ def test_beir_cases_collapse_chunks_to_documents(tmp_path: Path) -> None:
             index=idx,
         )
         assert idx.count() > 3  # d1 became several chunks
+        corpus = eligible_corpus(idx, eligible, EvalConfig(eligible).scope)
         record = run_evaluation(
             cases,
             Retriever(idx, HashingEmbedder(), Bm25Encoder()),
             EvalConfig(eligible, ks=(1, 3)),
-            eligible_corpus(idx, eligible, EvalConfig(eligible).scope),
+            corpus,
             run_config={},
         )
     ranking = [tuple(item["key"]) for item in record.cases[0]["ranking"]]
     assert ranking[0] == ("d1",) and len(ranking) == len(set(ranking)) == 3
     assert record.summary["K"]["1"]["reciprocal_rank"] == 1.0
+    for item in record.cases[0]["ranking"]:  # the chunk that placed each document
+        assert (item["key"][0], policy.version, item["chunk_id"]) in corpus.chunks
+
+
+@pytest.mark.parametrize(
+    ("mode", "kinds"),
+    [("dense", {"cosine"}), ("sparse", {"bm25"}), ("hybrid", {"rrf"})],
+)
+def test_ranked_items_keep_every_stage_score_by_kind(
+    index: EdgeIndex, mode: str, kinds: set[str]
+) -> None:
+    record = evaluate(index, load_cases(DATASET), mode=mode)
+    items = [item for c in record.cases for item in c["ranking"]]
+    assert all(kinds <= item["scores"].keys() <= {"cosine", "bm25", "rrf"} for item in items)
+    final = "rrf" if mode == "hybrid" else next(iter(kinds))
+    assert all(item["score"] == item["scores"][final] for item in items)
+    if mode == "hybrid":  # a fused chunk keeps the leg scores that placed it
+        assert any({"cosine", "bm25"} <= item["scores"].keys() for item in items)
+
+
+@pytest.mark.parametrize("with_text", [False, True])
+def test_chunk_text_is_stored_only_with_text(index: EdgeIndex, with_text: bool) -> None:
+    record = evaluate(index, load_cases(DATASET), with_text=with_text)
+    items = [item for c in record.cases for item in c["ranking"]]
+    assert all(("text" in item) is with_text for item in items)
+    html = render_report(record.to_json())
+    assert (NO_TEXT in html) is not with_text
+    if with_text:
+        assert escape(items[0]["text"]) in html
 
 
 def test_report_contains_the_key_numbers(index: EdgeIndex) -> None:
@@ -330,9 +361,10 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 def test_report_renders_in_headless_chromium(index: EdgeIndex, tmp_path: Path) -> None:
     if CHROMIUM is None:
         pytest.fail("chromium is not installed: `make test` installs it (apt-get install chromium)")
-    record = evaluate(index, load_cases(DATASET)).to_json()
+    record = evaluate(index, load_cases(DATASET), with_text=True).to_json()
+    earlier = evaluate(index, load_cases(DATASET), mode="dense").to_json()
     page = tmp_path / "report.html"
-    page.write_text(render_report(record))
+    page.write_text(render_report(record, earlier=earlier))
     flags = [
         CHROMIUM,
         "--headless",
@@ -368,6 +400,8 @@ def test_report_renders_in_headless_chromium(index: EdgeIndex, tmp_path: Path) -
     assert f"{record['summary']['K']['10']['ndcg']:.3f}" in dom
     assert f"{record['summary']['K']['1']['recall']:.3f}" in dom
     assert "Unsupported questions" in dom
+    assert "mode differs: dense → hybrid" in dom and dom.count("<svg") == 3
+    assert dom.count("<details") == len(record["cases"])
 
 
 def test_a_case_that_cannot_be_scored_fails_the_run(index: EdgeIndex) -> None:

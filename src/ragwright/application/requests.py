@@ -443,7 +443,8 @@ class Dataset:
 
 @dataclass(frozen=True, slots=True)
 class EvaluateRequest:
-    """Score retrieval on labelled questions and persist the run.
+    """Score retrieval on labelled questions and persist the run; ``report`` also writes
+    report.html, compared with the earlier run ``compare`` names (which needs ``report``).
 
     ``answers`` also runs the answer use case for every case, one after another, under
     the run's mode, evidence, tenant and thresholds, in answer style ``style`` (``None``:
@@ -459,10 +460,15 @@ class EvaluateRequest:
     thresholds: ThresholdOverrides = ThresholdOverrides()
     with_text: bool = False
     report: bool = False
+    compare: str | None = None
     answers: bool = False
     style: AnswerStyle | None = None
 
     def __post_init__(self) -> None:
+        if self.compare is not None and not self.report:
+            raise RequestError(
+                "compare", "needs report (--report): the comparison is part of the HTML report"
+            )
         if self.style is not None and not self.answers:
             raise RequestError("style", "applies only to answer runs (answers / --answers)")
 
@@ -574,18 +580,25 @@ class CompareResult:
 
 @dataclass(frozen=True, slots=True)
 class ReportRequest:
-    """Render report.html for a persisted run."""
+    """Render report.html for a persisted run; ``compare`` names an earlier run to show
+    summary deltas and per-case changes against."""
 
     run: str
+    compare: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ReportResult:
     execution_id: str
     path: Path
+    compared_with: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"execution_id": self.execution_id, "path": str(self.path)}
+        return {
+            "execution_id": self.execution_id,
+            "path": str(self.path),
+            "compared_with": self.compared_with,
+        }
 
 
 def _calibration_row(row: CalibrationRowResult, k: int) -> dict[str, Any]:

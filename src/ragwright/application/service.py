@@ -466,7 +466,8 @@ class Application:
 
     def evaluate(self, request: EvaluateRequest) -> EvaluateResult:
         """Score retrieval on labelled cases (and with ``request.answers`` their answers);
-        persist the run (and its HTML report).
+        persist the run (and its HTML report, compared with ``request.compare`` when given:
+        that run is loaded before anything runs).
 
         An answer run drives the asynchronous answer use case on an event loop of its
         own: call this from synchronous code (the command line), never from inside a
@@ -474,6 +475,7 @@ class Application:
         """
         if not request.ks or any(k <= 0 for k in request.ks):
             raise EvaluationError(f"cutoffs must be positive, got {list(request.ks)}")
+        earlier = load_run(request.compare, self.settings.home) if request.compare else None
         cases = self._cases(request.dataset)
         config = EvalConfig(
             eligibility=self.eligibility(request.evidence),
@@ -504,6 +506,7 @@ class Application:
                     "rrf_k": self.settings.rrf_k,
                     "rrf_weights": list(self.settings.rrf_weights),
                     "reranker": self.settings.reranker,
+                    "score_kind": score_kind(request.mode, reranked=retriever.reranker is not None),
                     "collection": self.settings.collection,
                     "code_revision": self.components.code_revision(),
                 },
@@ -517,7 +520,7 @@ class Application:
         report_path = None
         if request.report:
             report_path = directory / "report.html"
-            report_path.write_text(render_report(record.to_json()), "utf-8")
+            report_path.write_text(render_report(record.to_json(), earlier=earlier), "utf-8")
         return EvaluateResult(
             execution_id=record.execution_id,
             path=directory,
@@ -631,12 +634,17 @@ class Application:
         )
 
     def report(self, request: ReportRequest) -> ReportResult:
-        """Write report.html for a persisted run."""
-        data = load_run(request.run, self.settings.home)
-        target = self.settings.home / "evaluations" / data["execution_id"] / "report.html"
+        """Write report.html for a persisted run, compared with ``request.compare`` when
+        given."""
+        home = self.settings.home
+        data = load_run(request.run, home)
+        earlier = load_run(request.compare, home) if request.compare else None
+        target = home / "evaluations" / data["execution_id"] / "report.html"
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(render_report(data), "utf-8")
-        return ReportResult(data["execution_id"], target)
+        target.write_text(render_report(data, earlier=earlier), "utf-8")
+        return ReportResult(
+            data["execution_id"], target, earlier["execution_id"] if earlier else None
+        )
 
     # --- shared decisions -----------------------------------------------------------
 

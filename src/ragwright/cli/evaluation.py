@@ -42,6 +42,15 @@ Beir = Annotated[
 Split = Annotated[str, typer.Option("--split", metavar="SPLIT", help="BEIR qrels split.")]
 
 
+def _compare_with(condition: str = "") -> Any:
+    return typer.Option(
+        "--compare",
+        metavar="EARLIER",
+        help="Execution id or path of an earlier run: the report shows summary deltas "
+        f"and per-case changes against it{condition}.",
+    )
+
+
 def _dataset(dataset: Path | None, beir: Path | None, split: str) -> Dataset:
     from ragwright.application import Dataset
 
@@ -95,6 +104,7 @@ def eval_run(
         bool, typer.Option("--with-text", help="Store chunk texts in the run.")
     ] = False,
     report: Annotated[bool, typer.Option("--report", help="Also write report.html.")] = False,
+    compare: Annotated[str | None, _compare_with(" (needs --report)")] = None,
     answers: Annotated[
         bool,
         typer.Option(
@@ -137,6 +147,7 @@ def eval_run(
             ),
             with_text=with_text,
             report=report,
+            compare=compare,
             answers=answers,
             style=cast(Any, style),
         )
@@ -328,13 +339,14 @@ def eval_compare(
 @eval_app.command("report")
 def eval_report(
     run: Annotated[str, typer.Argument(help="Execution id or path of a run.", metavar="RUN")],
+    compare: Annotated[str | None, _compare_with()] = None,
     as_json: AsJson = False,
 ) -> None:
     """Write report.html for a persisted run and print its path."""
     from ragwright.application import ReportRequest
     from ragwright.cli.common import application
 
-    result = application().report(ReportRequest(run))
+    result = application().report(ReportRequest(run, compare=compare))
     if as_json:
         print_json(result.to_dict())
         return

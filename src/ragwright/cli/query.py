@@ -319,6 +319,11 @@ def _print_evidence_only(data: dict[str, Any]) -> None:
         else " (no model was asked)"
     )
     print(f"[evidence only] NOT AN ANSWER{reason}. The most relevant evidence sentences:")
+    if data["degraded"] == "deadline_exhausted":
+        print(
+            f"  the {data['options']['deadline_seconds']:g} s answer budget ran out; raise it "
+            "with ask --deadline or the RAGWRIGHT_ANSWER_DEADLINE setting"
+        )
     for quote in data["quotes"]:
         print(f"  {quote['text']} [{quote['id']}]")
     _print_provenance(data)

@@ -6,20 +6,17 @@ sentences are numbered in reading order from 1 under the source's assembly label
 third sentence of ``S2`` is ``S2.3`` whatever subset of sentences a request shows, so a
 label means the same text in the request, the answer and the audit record.
 
-Boundaries come from ``pysbd`` (rule-based: abbreviations such as "e.g.", "U.S." and
-decimal numbers do not end a sentence), applied to each paragraph separately so a
-sentence never spans a paragraph break. Whitespace around a sentence is dropped; the
-marker assembly puts on a cut fragment (``[...]``) is not part of any sentence.
+Boundaries come from a splitter passed in (``pipeline.answerability.split_sentences``,
+rule-based, in production), applied to each paragraph separately so a sentence never
+spans a paragraph break. Whitespace around a sentence is dropped; the marker assembly
+puts on a cut fragment (``[...]``) is not part of any sentence.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-import pysbd
 
 from ragwright.core.assembly import CUT_MARK, EVIDENCE_KIND, SelectedSource, Turn
 
@@ -33,42 +30,44 @@ class EvidenceSentence:
     text: str
 
 
-@functools.cache
-def _segmenter() -> pysbd.Segmenter:
-    return pysbd.Segmenter(language="en", clean=False)
+SentenceSplitter = Callable[[str], list[str]]
+"""Text → its sentences in order, stripped, none empty (``pipeline.answerability``
+provides the rule-based one; core stays free of third-party code)."""
 
 
-def split_sentences(text: str) -> list[str]:
-    """The sentences of ``text`` in order, paragraph by paragraph, stripped, none empty.
-
-    Example:
-        >>> split_sentences("Drain jobs, e.g. retries. Stop after the deadline.\\n\\nThen exit.")
-        ['Drain jobs, e.g. retries.', 'Stop after the deadline.', 'Then exit.']
-    """
-    if text.endswith(CUT_MARK):
-        text = text[: -len(CUT_MARK)]
-    sentences: list[str] = []
-    for paragraph in text.split("\n\n"):
-        if not paragraph.strip():
-            continue
-        sentences.extend(s.strip() for s in _segmenter().segment(paragraph) if s.strip())
-    return sentences
-
-
-def evidence_sentences(sources: Sequence[SelectedSource]) -> tuple[EvidenceSentence, ...]:
+def evidence_sentences(
+    sources: Sequence[SelectedSource], split: SentenceSplitter
+) -> tuple[EvidenceSentence, ...]:
     """Every sentence of the included text of ``sources``, labelled ``<source>.<n>``.
+
+    ``split`` is applied to each paragraph separately (a sentence never spans a paragraph
+    break); the marker of a cut fragment (``[...]``) is not part of any sentence.
 
     Example:
         >>> from ragwright.core.assembly import Candidate
         >>> c = Candidate("d", "s/p0", "v1", "s", "T", "H", "H\\n\\nOne. Two.", 1.0)
-        >>> [(s.label, s.text) for s in evidence_sentences([SelectedSource("S1", c, "One. Two.")])]
-        [('S1.1', 'One.'), ('S1.2', 'Two.')]
+        >>> source = SelectedSource("S1", c, "One. Two.\\n\\nThree.")
+        >>> by_dot = lambda text: [p.strip() + "." for p in text.split(".") if p.strip()]
+        >>> [(s.label, s.text) for s in evidence_sentences([source], by_dot)]
+        [('S1.1', 'One.'), ('S1.2', 'Two.'), ('S1.3', 'Three.')]
     """
     return tuple(
         EvidenceSentence(f"{source.label}.{number}", source.label, sentence)
         for source in sources
-        for number, sentence in enumerate(split_sentences(source.included_text), start=1)
+        for number, sentence in enumerate(_sentences(source.included_text, split), start=1)
     )
+
+
+def _sentences(text: str, split: SentenceSplitter) -> list[str]:
+    if text.endswith(CUT_MARK):
+        text = text[: -len(CUT_MARK)]
+    return [
+        sentence.strip()
+        for paragraph in text.split("\n\n")
+        if paragraph.strip()
+        for sentence in split(paragraph)
+        if sentence.strip()
+    ]
 
 
 def render_sentences(

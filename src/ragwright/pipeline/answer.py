@@ -85,6 +85,7 @@ from ragwright.pipeline.answerability import (
     answerability,
     most_similar,
     select_evidence,
+    split_sentences,
 )
 from ragwright.pipeline.retrieve import Hit, Mode, Retriever, Thresholds
 from ragwright.protocols import TokenCounter
@@ -499,7 +500,7 @@ async def answer_question(
     scores: dict[str, float] = {}
     signal: Answerability | None = None
     if scorer is not None:
-        sentences = evidence_sentences(primary.context.sources)
+        sentences = evidence_sentences(primary.context.sources, split_sentences)
         with deadline_scope(deadline):
             scores = scorer.scores(sentences)
         signal = answerability(sentences, scores, answerability_threshold)
@@ -521,7 +522,7 @@ async def answer_question(
     def evidence_only(degraded: str | None) -> AnswerResult:
         if not scores:  # a degraded generated answer without a threshold: score now
             nonlocal sentences
-            sentences = evidence_sentences(primary.context.sources)
+            sentences = evidence_sentences(primary.context.sources, split_sentences)
             scores.update(SentenceScorer(retriever.embedder, question).scores(sentences))
         picked = select_evidence(sentences, scores)
         cited = quoted_answer(picked, primary.context.sources).citations if picked else ()
@@ -617,7 +618,7 @@ def _quoted_context(
     """The quoted form of an assembled context: the most similar sentences under their
     sub-labels. It is a subset of the assembled text (it fits whenever the text did);
     should the labels' overhead ever break the allowance, the least similar go first."""
-    sentences = evidence_sentences(context.sources)
+    sentences = evidence_sentences(context.sources, split_sentences)
     scores = scorer.scores(sentences)
     shown = most_similar(sentences, scores, QUOTE_CANDIDATES)
     kept_turns = tuple(turns[len(turns) - context.history_turns :]) if context.history_turns else ()

@@ -19,10 +19,12 @@ sentence, read in order).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pysbd
 
 from ragwright.core.answers import MAX_QUOTES
 from ragwright.core.points import format_query_input
@@ -31,6 +33,22 @@ from ragwright.protocols import Embedder
 
 QUOTE_CANDIDATES = 8
 """Sentences a quoted request shows the model: the most similar to the question."""
+
+
+@functools.cache
+def _segmenter() -> pysbd.Segmenter:
+    return pysbd.Segmenter(language="en", clean=False)
+
+
+def split_sentences(paragraph: str) -> list[str]:
+    """The sentences of one paragraph (``pysbd``: rule-based, so abbreviations such as
+    "e.g." and "U.S." and decimal numbers do not end a sentence), stripped.
+
+    Example:
+        >>> split_sentences("Drain jobs, e.g. retries. Stop at 2.5 s. Exit.")
+        ['Drain jobs, e.g. retries.', 'Stop at 2.5 s.', 'Exit.']
+    """
+    return [s.strip() for s in _segmenter().segment(paragraph) if s.strip()]
 
 
 @dataclass(frozen=True, slots=True)

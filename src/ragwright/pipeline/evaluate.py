@@ -213,7 +213,7 @@ def score_results(
             )
             continue
         labels = label_keys(case, version)
-        ranking, scores_by_key, texts = _ranking(result.hits, document_level)
+        ranking, hits_by_key = _ranking(result.hits, document_level)
         ranking = ranking[: ks[-1]]
         judgments = {**{key: 0 for key in ranking}, **labels}
         try:
@@ -230,12 +230,7 @@ def score_results(
                 "level": case.level,
                 "relevant": len(labels),
                 "ranking": [
-                    {
-                        "key": list(key),
-                        "score": scores_by_key[key],
-                        "grade": judgments[key],
-                        **({"text": texts[key]} if config.with_text else {}),
-                    }
+                    _ranked_item(key, hits_by_key[key], judgments[key], config.with_text)
                     for key in ranking
                 ],
                 "metrics": {str(k): asdict(m) for k, m in metrics.items()},
@@ -266,21 +261,38 @@ def _check_cutoffs(config: EvalConfig) -> None:
         raise EvaluationError(f"cutoffs must be positive, got {list(config.ks)}")
 
 
-def _ranking(
-    hits: Sequence[Hit], document_level: bool
-) -> tuple[list[Key], dict[Key, float], dict[Key, str]]:
+def _ranking(hits: Sequence[Hit], document_level: bool) -> tuple[list[Key], dict[Key, Hit]]:
     ranking: list[Key] = []
-    scores: dict[Key, float] = {}
-    texts: dict[Key, str] = {}
+    by_key: dict[Key, Hit] = {}
     for hit in hits:
         key: Key = (hit.payload.document_id,) if document_level else hit.identity
-        if document_level and key in scores:
+        if document_level and key in by_key:
             continue  # a document keeps the rank of its first chunk
         # A chunk listed twice stays twice: score_ranking rejects it and the run fails.
         ranking.append(key)
-        scores[key] = hit.score
-        texts[key] = hit.payload.text
-    return ranking, scores, texts
+        by_key[key] = hit
+    return ranking, by_key
+
+
+def _ranked_item(key: Key, hit: Hit, grade: int, with_text: bool) -> dict[str, Any]:
+    """One persisted ranking entry: ``score`` is the final score (its kind is the run's
+    ``score_kind``); ``scores`` holds every stage's score that was computed, by kind;
+    ``chunk_id`` names the chunk that placed a document-level key; ``text`` is what
+    retrieval returned, stored only ``with_text``."""
+    stages = (
+        ("cosine", hit.dense_score),
+        ("bm25", hit.sparse_score),
+        ("rrf", hit.fused_score),
+        ("rerank", hit.rerank_score),
+    )
+    return {
+        "key": list(key),
+        "score": hit.score,
+        "scores": {kind: score for kind, score in stages if score is not None},
+        "grade": grade,
+        **({"chunk_id": hit.payload.chunk_id} if len(key) == 1 else {}),
+        **({"text": hit.payload.text} if with_text else {}),
+    }
 
 
 def _average(rows: Iterable[dict[int, RankingScores]]) -> dict[str, dict[str, float]]:
