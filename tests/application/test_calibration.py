@@ -24,6 +24,7 @@ from ragwright.application import (
     IngestRequest,
     SearchRequest,
     ThresholdOverrides,
+    calibration,
 )
 from ragwright.application.calibration import read_calibration
 from ragwright.errors import CalibrationError, EvaluationError
@@ -155,6 +156,26 @@ def test_answerability_round_trips_and_a_new_calibration_replaces_it(home: Path)
     app.calibrate(CalibrateRequest(Dataset(CASES), evidence=EVIDENCE, force=True, write=True))
     again = read_calibration(_record_file(app))
     assert again is not None and again.answerability is None
+
+
+def test_a_failed_write_leaves_the_previous_record_and_no_temporary_file(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _record_file(_app(home))
+    before = path.read_bytes()
+    record = read_calibration(path)
+    assert record is not None
+
+    def full_disk(source: str, target: str) -> None:
+        raise OSError(28, "No space left on device", source)
+
+    monkeypatch.setattr(calibration.os, "replace", full_disk)
+    with pytest.raises(OSError):
+        calibration.write_calibration(path, record.model_copy(update={"k": 9}))
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in path.parent.iterdir() if "calibration" in p.name) == [
+        "calibration.json"
+    ]
 
 
 DAMAGE: list[tuple[str, str, str]] = [
