@@ -13,7 +13,13 @@ import pytest
 from typer.testing import CliRunner
 
 import ragwright.runtime
-from ragwright.application import ChatMessage, ChunkingOptions, EvidenceFilter, ThresholdOverrides
+from ragwright.application import (
+    ChatMessage,
+    ChunkingOptions,
+    ClearCalibrationRequest,
+    EvidenceFilter,
+    ThresholdOverrides,
+)
 from ragwright.cli import app
 from ragwright.errors import RequestError, SourceError
 from tests.conftest import SAMPLES
@@ -99,6 +105,11 @@ OPTIONS: list[tuple[tuple[str, ...], str, str, Any]] = [
     (("search", "q?", "--document", "d1"), "search", "evidence.documents", ("d1",)),
     (("search", "q?", "--chunking-version", "v9"), "search", "evidence.chunking_version", "v9"),
     (("search", "q?", "--tenant", "acme"), "search", "tenant", "acme"),
+    (("search", "q?"), "search", "thresholds", ThresholdOverrides()),
+    (("search", "q?", "--threshold-dense", "0.3"), "search", "thresholds.dense", 0.3),
+    (("search", "q?", "--threshold-sparse", "2"), "search", "thresholds.sparse", 2.0),
+    (("search", "q?", "--threshold-fusion", "0.01"), "search", "thresholds.fusion", 0.01),
+    (("search", "q?", "--threshold-rerank", "0.5"), "search", "thresholds.rerank", 0.5),
     # ask
     (("ask", "q?", "--k", "3"), "answer", "k", 3),
     (("ask", "q?", "--mode", "dense"), "answer", "mode", "dense"),
@@ -118,6 +129,11 @@ OPTIONS: list[tuple[tuple[str, ...], str, str, Any]] = [
     (("ask", "q?", "--preview"), "answer", "preview", True),
     (("ask", "q?", "--check-support"), "answer", "check_support", True),
     (("ask", "q?", "--no-check-support"), "answer", "check_support", False),
+    (("ask", "q?"), "answer", "thresholds", ThresholdOverrides()),
+    (("ask", "q?", "--threshold-dense", "0.3"), "answer", "thresholds.dense", 0.3),
+    (("ask", "q?", "--threshold-sparse", "2"), "answer", "thresholds.sparse", 2.0),
+    (("ask", "q?", "--threshold-fusion", "0.01"), "answer", "thresholds.fusion", 0.01),
+    (("ask", "q?", "--threshold-rerank", "0.5"), "answer", "thresholds.rerank", 0.5),
     # eval run
     (("eval", "run", CASES), "evaluate", "dataset.path", Path(CASES)),
     (("eval", "run", "--beir", "dir", "--split", "dev"), "evaluate", "dataset.split", "dev"),
@@ -169,6 +185,19 @@ OPTIONS: list[tuple[tuple[str, ...], str, str, Any]] = [
     (("eval", "calibrate", CASES, "--tenant", "acme"), "calibrate", "tenant", "acme"),
     (("eval", "calibrate", CASES, "--max-recall-loss", "0.1"), "calibrate", "max_recall_loss", 0.1),
     (("eval", "calibrate", CASES, "--max-candidates", "4"), "calibrate", "max_candidates", 4),
+    (("eval", "calibrate", CASES), "calibrate", "folds", 5),
+    (("eval", "calibrate", CASES, "--folds", "3"), "calibrate", "folds", 3),
+    (("eval", "calibrate", CASES), "calibrate", "holdout", None),
+    (
+        ("eval", "calibrate", CASES, "--holdout", "h.jsonl"),
+        "calibrate",
+        "holdout.path",
+        Path("h.jsonl"),
+    ),
+    (("eval", "calibrate", CASES), "calibrate", "force", False),
+    (("eval", "calibrate", CASES, "--force"), "calibrate", "force", True),
+    (("eval", "calibrate", CASES), "calibrate", "write", False),
+    (("eval", "calibrate", CASES, "--write"), "calibrate", "write", True),
     # eval compare / report
     (("eval", "compare", "r1", "r2"), "compare", "before", "r1"),
     (("eval", "compare", "r1", "r2"), "compare", "after", "r2"),
@@ -188,6 +217,19 @@ def test_each_option_reaches_its_request_field(
     recorded = invoke(*argv)
     assert recorded.method == method
     assert _field(recorded.request, path) == expected
+
+
+def test_calibrate_clear_removes_the_persisted_calibration(invoke: Any) -> None:
+    recorded = invoke("eval", "calibrate", "--clear")
+    assert recorded.method == "clear_calibration"
+    assert recorded.request == ClearCalibrationRequest()
+
+
+def test_calibrate_force_help_names_the_rule_the_application_applies() -> None:
+    from ragwright.pipeline.calibrate import MIN_UNSUPPORTED
+
+    result = CliRunner().invoke(app, ["eval", "calibrate", "--help"], env={"COLUMNS": "200"})
+    assert f"fewer than {MIN_UNSUPPORTED} unsupported" in result.output
 
 
 def test_history_file_becomes_turns(invoke: Any, tmp_path: Path) -> None:
@@ -240,6 +282,11 @@ def test_progress_flag_forces_line_progress(invoke: Any, argv: tuple[str, ...]) 
         (("eval", "run"), "DATASET"),
         (("eval", "compare", "a", "b", "--metric", "f1"), "--metric"),
         (("eval", "run", CASES, "--k", "0,3"), "--k"),
+        (("eval", "calibrate"), "DATASET"),
+        (("eval", "calibrate", CASES, "--clear"), "--clear"),
+        (("eval", "calibrate", "--clear", "--write"), "--clear"),
+        (("eval", "calibrate", CASES, "--folds", "3", "--holdout", "h.jsonl"), "--holdout"),
+        (("eval", "calibrate", CASES, "--folds", "1"), "--folds"),
         (("eval", "run", CASES, "--answers", "--style", "verbose"), "--style"),
         (("eval", "run", CASES, "--style", "quoted"), "--style"),
     ],

@@ -32,8 +32,9 @@ Provider failures of every kind (chat, embedding, rerank) share one base and one
     │   └── ReadBackError(point_id, reason)     a written point did not read back
     ├── AssemblyError(reason)                   context cannot be assembled as asked
     ├── AnswerContractError(reason, detail)     a model answer breaks the JSON contract
-    └── EvaluationError(reason)                 an evaluation cannot run or score a case
-        └── MetricInputError                    a ranking or judgments cannot be scored
+    ├── EvaluationError(reason)                 an evaluation cannot run or score a case
+    │   └── MetricInputError                    a ranking or judgments cannot be scored
+    └── CalibrationError(path, field, rule)     a persisted calibration is unreadable or stale
 """
 
 from __future__ import annotations
@@ -321,3 +322,18 @@ class EvaluationError(RagwrightError):
 
 class MetricInputError(EvaluationError):
     """A ranking or judgments that cannot be scored (distinct from a scored miss)."""
+
+
+class CalibrationError(RagwrightError):
+    """The persisted calibration (``calibration.json`` beside the index) cannot be used:
+    damaged, hand-edited out of shape, or made under another embedding or lexical
+    profile. ``field`` names the record's field (``record`` for the file as a whole)."""
+
+    def __init__(self, path: str, field: str, rule: str) -> None:
+        self.path = path
+        self.field = field
+        self.rule = rule
+        super().__init__(
+            f"{path}: {field}: {rule} (calibrate again with 'eval calibrate DATASET --write' "
+            "or drop it with 'eval calibrate --clear')"
+        )

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -33,7 +33,6 @@ from ragwright.application import (
 )
 from ragwright.errors import (
     AssemblyError,
-    ChatError,
     ConfigError,
     ContractMismatch,
     DocumentError,
@@ -297,6 +296,9 @@ def test_search_json_form_is_stable(home: Path) -> None:
         "score_kind",
         "chunking_version",
         "thresholds",
+        "thresholds_source",
+        "thresholds_sources",
+        "calibration",
         "no_eligible_evidence",
         "excluded_versions",
         "hits",
@@ -595,6 +597,13 @@ CALIBRATE_CHANGES: list[tuple[str, dict[str, Any], Callable[[Any], Any]]] = [
     ("evidence", {}, lambda r: [(row.recall, row.ndcg) for row in r.rows]),
     ("max_recall_loss", {"max_recall_loss": 0.5}, lambda r: r.recommended),
     ("max_candidates", {"max_candidates": 2}, lambda r: len(r.rows)),
+    ("folds", {"folds": 2}, lambda r: (r.held_out.folds, len(r.held_out.fold_thresholds))),
+    (
+        "holdout",
+        {},  # the dataset itself, written by the test
+        lambda r: (r.held_out.method, r.held_out.dataset, r.held_out.folds),
+    ),
+    ("write", {"write": True}, lambda r: r.written is not None and r.written.is_file()),
 ]
 
 
@@ -620,9 +629,14 @@ def test_calibrate_request_fields_change_the_sweep(
     ]
     runbooks.write_text("\n".join(json.dumps(r) for r in kept) + "\n")
     app = _app(home)
-    base = CalibrateRequest(Dataset(runbooks))
+    # The sample set holds 5 unsupported questions: below the rule, hence force.
+    base = CalibrateRequest(Dataset(runbooks), force=True)
+    if field == "holdout":
+        change = {"holdout": Dataset(runbooks)}
     if field == "evidence":
-        base = CalibrateRequest(Dataset(CASES), evidence=EvidenceFilter(types=("runbook", "note")))
+        base = CalibrateRequest(
+            Dataset(CASES), evidence=EvidenceFilter(types=("runbook", "note")), force=True
+        )
         change = {
             "evidence": EvidenceFilter(types=("runbook", "note"), states=("published", "draft"))
         }
@@ -768,11 +782,14 @@ def test_skip_invalid_leaves_out_invalid_beir_documents_and_lists_them(tmp_path:
 
 def test_calibrate_reports_progress_per_question_and_combination(home: Path) -> None:
     events: list[tuple[str, int]] = []
-    result = _app(home).calibrate(
-        CalibrateRequest(Dataset(CASES), evidence=EvidenceFilter(types=("runbook", "note"))),
+    _app(home).calibrate(
+        CalibrateRequest(
+            Dataset(CASES), evidence=EvidenceFilter(types=("runbook", "note")), force=True
+        ),
         progress=lambda event, count: events.append((event, count)),
     )
     assert events[0] == ("questions", 25)
     assert sum(c for e, c in events if e == "retrieved") == 25
-    assert ("combinations", len(result.rows)) in events
-    assert sum(c for e, c in events if e == "swept") == len(result.rows)
+    # The in-sample sweep and one sweep per fold, announced together.
+    (total,) = [c for e, c in events if e == "combinations"]
+    assert sum(c for e, c in events if e == "swept") == total

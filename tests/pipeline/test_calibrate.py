@@ -9,7 +9,7 @@ from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.core.eligibility import Eligibility
 from ragwright.errors import EvaluationError
-from ragwright.pipeline.calibrate import Calibration, CalibrationRow, calibrate
+from ragwright.pipeline.calibrate import Calibration, CalibrationRow, assign_folds, calibrate
 from ragwright.pipeline.evaluate import EvalConfig, eligible_corpus, run_evaluation
 from ragwright.pipeline.retrieve import Mode, Retriever, Thresholds
 from ragwright.testing.fakes import HashingEmbedder
@@ -193,3 +193,75 @@ def test_with_a_reranker_each_text_is_reranked_once_and_rows_are_unchanged(
         assert result.best_scores[case.case_id]["dense"] == (hits[0].score if hits else None)
     for row in result.rows:
         assert row == fresh_row(retriever, config, row.thresholds, index)
+
+
+# --- held-out figures -------------------------------------------------------------------
+
+
+def test_folds_are_stratified_and_do_not_depend_on_file_order() -> None:
+    folds = assign_folds(CASES, 5)
+    assert assign_folds(list(reversed(CASES)), 5) == folds
+    assert assign_folds(sorted(CASES, key=lambda c: c.question), 5) == folds
+    assert set(folds) == {c.case_id for c in CASES}
+    for fold in range(5):
+        members = [c for c in CASES if folds[c.case_id] == fold]
+        assert sum(c.unsupported for c in members) == 1  # 5 unsupported over 5 folds
+        assert sum(not c.unsupported for c in members) == 4  # 20 answerable
+    # A case's fold follows its id, not its neighbours: dropping one answerable case
+    # moves no unsupported case.
+    fewer = assign_folds([c for c in CASES if c.case_id != "q01"], 5)
+    assert {k: v for k, v in fewer.items() if k.startswith("u")} == {
+        k: v for k, v in folds.items() if k.startswith("u")
+    }
+
+
+def test_folds_need_each_kind_of_case_in_every_fold() -> None:
+    with pytest.raises(EvaluationError, match="6 folds need at least 6 unsupported cases"):
+        assign_folds(CASES, 6)
+    with pytest.raises(EvaluationError, match="folds must be >= 2"):
+        assign_folds(CASES, 1)
+
+
+def test_k_fold_recommends_on_the_other_folds_and_pools_every_case(index: EdgeIndex) -> None:
+    result, retriever, config = run(index, "hybrid", folds=5)
+    held = result.held_out
+    assert held is not None and held.method == "k-fold" and held.folds == 5
+    assert (held.answerable, held.unsupported) == (20, 5)
+    corpus = eligible_corpus(index, ELIGIBLE, config.scope)
+    folds = assign_folds(CASES, 5)
+    pooled = {}
+    for fold, thresholds in enumerate(held.fold_thresholds):
+        train = [c for c in CASES if folds[c.case_id] != fold]
+        alone = calibrate(train, retriever, config, corpus, k=5)
+        assert alone.recommended.thresholds == thresholds  # the same rule, on the others
+        for case in CASES:
+            if folds[case.case_id] == fold:
+                pooled[case.case_id] = retriever.search(
+                    case.question, ELIGIBLE, config.scope, k=5, mode="hybrid", thresholds=thresholds
+                ).hits
+    unsupported = [c for c in CASES if c.unsupported]
+    accepted = sum(1 for c in unsupported if pooled[c.case_id])
+    assert held.false_acceptance_rate == accepted / len(unsupported)
+    refused = sum(1 for c in CASES if not c.unsupported and not pooled[c.case_id])
+    assert held.refused_answerable == refused
+    # Shuffled input, same folds, same figures.
+    again = calibrate(list(reversed(CASES)), retriever, config, corpus, k=5, folds=5)
+    assert again.held_out == held
+
+
+def test_a_holdout_set_is_judged_under_the_one_recommendation(index: EdgeIndex) -> None:
+    retriever = Retriever(index, HashingEmbedder(), Bm25Encoder())
+    config = EvalConfig(ELIGIBLE, mode="hybrid")
+    corpus = eligible_corpus(index, ELIGIBLE, config.scope)
+    result = calibrate(CASES, retriever, config, corpus, k=5, holdout=CASES)
+    held = result.held_out
+    assert held is not None and held.method == "holdout" and held.folds is None
+    assert held.fold_thresholds == (result.recommended.thresholds,)
+    # The same questions as held-out set: exactly the in-sample figures.
+    chosen = result.recommended
+    assert (held.false_acceptance_rate, held.recall, held.refused_answerable) == (
+        chosen.false_acceptance_rate,
+        chosen.recall,
+        chosen.refused_answerable,
+    )
+    assert calibrate(CASES, retriever, config, corpus, k=5).held_out is None

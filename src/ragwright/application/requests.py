@@ -74,12 +74,70 @@ class EvidenceFilter:
 @dataclass(frozen=True, slots=True)
 class ThresholdOverrides:
     """Per-stage minimum scores given with a request; ``None`` keeps the configured one
-    (``RAGWRIGHT_THRESHOLD_*``)."""
+    (``RAGWRIGHT_THRESHOLD_*``, else the persisted calibration's)."""
 
     dense: float | None = None
     sparse: float | None = None
     fusion: float | None = None
     rerank: float | None = None
+
+
+# Where a stage's threshold came from, highest precedence first; "none": not thresholded.
+ThresholdSource = Literal["request", "settings", "calibration", "none"]
+STAGES: tuple[str, ...] = ("dense", "sparse", "fusion", "rerank")
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationStamp:
+    """Which persisted calibration (``calibration.json``) this is: when it was made, on
+    which dataset (path and SHA-256), under which mode and K, and its thresholds."""
+
+    path: str
+    calibrated_at: str
+    dataset: str
+    dataset_sha256: str
+    mode: Mode
+    k: int
+    threshold_dense: float | None
+    threshold_sparse: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class ThresholdOrigin:
+    """Where each stage's threshold came from (request option > setting > persisted
+    calibration > none) and, when the calibration supplied any, which one it was."""
+
+    sources: Mapping[str, ThresholdSource] = field(
+        default_factory=lambda: dict.fromkeys(STAGES, "none")
+    )
+    calibration: CalibrationStamp | None = None
+
+    @property
+    def source(self) -> str:
+        """The one source of every thresholded stage, ``none`` when no stage is
+        thresholded, or ``mixed`` when stages came from different sources."""
+        used = {s for s in self.sources.values() if s != "none"}
+        if not used:
+            return "none"
+        return used.pop() if len(used) == 1 else "mixed"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "thresholds_source": self.source,
+            "thresholds_sources": dict(self.sources),
+            "calibration": self.calibration.to_dict() if self.calibration else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedThresholds:
+    """The thresholds a query applies and where they came from."""
+
+    thresholds: Thresholds
+    origin: ThresholdOrigin = ThresholdOrigin()
 
 
 # --- chunks -------------------------------------------------------------------------
@@ -254,6 +312,7 @@ class StatusResult:
     versions: tuple[VersionStatus, ...]
     documents: tuple[DocumentStatus, ...]
     points: Mapping[str, int]
+    calibration: CalibrationStamp | None = None
 
     @property
     def chunking_versions(self) -> tuple[str, ...]:
@@ -270,6 +329,7 @@ class StatusResult:
             "versions": [asdict(v) for v in self.versions],
             "documents": [asdict(d) for d in self.documents],
             "points": dict(self.points),
+            "calibration": self.calibration.to_dict() if self.calibration else None,
         }
 
 
@@ -369,6 +429,7 @@ class SearchResult:
     hits: tuple[SearchHit, ...]
     thresholds: Thresholds
     excluded_versions: Mapping[str, int] = field(default_factory=dict)
+    threshold_origin: ThresholdOrigin = ThresholdOrigin()
 
     @property
     def no_eligible_evidence(self) -> bool:
@@ -381,6 +442,7 @@ class SearchResult:
             "score_kind": self.score_kind,
             "chunking_version": self.chunking_version,
             "thresholds": asdict(self.thresholds),
+            **self.threshold_origin.to_dict(),
             "no_eligible_evidence": self.no_eligible_evidence,
             "excluded_versions": dict(self.excluded_versions),
             "hits": [asdict(h) for h in self.hits],
@@ -481,6 +543,8 @@ class EvaluateResult:
     categories: Mapping[str, Any]
     unsupported: Mapping[str, Any]
     report_path: Path | None = None
+    thresholds: Thresholds = Thresholds()
+    threshold_origin: ThresholdOrigin = ThresholdOrigin()
     answers: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -488,6 +552,8 @@ class EvaluateResult:
             "execution_id": self.execution_id,
             "path": str(self.path),
             "report": str(self.report_path) if self.report_path else None,
+            "thresholds": asdict(self.thresholds),
+            **self.threshold_origin.to_dict(),
             "summary": dict(self.summary),
             "categories": dict(self.categories),
             "unsupported": {k: v for k, v in self.unsupported.items() if k != "results"},
@@ -497,7 +563,14 @@ class EvaluateResult:
 
 @dataclass(frozen=True, slots=True)
 class CalibrateRequest:
-    """Sweep dense/BM25 thresholds against unsupported questions."""
+    """Sweep dense/BM25 thresholds against unsupported questions.
+
+    The recommendation is judged on held-out questions: ``holdout`` (a separate
+    dataset) or else a stratified ``folds``-fold split of ``dataset``. Fewer than
+    :data:`~ragwright.pipeline.calibrate.MIN_UNSUPPORTED` unsupported questions are
+    refused unless ``force``. ``write`` persists the recommendation beside the index
+    (``calibration.json``), replacing any earlier one.
+    """
 
     dataset: Dataset
     mode: Mode = "hybrid"
@@ -506,6 +579,59 @@ class CalibrateRequest:
     tenant: str | None = None
     max_recall_loss: float = 0.0
     max_candidates: int = 8
+    folds: int = 5
+    holdout: Dataset | None = None
+    force: bool = False
+    write: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ClearCalibrationRequest:
+    """Remove the persisted calibration (``calibration.json`` beside the index)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClearCalibrationResult:
+    path: Path
+    removed: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": str(self.path), "removed": self.removed}
+
+
+@dataclass(frozen=True, slots=True)
+class HeldOutResult:
+    """The recommendation rule on questions it was not chosen on: ``k-fold`` (pooled
+    over ``folds`` folds, ``fold_thresholds`` recommended for each) or ``holdout``
+    (``dataset``, under the one recommendation)."""
+
+    method: Literal["k-fold", "holdout"]
+    folds: int | None
+    dataset: str | None
+    answerable: int
+    unsupported: int
+    false_acceptance_rate: float
+    recall: float
+    ndcg: float
+    refused_answerable: int
+    fold_thresholds: tuple[tuple[float | None, float | None], ...]
+
+    def to_dict(self, k: int) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "folds": self.folds,
+            "dataset": self.dataset,
+            "answerable": self.answerable,
+            "unsupported": self.unsupported,
+            "false_acceptance_rate": round(self.false_acceptance_rate, 4),
+            f"recall@{k}": round(self.recall, 4),
+            f"ndcg@{k}": round(self.ndcg, 4),
+            "refused_answerable": self.refused_answerable,
+            "fold_thresholds": [
+                {"threshold_dense": dense, "threshold_sparse": sparse}
+                for dense, sparse in self.fold_thresholds
+            ],
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -526,6 +652,9 @@ class CalibrateResult:
     answerable: int
     unsupported: int
     rows: tuple[CalibrationRowResult, ...]
+    held_out: HeldOutResult | None = None
+    forced: bool = False
+    written: Path | None = None
 
     @property
     def recommended(self) -> CalibrationRowResult:
@@ -540,6 +669,9 @@ class CalibrateResult:
             "unsupported": self.unsupported,
             "rows": rows,
             "recommended": next(r for r in rows if r["recommended"]),
+            "held_out": self.held_out.to_dict(self.k) if self.held_out else None,
+            "forced": self.forced,
+            "written": str(self.written) if self.written else None,
         }
 
 

@@ -16,21 +16,38 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ragwright.application.calibration import (
+    CalibrationRecord,
+    Figures,
+    HeldOutFigures,
+    RecordThresholds,
+    calibrated_at_text,
+    calibration_path,
+    clear_calibration,
+    read_calibration,
+    write_calibration,
+)
 from ragwright.application.components import Components
 from ragwright.application.outcomes import AnswerOutcome
 from ragwright.application.requests import (
+    STAGES,
     AnswerRequest,
+    AppliedThresholds,
     CalibrateRequest,
     CalibrateResult,
     CalibrationRowResult,
+    CalibrationStamp,
     CaseChangeResult,
     ChunkingOptions,
     ChunkRow,
     ChunksRequest,
     ChunksResult,
+    ClearCalibrationRequest,
+    ClearCalibrationResult,
     CompareRequest,
     CompareResult,
     Dataset,
@@ -38,6 +55,7 @@ from ragwright.application.requests import (
     EvaluateRequest,
     EvaluateResult,
     EvidenceFilter,
+    HeldOutResult,
     IngestRequest,
     IngestResult,
     ReportRequest,
@@ -48,7 +66,9 @@ from ragwright.application.requests import (
     SearchResult,
     StatusRequest,
     StatusResult,
+    ThresholdOrigin,
     ThresholdOverrides,
+    ThresholdSource,
     VerifyProblem,
     VerifyRequest,
     VerifyResult,
@@ -63,6 +83,7 @@ from ragwright.deadline import Deadline, deadline_scope
 from ragwright.errors import (
     AnswerContractError,
     AssemblyError,
+    CalibrationError,
     ChatError,
     ContractMismatch,
     EvaluationError,
@@ -75,7 +96,7 @@ from ragwright.errors import (
 )
 from ragwright.pipeline.answer import Budget, answer_question
 from ragwright.pipeline.answer_scoring import attach_answers, error_outcome, score_answer
-from ragwright.pipeline.calibrate import calibrate
+from ragwright.pipeline.calibrate import MIN_UNSUPPORTED, Calibration, calibrate
 from ragwright.pipeline.evaluate import (
     EvalConfig,
     compare_runs,
@@ -285,6 +306,7 @@ class Application:
             versions=tuple(versions),
             documents=documents,
             points=dict(states),
+            calibration=self._calibration_stamp(self.calibration()),
         )
 
     # --- queries --------------------------------------------------------------------
@@ -358,7 +380,8 @@ class Application:
         """The ``k`` best eligible chunks for the question (never relaxed to fill)."""
         self.check_question_tokens(request.question)
         eligibility = self.eligibility(request.evidence)
-        limits = self.thresholds(request.thresholds)
+        applied = self.thresholds(request.thresholds)
+        limits = applied.thresholds
         index = self.components.open_index(
             eligibility.chunking_version, write=False, any_chunking_version=True
         )
@@ -385,13 +408,15 @@ class Application:
             hits=hits,
             thresholds=limits,
             excluded_versions=excluded,
+            threshold_origin=applied.origin,
         )
 
     async def answer(self, request: AnswerRequest) -> AnswerOutcome:
         """Retrieve, assemble, generate, validate and cite; or say why not."""
         self.check_question_tokens(request.question)
         eligibility = self.eligibility(request.evidence)
-        limits = self.thresholds(request.thresholds)
+        applied = self.thresholds(request.thresholds)
+        limits = applied.thresholds
         policy = request.policy
         if parse_policy(policy).prefer_current_revision and request.current_revisions is None:
             raise AssemblyError(
@@ -459,6 +484,8 @@ class Application:
             "style": style,
             "primary": profiles[0].name,
             "fallbacks": [p.name for p in profiles[1:]],
+            "thresholds": dataclasses.asdict(limits),
+            **applied.origin.to_dict(),
         }
         return AnswerOutcome(result, options)
 
@@ -477,12 +504,13 @@ class Application:
             raise EvaluationError(f"cutoffs must be positive, got {list(request.ks)}")
         earlier = load_run(request.compare, self.settings.home) if request.compare else None
         cases = self._cases(request.dataset)
+        applied = self.thresholds(request.thresholds)
         config = EvalConfig(
             eligibility=self.eligibility(request.evidence),
             scope=CallerScope(tenant=request.tenant),
             mode=request.mode,
             ks=request.ks,
-            thresholds=self.thresholds(request.thresholds),
+            thresholds=applied.thresholds,
             with_text=request.with_text,
         )
         profile = self.components.embedding_profile()
@@ -509,6 +537,7 @@ class Application:
                     "score_kind": score_kind(request.mode, reranked=retriever.reranker is not None),
                     "collection": self.settings.collection,
                     "code_revision": self.components.code_revision(),
+                    **applied.origin.to_dict(),
                 },
             )
         finally:
@@ -528,6 +557,8 @@ class Application:
             categories=record.categories,
             unsupported=record.unsupported,
             report_path=report_path,
+            thresholds=applied.thresholds,
+            threshold_origin=applied.origin,
             answers=record.answers,
         )
 
@@ -570,8 +601,23 @@ class Application:
     def calibrate(
         self, request: CalibrateRequest, *, progress: ProgressCallback | None = None
     ) -> CalibrateResult:
-        """Sweep thresholds so unsupported questions find no evidence; recommend one."""
+        """Sweep thresholds so unsupported questions find no evidence; recommend one,
+        judge it on held-out questions, and with ``write`` persist it beside the index.
+
+        Raises:
+            EvaluationError: fewer than ``MIN_UNSUPPORTED`` unsupported questions without
+                ``force`` (checked before anything is embedded), or what the sweep refuses.
+        """
         cases = self._cases(request.dataset)
+        unsupported = sum(1 for c in cases if c.unsupported)
+        if unsupported < MIN_UNSUPPORTED and not request.force:
+            raise EvaluationError(
+                f"{request.dataset.path} has {unsupported} unsupported questions; a "
+                f"recommendation needs at least {MIN_UNSUPPORTED} (each one moves the "
+                "false-acceptance rate by more than 5 points); label more, or pass --force "
+                "to recommend anyway"
+            )
+        holdout = self._cases(request.holdout) if request.holdout is not None else None
         config = EvalConfig(
             eligibility=self.eligibility(request.evidence),
             scope=CallerScope(tenant=request.tenant),
@@ -590,6 +636,8 @@ class Application:
                 k=request.k,
                 max_recall_loss=request.max_recall_loss,
                 max_candidates=request.max_candidates,
+                folds=request.folds,
+                holdout=holdout,
                 progress=progress,
             )
         finally:
@@ -606,13 +654,96 @@ class Application:
             )
             for r in result.rows
         )
+        held = result.held_out
+        held_out = None
+        if held is not None:
+            held_out = HeldOutResult(
+                method=held.method,
+                folds=held.folds,
+                dataset=str(request.holdout.path) if request.holdout is not None else None,
+                answerable=held.answerable,
+                unsupported=held.unsupported,
+                false_acceptance_rate=held.false_acceptance_rate,
+                recall=held.recall,
+                ndcg=held.ndcg,
+                refused_answerable=held.refused_answerable,
+                fold_thresholds=tuple((t.dense, t.sparse) for t in held.fold_thresholds),
+            )
+        written = None
+        if request.write:
+            written = self.calibration_file()
+            write_calibration(written, self._calibration_record(request, config, result))
         return CalibrateResult(
             mode=result.mode,
             k=request.k,
             answerable=result.answerable,
             unsupported=result.unsupported,
             rows=rows,
+            held_out=held_out,
+            forced=unsupported < MIN_UNSUPPORTED,
+            written=written,
         )
+
+    def _calibration_record(
+        self, request: CalibrateRequest, config: EvalConfig, result: Calibration
+    ) -> CalibrationRecord:
+        chosen, held = result.recommended, result.held_out
+        if held is None:  # the use case always asks for held-out figures
+            raise EvaluationError("a calibration is persisted only with held-out figures")
+        return CalibrationRecord(
+            calibrated_at=datetime.now(UTC).replace(microsecond=0),
+            code_revision=self.components.code_revision(),
+            collection=self.settings.collection,
+            embedding_profile=self.components.embedding_profile().profile_id,
+            lexical_profile=self.components.sparse_encoder().profile.profile_id,
+            chunking_version=config.eligibility.chunking_version,
+            document_types=config.eligibility.document_types,
+            publication_states=config.eligibility.publication_states,
+            tenant=request.tenant,
+            mode=result.mode,
+            k=result.k,
+            max_recall_loss=request.max_recall_loss,
+            dataset=str(request.dataset.path),
+            dataset_sha256=_dataset_digest(request.dataset),
+            forced=result.unsupported < MIN_UNSUPPORTED,
+            thresholds=RecordThresholds(
+                dense=chosen.thresholds.dense, sparse=chosen.thresholds.sparse
+            ),
+            in_sample=Figures(
+                answerable=result.answerable,
+                unsupported=result.unsupported,
+                false_acceptance_rate=chosen.false_acceptance_rate,
+                recall=chosen.recall,
+                ndcg=chosen.ndcg,
+                refused_answerable=chosen.refused_answerable,
+            ),
+            held_out=HeldOutFigures(
+                method=held.method,
+                folds=held.folds,
+                dataset=str(request.holdout.path) if request.holdout is not None else None,
+                dataset_sha256=(
+                    _dataset_digest(request.holdout) if request.holdout is not None else None
+                ),
+                answerable=held.answerable,
+                unsupported=held.unsupported,
+                false_acceptance_rate=held.false_acceptance_rate,
+                recall=held.recall,
+                ndcg=held.ndcg,
+                refused_answerable=held.refused_answerable,
+                fold_thresholds=tuple(
+                    RecordThresholds(dense=t.dense, sparse=t.sparse) for t in held.fold_thresholds
+                ),
+            ),
+            answerability=None,
+        )
+
+    def clear_calibration(
+        self, request: ClearCalibrationRequest | None = None
+    ) -> ClearCalibrationResult:
+        """Remove the persisted calibration, readable or not; thresholds then come from
+        requests and settings only."""
+        path = self.calibration_file()
+        return ClearCalibrationResult(path, clear_calibration(path))
 
     def compare(self, request: CompareRequest) -> CompareResult:
         """Per-case regressions and improvements between two persisted runs."""
@@ -709,14 +840,87 @@ class Application:
         """The ``answerability_threshold`` setting (``None``: no threshold)."""
         return self.settings.answerability_threshold
 
-    def thresholds(self, overrides: ThresholdOverrides = ThresholdOverrides()) -> Thresholds:
-        """Configured per-stage thresholds, each replaced by a request's value if given."""
+    def thresholds(self, overrides: ThresholdOverrides = ThresholdOverrides()) -> AppliedThresholds:
+        """Per-stage thresholds and where each came from: the request's value, else the
+        setting's (``RAGWRIGHT_THRESHOLD_*`` or ragwright.toml; unset is ``None``), else
+        the persisted calibration's (dense and sparse only), else none.
+
+        Raises:
+            CalibrationError: the persisted calibration is damaged, or was made under
+                another embedding or lexical profile than the settings select while it
+                supplies a stage.
+        """
         s = self.settings
-        return Thresholds(
-            dense=s.threshold_dense if overrides.dense is None else overrides.dense,
-            sparse=s.threshold_sparse if overrides.sparse is None else overrides.sparse,
-            fusion=s.threshold_fusion if overrides.fusion is None else overrides.fusion,
-            rerank=s.threshold_rerank if overrides.rerank is None else overrides.rerank,
+        configured = {
+            "dense": s.threshold_dense,
+            "sparse": s.threshold_sparse,
+            "fusion": s.threshold_fusion,
+            "rerank": s.threshold_rerank,
+        }
+        record = self.calibration()
+        calibrated = {
+            "dense": record.thresholds.dense if record else None,
+            "sparse": record.thresholds.sparse if record else None,
+        }
+        values: dict[str, float | None] = {}
+        sources: dict[str, ThresholdSource] = {}
+        for stage in STAGES:
+            for source, value in (
+                ("request", getattr(overrides, stage)),
+                ("settings", configured[stage]),
+                ("calibration", calibrated.get(stage)),
+            ):
+                if value is not None:
+                    values[stage], sources[stage] = value, source  # type: ignore[assignment]
+                    break
+            else:
+                values[stage], sources[stage] = None, "none"
+        stamp = None
+        if record is not None and "calibration" in sources.values():
+            self._check_calibration_profiles(record)
+            stamp = self._calibration_stamp(record)
+        return AppliedThresholds(Thresholds(**values), ThresholdOrigin(sources, stamp))
+
+    def calibration_file(self) -> Path:
+        """Where this collection's persisted calibration lives (beside the index)."""
+        return calibration_path(self.settings.index_path)
+
+    def calibration(self) -> CalibrationRecord | None:
+        """The persisted calibration, validated (``None`` when there is none).
+
+        Raises:
+            CalibrationError: the file is damaged or out of shape, naming the field.
+        """
+        return read_calibration(self.calibration_file())
+
+    def _check_calibration_profiles(self, record: CalibrationRecord) -> None:
+        """Scores of another embedding model or BM25 parameters are on another scale."""
+        current = {
+            "embedding_profile": self.components.embedding_profile().profile_id,
+            "lexical_profile": self.components.sparse_encoder().profile.profile_id,
+        }
+        for name, now in current.items():
+            then = getattr(record, name)
+            if then != now:
+                raise CalibrationError(
+                    str(self.calibration_file()),
+                    name,
+                    f"calibrated under {then!r}, the settings now select {now!r}; its "
+                    "thresholds are on another score scale",
+                )
+
+    def _calibration_stamp(self, record: CalibrationRecord | None) -> CalibrationStamp | None:
+        if record is None:
+            return None
+        return CalibrationStamp(
+            path=str(self.calibration_file()),
+            calibrated_at=calibrated_at_text(record.calibrated_at),
+            dataset=record.dataset,
+            dataset_sha256=record.dataset_sha256,
+            mode=record.mode,
+            k=record.k,
+            threshold_dense=record.thresholds.dense,
+            threshold_sparse=record.thresholds.sparse,
         )
 
     def _cases(self, dataset: Dataset) -> list[EvalCase]:

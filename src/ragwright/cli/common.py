@@ -22,7 +22,7 @@ from ragwright import __version__
 from ragwright.errors import RagwrightError, StorageError
 
 if TYPE_CHECKING:
-    from ragwright.application import Application, EvidenceFilter
+    from ragwright.application import Application, EvidenceFilter, ThresholdOverrides
 
 app = typer.Typer(
     add_completion=False,
@@ -121,6 +121,21 @@ SearchMode = Annotated[
     ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+
+
+def _threshold(stage: str, score: str) -> Any:
+    return typer.Option(
+        f"--threshold-{stage}",
+        metavar="SCORE",
+        help=f"Minimum {score} score (default: RAGWRIGHT_THRESHOLD_{stage.upper()}"
+        + (", else the persisted calibration)." if stage in ("dense", "sparse") else ")."),
+    )
+
+
+ThresholdDense = Annotated[float | None, _threshold("dense", "dense (cosine)")]
+ThresholdSparse = Annotated[float | None, _threshold("sparse", "BM25")]
+ThresholdFusion = Annotated[float | None, _threshold("fusion", "RRF")]
+ThresholdRerank = Annotated[float | None, _threshold("rerank", "rerank")]
 SkipInvalid = Annotated[
     bool,
     typer.Option(
@@ -169,6 +184,35 @@ def evidence_filter(
         documents=tuple(documents or ()),
         chunking_version=chunking_version,
     )
+
+
+def threshold_overrides(
+    dense: float | None, sparse: float | None, fusion: float | None, rerank: float | None
+) -> ThresholdOverrides:
+    """The request's threshold overrides from the ``--threshold-*`` options."""
+    from ragwright.application import ThresholdOverrides
+
+    return ThresholdOverrides(dense=dense, sparse=sparse, fusion=fusion, rerank=rerank)
+
+
+def thresholds_line(data: dict[str, Any]) -> str:
+    """One line saying which thresholds a result applied and where each came from, from
+    its JSON form (``thresholds``, ``thresholds_sources``, ``calibration``)."""
+    applied = [
+        f"{stage} {value:.4f} ({data['thresholds_sources'][stage]})"
+        for stage, value in data["thresholds"].items()
+        if value is not None
+    ]
+    if not applied:
+        return "thresholds: none"
+    line = "thresholds: " + ", ".join(applied)
+    calibration = data["calibration"]
+    if calibration is not None:
+        line += (
+            f"; calibration of {calibration['calibrated_at']} on {calibration['dataset']} "
+            f"(sha256 {calibration['dataset_sha256'][:12]})"
+        )
+    return line
 
 
 def check_choice(value: str, choices: tuple[str, ...], param: str) -> None:

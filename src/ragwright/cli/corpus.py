@@ -209,8 +209,8 @@ def _tenant_name(tenant: str | None) -> str:
 
 @app.command()
 def status(as_json: AsJson = False) -> None:
-    """List what the index holds: documents, chunks, types, states, and every chunking
-    version, marking the one queries use."""
+    """List what the index holds: documents, chunks, types, states, every chunking
+    version (marking the one queries use) and the persisted calibration, if any."""
     result = application().status()
     if as_json:
         print_json(result.to_dict())
@@ -256,6 +256,23 @@ def status(as_json: AsJson = False) -> None:
         f"{plural(len({(d.tenant, d.document_id) for d in result.documents}), 'document')}, "
         f"{plural(total, 'point')}" + (f" ({points})" if points else "")
     )
+    calibration = result.calibration
+    if calibration is None:
+        print("calibration: none")
+    else:
+        legs = [
+            f"{leg} {value:.4f}"
+            for leg, value in (
+                ("dense", calibration.threshold_dense),
+                ("sparse", calibration.threshold_sparse),
+            )
+            if value is not None
+        ]
+        print(
+            f"calibration: {calibration.calibrated_at}, {', '.join(legs) or 'no threshold'} "
+            f"({calibration.mode}, K={calibration.k}) on {calibration.dataset} "
+            f"(sha256 {calibration.dataset_sha256[:12]})"
+        )
 
 
 @app.command()

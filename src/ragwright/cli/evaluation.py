@@ -16,10 +16,15 @@ from ragwright.cli.common import (
     EligibleTypes,
     SearchMode,
     ShowProgress,
+    ThresholdDense,
+    ThresholdFusion,
+    ThresholdRerank,
+    ThresholdSparse,
     check_choice,
     eval_app,
     evidence_filter,
     print_json,
+    threshold_overrides,
 )
 from ragwright.core.answers import ANSWER_STYLES
 
@@ -75,14 +80,6 @@ def _cutoffs(ks: str) -> tuple[int, ...]:
     return cutoffs
 
 
-def _threshold(stage: str, setting: str) -> Any:
-    return typer.Option(
-        f"--threshold-{stage}",
-        metavar="SCORE",
-        help=f"Minimum {setting} score (default: RAGWRIGHT_THRESHOLD_{stage.upper()}).",
-    )
-
-
 @eval_app.command("run")
 def eval_run(
     dataset: DatasetArgument = None,
@@ -96,10 +93,10 @@ def eval_run(
     states: EligibleStates = None,
     chunking_version: ChunkingVersion = None,
     tenant: CallerTenant = None,
-    threshold_dense: Annotated[float | None, _threshold("dense", "dense (cosine)")] = None,
-    threshold_sparse: Annotated[float | None, _threshold("sparse", "BM25")] = None,
-    threshold_fusion: Annotated[float | None, _threshold("fusion", "RRF")] = None,
-    threshold_rerank: Annotated[float | None, _threshold("rerank", "rerank")] = None,
+    threshold_dense: ThresholdDense = None,
+    threshold_sparse: ThresholdSparse = None,
+    threshold_fusion: ThresholdFusion = None,
+    threshold_rerank: ThresholdRerank = None,
     with_text: Annotated[
         bool, typer.Option("--with-text", help="Store chunk texts in the run.")
     ] = False,
@@ -124,8 +121,8 @@ def eval_run(
     as_json: AsJson = False,
 ) -> None:
     """Run an evaluation and persist it under RAGWRIGHT_HOME/evaluations/<execution-id>/."""
-    from ragwright.application import EvaluateRequest, ThresholdOverrides
-    from ragwright.cli.common import application
+    from ragwright.application import EvaluateRequest
+    from ragwright.cli.common import application, thresholds_line
 
     check_choice(mode, MODES, "--mode")
     if style is not None:
@@ -139,11 +136,8 @@ def eval_run(
             ks=_cutoffs(ks),
             evidence=evidence_filter(types, states, None, chunking_version),
             tenant=tenant,
-            thresholds=ThresholdOverrides(
-                dense=threshold_dense,
-                sparse=threshold_sparse,
-                fusion=threshold_fusion,
-                rerank=threshold_rerank,
+            thresholds=threshold_overrides(
+                threshold_dense, threshold_sparse, threshold_fusion, threshold_rerank
             ),
             with_text=with_text,
             report=report,
@@ -168,6 +162,7 @@ def eval_run(
             f"  unsupported: {unsupported['accepted']}/{unsupported['cases']} accepted "
             f"(false-acceptance rate {unsupported['false_acceptance_rate']:.3f})"
         )
+    print(f"  {thresholds_line(result.to_dict())}")
     if result.answers is not None:
         _print_answers(result.answers)
     saved = f"saved {result.path / 'run.json'}"
@@ -205,11 +200,12 @@ def _figure(value: float | None, spec: str = ".3f") -> str:
 @eval_app.command("calibrate")
 def eval_calibrate(
     dataset: Annotated[
-        Path,
+        Path | None,
         typer.Argument(
-            help="JSONL dataset with answerable and unsupported cases.", metavar="DATASET"
+            help="JSONL dataset with answerable and unsupported cases (omit with --clear).",
+            metavar="[DATASET]",
         ),
-    ],
+    ] = None,
     mode: SearchMode = "hybrid",
     k: Annotated[
         int, typer.Option("--k", min=1, metavar="K", help="Cutoff for Recall@K and nDCG@K.")
@@ -236,6 +232,45 @@ def eval_calibrate(
             help="Thresholds tried per leg, 'none' included.",
         ),
     ] = 8,
+    folds: Annotated[
+        int | None,
+        typer.Option(
+            "--folds",
+            min=2,
+            metavar="N",
+            help="Held-out figures from N stratified folds, each judged under the "
+            "recommendation made on the others (default: 5).",
+            show_default=False,
+        ),
+    ] = None,
+    holdout: Annotated[
+        Path | None,
+        typer.Option(
+            "--holdout",
+            metavar="FILE",
+            help="Held-out figures from this JSONL dataset instead of folds.",
+        ),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            # 20 is pipeline.calibrate.MIN_UNSUPPORTED (not imported: --help stays fast).
+            help="Recommend from fewer than 20 unsupported questions.",
+        ),
+    ] = False,
+    write: Annotated[
+        bool,
+        typer.Option(
+            "--write",
+            help="Persist the recommendation beside the index (calibration.json, replacing "
+            "any earlier one); search, ask and eval run then apply it.",
+        ),
+    ] = False,
+    clear: Annotated[
+        bool,
+        typer.Option("--clear", help="Remove the persisted calibration (no DATASET)."),
+    ] = False,
     progress: ShowProgress = False,
     as_json: AsJson = False,
 ) -> None:
@@ -252,13 +287,31 @@ def eval_calibrate(
       refused      answerable questions left with no evidence at all
 
     The recommendation (*) is the lowest FA within --max-recall-loss of the
-    unthresholded Recall@K. Nothing is persisted: put it in ragwright.toml
-    (threshold_dense, threshold_sparse) to apply it to search and ask.
+    unthresholded Recall@K; the held-out line shows how that rule fares on questions it
+    did not see. It needs at least 20 unsupported questions (--force to go below).
+    --write persists it beside the index; search, ask and eval run then apply it to
+    every stage no option or RAGWRIGHT_THRESHOLD_* setting sets. --clear removes it.
     """
-    from ragwright.application import CalibrateRequest, Dataset
+    from ragwright.application import CalibrateRequest, ClearCalibrationRequest, Dataset
     from ragwright.cli.common import application
     from ragwright.cli.progress import ProgressDisplay
+    from ragwright.pipeline.calibrate import MIN_UNSUPPORTED
 
+    if clear:
+        if dataset is not None or write:
+            raise typer.BadParameter(
+                "--clear takes no DATASET and no --write", param_hint="--clear"
+            )
+        cleared = application().clear_calibration(ClearCalibrationRequest())
+        if as_json:
+            print_json(cleared.to_dict())
+        else:
+            print(f"removed {cleared.path}" if cleared.removed else "no persisted calibration")
+        return
+    if dataset is None:
+        raise typer.BadParameter("give a DATASET (or --clear)", param_hint="DATASET")
+    if holdout is not None and folds is not None:
+        raise typer.BadParameter("give --folds or --holdout, not both", param_hint="--holdout")
     check_choice(mode, MODES, "--mode")
     request = CalibrateRequest(
         dataset=Dataset(dataset),
@@ -268,6 +321,10 @@ def eval_calibrate(
         tenant=tenant,
         max_recall_loss=max_recall_loss,
         max_candidates=max_candidates,
+        folds=5 if folds is None else folds,
+        holdout=Dataset(holdout) if holdout is not None else None,
+        force=force,
+        write=write,
     )
     with ProgressDisplay(force_lines=progress) as display:
         result = application().calibrate(request, progress=display)
@@ -288,13 +345,32 @@ def eval_calibrate(
             f"{row.false_acceptance_rate:6.3f} {row.recall:6.3f} "
             f"{row.ndcg:6.3f} {row.refused_answerable:>7}"
         )
-    chosen = result.recommended
-    print("recommended (ragwright.toml):")
+    chosen, held = result.recommended, result.held_out
+    print(
+        f"in-sample: FA {chosen.false_acceptance_rate:.3f}, R@{k} {chosen.recall:.3f}, "
+        f"refused {chosen.refused_answerable} of {result.answerable} answerable"
+    )
+    if held is not None:
+        where = f"{held.folds} folds" if held.method == "k-fold" else str(held.dataset)
+        print(
+            f"held-out ({where}): FA {held.false_acceptance_rate:.3f}, R@{k} {held.recall:.3f}, "
+            f"refused {held.refused_answerable} of {held.answerable} answerable"
+        )
+    if result.forced:
+        print(
+            f"warning: only {result.unsupported} unsupported questions (--force); "
+            f"{MIN_UNSUPPORTED} or more make a recommendation worth trusting"
+        )
+    print("recommended:")
     for name, value in (("dense", chosen.threshold_dense), ("sparse", chosen.threshold_sparse)):
         if value is not None:
             print(f"  threshold_{name} = {value:.4f}")
     if chosen.threshold_dense is None and chosen.threshold_sparse is None:
         print("  no threshold: none lowers false acceptance within the allowed recall loss")
+    if result.written is not None:
+        print(f"written to {result.written}: search, ask and eval run apply it")
+    else:
+        print("not persisted: pass --write to apply it to search, ask and eval run")
 
 
 @eval_app.command("compare")

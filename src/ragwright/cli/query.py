@@ -16,12 +16,18 @@ from ragwright.cli.common import (
     EligibleStates,
     EligibleTypes,
     SearchMode,
+    ThresholdDense,
+    ThresholdFusion,
+    ThresholdRerank,
+    ThresholdSparse,
     app,
     application,
     check_choice,
     evidence_filter,
     plural,
     print_json,
+    threshold_overrides,
+    thresholds_line,
 )
 from ragwright.core.answers import ANSWER_STYLES
 from ragwright.errors import AssemblyError, SourceError
@@ -64,13 +70,19 @@ def search(
     documents: EligibleDocuments = None,
     chunking_version: ChunkingVersion = None,
     tenant: CallerTenant = None,
+    threshold_dense: ThresholdDense = None,
+    threshold_sparse: ThresholdSparse = None,
+    threshold_fusion: ThresholdFusion = None,
+    threshold_rerank: ThresholdRerank = None,
     as_json: AsJson = False,
 ) -> None:
     """Find the best eligible chunks for QUESTION (default: published runbooks).
 
     Eligibility is part of the query: drafts or other types never fill the result, and
     an empty result means no eligible evidence (conditions are never relaxed). Each
-    score says its kind: cosine (dense), bm25 (sparse), rrf (hybrid) or rerank.
+    score says its kind: cosine (dense), bm25 (sparse), rrf (hybrid) or rerank. The
+    last line says which score thresholds applied and where each came from (option,
+    setting or the persisted calibration).
     """
     from ragwright.application import SearchRequest
 
@@ -82,15 +94,19 @@ def search(
             mode=cast(Any, mode),
             evidence=evidence_filter(types, states, documents, chunking_version),
             tenant=tenant,
+            thresholds=threshold_overrides(
+                threshold_dense, threshold_sparse, threshold_fusion, threshold_rerank
+            ),
         )
     )
+    data = result.to_dict()
     if as_json:
-        print_json(result.to_dict())
+        print_json(data)
         return
     if result.no_eligible_evidence:
         print(
             "No eligible evidence: nothing matched the required conditions"
-            " (and the configured score thresholds, if any)."
+            " (and the score thresholds, if any)."
         )
     for hit in result.hits:
         print(
@@ -100,6 +116,7 @@ def search(
         print(hit.text)
         print()
     _excluded_note(result)
+    print(thresholds_line(data))
 
 
 def load_history(path: Path) -> tuple[ChatMessage, ...]:
@@ -218,6 +235,10 @@ def ask(
             "quoted for the local model, generated for hosted ones).",
         ),
     ] = None,
+    threshold_dense: ThresholdDense = None,
+    threshold_sparse: ThresholdSparse = None,
+    threshold_fusion: ThresholdFusion = None,
+    threshold_rerank: ThresholdRerank = None,
     as_json: AsJson = False,
 ) -> None:
     """Answer QUESTION from eligible evidence with the configured chat model.
@@ -253,6 +274,9 @@ def ask(
         check_support=check,
         deadline_seconds=deadline,
         style=cast(Any, style),
+        thresholds=threshold_overrides(
+            threshold_dense, threshold_sparse, threshold_fusion, threshold_rerank
+        ),
     )
     outcome = asyncio.run(application().answer(request))
     if as_json:
@@ -291,6 +315,7 @@ def _print_answer(outcome: AnswerOutcome) -> None:
             for sentence in support["unsupported_sentences"]:
                 print(f"  no cited source supports: {sentence}")
     _print_decisions(data)
+    print(thresholds_line(data["options"]))
 
 
 def _print_provenance(data: dict[str, Any]) -> None:
