@@ -221,6 +221,14 @@ def test_the_answers_summary_is_a_table_when_present() -> None:
     assert "<h2>Answers</h2>" not in render_report(synthetic_run())
 
 
+def test_nested_answer_figures_are_rows_named_by_their_path() -> None:
+    summary = {"answerable": {"token_f1": {"answered": 0.5, "all": 0.25}}, "cases": 3}
+    table = section(render_report(synthetic_run(answers=summary)), "Answers")
+    assert "<td>answerable.token_f1.answered</td><td class='num'>0.500</td>" in table
+    assert "<td>answerable.token_f1.all</td><td class='num'>0.250</td>" in table
+    assert "<td>cases</td><td class='num'>3</td>" in table
+
+
 def test_answers_to_unsupported_questions_are_shown() -> None:
     run = synthetic_run()
     run["unsupported"]["results"][0]["answer"] = answer("no_eligible_evidence", text="")

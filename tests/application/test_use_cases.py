@@ -512,6 +512,7 @@ def test_an_answer_run_persists_each_answer_and_the_summary(home: Path, tmp_path
             evidence=only_shutdown,
             answers=True,
             style="generated",
+            report=True,
         )
     )
     run = json.loads((result.path / "run.json").read_text("utf-8"))
@@ -538,6 +539,8 @@ def test_an_answer_run_persists_each_answer_and_the_summary(home: Path, tmp_path
     assert summary["statuses"] == {"answered": 1, "insufficient": 1}
     assert summary["invalid_citations"] == 0
     assert summary["support"]["not_checked"] == 2
+    assert result.report_path is not None
+    assert "answerable.token_f1.all" in result.report_path.read_text("utf-8")
 
 
 def test_a_provider_failure_is_recorded_as_an_error_answer(home: Path, tmp_path: Path) -> None:
