@@ -5,7 +5,8 @@ Datasets:
 - ``clapnq``: the ClapNQ part in ``../shared/data/clapnq`` (143 answerable, 132
   unanswerable questions, one passage each). Its 274 passages (``markdown/<id>.md``,
   document type ``note``) are ingested into a temporary RAGWRIGHT_HOME and its questions
-  converted into our JSONL cases in a temporary directory (answerable: the gold passage
+  converted into our JSONL cases in a temporary directory (chunking ``sentence-blocks``,
+  400 words, 256 tokens, as for SciFact; answerable: the gold passage
   as a document-level key, ``reference_answers``, ``reference_selected_sentences`` as
   ``reference_sentences`` with empty selections left out; unanswerable: ``unsupported``).
   Nothing of it is copied into the project: the results keep figures, statuses and ids.
@@ -65,6 +66,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CLAPNQ = ROOT.parent / "shared" / "data" / "clapnq"
 STYLES = ANSWER_STYLES
 SPLITS = ("tune", "test")
+# ClapNQ passages are single paragraphs of up to a few hundred words: the default
+# section-paragraphs policy (80 words) cannot hold them, so they are chunked like SciFact.
+CLAPNQ_CHUNKING = {"chunking": "sentence-blocks", "max_words": 400, "max_tokens": 256}
 # Per-case figures kept in the results (no question, answer or reference text).
 KEPT = ("status", "token_f1", "rouge_l", "gold_cited", "support", "latency_ms")
 
@@ -207,12 +211,14 @@ def run_dataset(
     evidence: EvidenceFilter,
     splits: dict[str, list[dict[str, Any]]],
     styles: Sequence[str],
+    **settings: object,
 ) -> dict[str, Any]:
-    """Ingest ``sources`` into a fresh home and run every split under every style."""
+    """Ingest ``sources`` into a fresh home (``settings`` over the defaults) and run
+    every split under every style."""
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix=f"ragwright-answers-{name}-") as tmp:
         home = Path(tmp) / "home"
-        app = build_application(load_settings(home=home))
+        app = build_application(load_settings(home=home, **settings))
         ingested = app.ingest(IngestRequest(sources=(sources,)))
         # The local model is assembled into a fresh home on its first start: do it now, so
         # the first answer's latency (and deadline) holds only what every answer pays.
@@ -291,6 +297,7 @@ def main() -> None:
             EvidenceFilter(types=("note",)),
             {split: limited(clapnq_rows(split), args.limit) for split in splits},
             styles,
+            **CLAPNQ_CHUNKING,
         )
     if args.dataset in ("samples", "both"):
         rows = [
