@@ -17,7 +17,8 @@ Per case (:func:`score_answer`, persisted as ``case["answer"]``)::
   for document-level cases); null when the case has no relevant keys (unsupported).
 * ``support``: the support check's verdict — ``supported`` (every claim supported and
   every cited source supports one), ``flagged`` (supported, but a cited source supports
-  nothing), ``unsupported`` (the check failed) or ``not_checked`` (no check ran).
+  nothing), ``unsupported`` (the check failed) or ``not_checked`` (no check ran: no
+  generated answer, or the check is off).
 * ``invalid_citations``: citations whose label is not among the outcome's sources.
 * A provider failure is recorded as status ``error`` with its reason in ``error``.
 
