@@ -134,6 +134,9 @@ OPTIONS: list[tuple[tuple[str, ...], str, str, Any]] = [
     (("ask", "q?", "--threshold-sparse", "2"), "answer", "thresholds.sparse", 2.0),
     (("ask", "q?", "--threshold-fusion", "0.01"), "answer", "thresholds.fusion", 0.01),
     (("ask", "q?", "--threshold-rerank", "0.5"), "answer", "thresholds.rerank", 0.5),
+    (("ask", "q?"), "answer", "style", None),
+    (("ask", "q?", "--style", "quoted"), "answer", "style", "quoted"),
+    (("ask", "q?", "--style", "evidence"), "answer", "style", "evidence"),
     # eval run
     (("eval", "run", CASES), "evaluate", "dataset.path", Path(CASES)),
     (("eval", "run", "--beir", "dir", "--split", "dev"), "evaluate", "dataset.split", "dev"),
@@ -198,6 +201,13 @@ OPTIONS: list[tuple[tuple[str, ...], str, str, Any]] = [
     (("eval", "calibrate", CASES, "--force"), "calibrate", "force", True),
     (("eval", "calibrate", CASES), "calibrate", "write", False),
     (("eval", "calibrate", CASES, "--write"), "calibrate", "write", True),
+    (("eval", "calibrate", CASES), "calibrate", "max_answerable_loss", 0.1),
+    (
+        ("eval", "calibrate", CASES, "--max-answerable-loss", "0.2"),
+        "calibrate",
+        "max_answerable_loss",
+        0.2,
+    ),
     # eval compare / report
     (("eval", "compare", "r1", "r2"), "compare", "before", "r1"),
     (("eval", "compare", "r1", "r2"), "compare", "after", "r2"),

@@ -41,7 +41,7 @@ from ragwright.errors import (
     RequestError,
 )
 from ragwright.testing.scripted import Fail, Hang, Reply, ScriptedChatModel
-from tests.application.components import answered, fake_application
+from tests.application.components import answered, fake_application, quoted
 from tests.conftest import SAMPLES
 
 QUESTION = "Should I drain all queued work during shutdown?"
@@ -340,7 +340,121 @@ ANSWER_CHANGES: list[tuple[str, dict[str, Any], Callable[[dict[str, Any]], Any]]
         {"thresholds": ThresholdOverrides(dense=0.99, sparse=50.0)},
         lambda r: r["status"],
     ),
+    ("style", {"style": "evidence"}, lambda r: (r["status"], r["style"], len(r["quotes"]))),
 ]
+
+
+@pytest.mark.parametrize(
+    ("provider", "setting", "expected"),
+    [
+        ("local", "auto", "quoted"),
+        ("openai", "auto", "generated"),
+        ("ollama", "auto", "generated"),
+        ("local", "generated", "generated"),
+        ("openai", "evidence", "evidence"),
+    ],
+)
+def test_the_answer_style_follows_the_setting_and_the_provider(
+    home: Path, provider: str, setting: str, expected: str
+) -> None:
+    app, _ = fake_application(home, chat_provider=provider, answer_style=setting)
+    assert app.answer_style() == expected
+    assert app.answer_style("quoted") == "quoted"  # a request's style wins
+
+
+def test_a_quoted_answer_through_the_application(home: Path) -> None:
+    preview = _answer(
+        fake_application(home, answer_style="quoted")[0], AnswerRequest(QUESTION, preview=True)
+    )
+    body = json.loads(preview["request"]["messages"][1]["content"])
+    first = body["evidence"][0]["sentences"][0]
+    app, _ = fake_application(home, ScriptedChatModel([quoted(first["id"])]), answer_style="quoted")
+    outcome = _answer(app, AnswerRequest(QUESTION))
+    assert outcome["status"] == "answered" and outcome["style"] == "quoted"
+    assert outcome["answer"] == first["text"] and outcome["quotes"][0]["id"] == first["id"]
+    assert outcome["options"]["style"] == "quoted"
+
+
+def test_evidence_style_opens_no_chat_session(home: Path) -> None:
+    app, components = fake_application(home)
+    outcome = _answer(app, AnswerRequest(QUESTION, style="evidence"))
+    assert outcome["status"] == "evidence_only" and components.sessions == 0
+    assert outcome["answer"] == "" and outcome["quotes"]
+
+
+def test_the_answerability_threshold_comes_from_settings_then_calibration(home: Path) -> None:
+    app, components = fake_application(home, ScriptedChatModel([answered("S1")] * 4))
+    assert app.answerability_threshold() == (None, "none")
+    signal = _answer(app, AnswerRequest(QUESTION, style="evidence"))["answerability"]
+    # Persist a calibration whose answerability threshold is above this question's signal.
+    cases = home / "cases.jsonl"
+    _write_calibration_cases(cases)
+    app.calibrate(CalibrateRequest(Dataset(cases), force=True, write=True, folds=2))
+    record = json.loads(app.calibration_file().read_text("utf-8"))
+    assert record["answerability"] is None or "threshold" in record["answerability"]
+    record["answerability"] = {
+        "threshold": signal["score"] + 0.01,
+        "max_answerable_loss": 0.1,
+        "style": "evidence",
+        "in_sample": _FIGURES,
+        "held_out": _FIGURES,
+    }
+    app.calibration_file().write_text(json.dumps(record), "utf-8")
+    calls = components.model.calls  # type: ignore[attr-defined]
+    outcome = _answer(app, AnswerRequest(QUESTION))
+    assert outcome["status"] == "insufficient" and components.model.calls == calls  # type: ignore[attr-defined]
+    assert outcome["options"]["answerability_source"] == "calibration"
+    # An explicit setting wins over the record.
+    app2, _ = fake_application(home, answerability_threshold=-1.0)
+    assert app2.answerability_threshold() == (-1.0, "settings")
+    assert _answer(app2, AnswerRequest(QUESTION))["status"] == "answered"
+
+
+_FIGURES = {
+    "answerable": 2,
+    "unsupported": 2,
+    "answerable_declined": 0,
+    "unsupported_declined": 1,
+    "answerable_declined_rate": 0.0,
+    "unsupported_declined_rate": 0.5,
+}
+
+
+def _write_calibration_cases(path: Path) -> None:
+    lines = [
+        {
+            "id": "a1",
+            "category": "c",
+            "question": QUESTION,
+            "relevant": [{"document_id": "worker-shutdown", "grade": 2}],
+        },
+        {
+            "id": "a2",
+            "category": "c",
+            "question": "How do I rotate the TLS certificate?",
+            "relevant": [{"document_id": "certificate-rotation", "grade": 2}],
+        },
+        {"id": "u1", "category": "u", "question": "Which regions host us?", "unsupported": True},
+        {"id": "u2", "category": "u", "question": "How tall is the CEO?", "unsupported": True},
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), "utf-8")
+
+
+def test_calibrate_recommends_an_answerability_threshold_with_held_out_figures(
+    home: Path,
+) -> None:
+    app, _ = fake_application(home)
+    cases = home / "cases.jsonl"
+    _write_calibration_cases(cases)
+    result = app.calibrate(CalibrateRequest(Dataset(cases), force=True, folds=2)).to_dict()
+    signal = result["answerability"]
+    assert signal["style"] == "evidence" and signal["max_answerable_loss"] == 0.1
+    assert signal["in_sample"]["answerable"] == 2 and signal["held_out"]["unsupported"] == 2
+    loose = app.calibrate(
+        CalibrateRequest(Dataset(cases), force=True, folds=2, max_answerable_loss=1.0)
+    ).to_dict()["answerability"]
+    # Allowed to decline every answerable question, it declines every unsupported one.
+    assert loose["in_sample"]["unsupported_declined"] == 2
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,8 @@ from ragwright.application.outcomes import AnswerOutcome
 from ragwright.application.requests import (
     DEFAULT_ELIGIBLE_STATES,
     DEFAULT_ELIGIBLE_TYPES,
+    AnswerabilityFigures,
+    AnswerabilityResult,
     AnswerRequest,
     AppliedThresholds,
     CalibrateRequest,
@@ -49,6 +51,8 @@ __all__ = [
     "DEFAULT_ELIGIBLE_TYPES",
     "AnswerOutcome",
     "AnswerRequest",
+    "AnswerabilityFigures",
+    "AnswerabilityResult",
     "Application",
     "AppliedThresholds",
     "CalibrateRequest",

@@ -65,13 +65,27 @@ class HeldOutFigures(Figures):
     fold_thresholds: tuple[RecordThresholds, ...]
 
 
-class Answerability(BaseModel):
-    """A section another stage fills and reads: ``threshold`` and any fields it adds
-    (kept as they are, in ``model_extra``)."""
+class AnswerabilityFigures(_Strict):
+    """What the answerability threshold declines on a set of questions."""
 
-    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
+    answerable: int = Field(ge=0)
+    unsupported: int = Field(ge=0)
+    answerable_declined: int = Field(ge=0)
+    unsupported_declined: int = Field(ge=0)
+    answerable_declined_rate: float | None = Field(ge=0, le=1)
+    unsupported_declined_rate: float | None = Field(ge=0, le=1)
 
-    threshold: float
+
+class Answerability(_Strict):
+    """The answerability threshold ``ask`` applies by default (the least similarity
+    between the question and its best evidence sentence), how it was chosen and what it
+    did in-sample and on held-out questions."""
+
+    threshold: float = Field(ge=-1, le=1)
+    max_answerable_loss: float = Field(ge=0, le=1)
+    style: Literal["quoted", "evidence"]
+    in_sample: AnswerabilityFigures
+    held_out: AnswerabilityFigures
 
 
 class CalibrationRecord(_Strict):

@@ -583,6 +583,7 @@ class CalibrateRequest:
     holdout: Dataset | None = None
     force: bool = False
     write: bool = False
+    max_answerable_loss: float = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -597,6 +598,49 @@ class ClearCalibrationResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": str(self.path), "removed": self.removed}
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerabilityFigures:
+    """What an answerability threshold declines on a set of questions."""
+
+    answerable: int
+    unsupported: int
+    answerable_declined: int
+    unsupported_declined: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "answerable_declined_rate": _rate(self.answerable_declined, self.answerable),
+            "unsupported_declined_rate": _rate(self.unsupported_declined, self.unsupported),
+        }
+
+
+def _rate(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerabilityResult:
+    """The recommended answerability threshold (``None``: no threshold declines an
+    unsupported question within ``max_answerable_loss``), chosen under the recommended
+    retrieval thresholds, with its in-sample and held-out figures."""
+
+    threshold: float | None
+    max_answerable_loss: float
+    style: Literal["quoted", "evidence"]
+    in_sample: AnswerabilityFigures
+    held_out: AnswerabilityFigures
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "threshold": self.threshold,
+            "max_answerable_loss": self.max_answerable_loss,
+            "style": self.style,
+            "in_sample": self.in_sample.to_dict(),
+            "held_out": self.held_out.to_dict(),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -655,6 +699,7 @@ class CalibrateResult:
     held_out: HeldOutResult | None = None
     forced: bool = False
     written: Path | None = None
+    answerability: AnswerabilityResult | None = None
 
     @property
     def recommended(self) -> CalibrationRowResult:
@@ -672,6 +717,7 @@ class CalibrateResult:
             "held_out": self.held_out.to_dict(self.k) if self.held_out else None,
             "forced": self.forced,
             "written": str(self.written) if self.written else None,
+            "answerability": self.answerability.to_dict() if self.answerability else None,
         }
 
 

@@ -14,12 +14,14 @@ import math
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from ragwright.application.calibration import Answerability as RecordAnswerability
+from ragwright.application.calibration import AnswerabilityFigures as RecordAnswerabilityFigures
 from ragwright.application.calibration import (
     CalibrationRecord,
     Figures,
@@ -35,6 +37,8 @@ from ragwright.application.components import Components
 from ragwright.application.outcomes import AnswerOutcome
 from ragwright.application.requests import (
     STAGES,
+    AnswerabilityFigures,
+    AnswerabilityResult,
     AnswerRequest,
     AppliedThresholds,
     CalibrateRequest,
@@ -96,7 +100,14 @@ from ragwright.errors import (
 )
 from ragwright.pipeline.answer import Budget, answer_question
 from ragwright.pipeline.answer_scoring import attach_answers, error_outcome, score_answer
-from ragwright.pipeline.calibrate import MIN_UNSUPPORTED, Calibration, calibrate
+from ragwright.pipeline.answerability import (
+    SignalCase,
+    ThresholdFigures,
+    choose_threshold,
+    held_out_threshold,
+    judge_threshold,
+)
+from ragwright.pipeline.calibrate import MIN_UNSUPPORTED, Calibration, assign_folds, calibrate
 from ragwright.pipeline.evaluate import (
     EvalConfig,
     compare_runs,
@@ -433,6 +444,7 @@ class Application:
             eligibility.chunking_version, write=False, any_chunking_version=True
         )
         style = self.answer_style(request.style)
+        answerability_threshold, answerability_source = self.answerability_threshold()
         session = None if request.preview or style == "evidence" else self.components.chat(counter)
         try:
             # One budget for the whole answer: the query embedding and reranking (remote
@@ -463,7 +475,7 @@ class Application:
                     schema_style=profiles[0].schema_style,
                     temperature=self.settings.chat_temperature,
                     style=style,
-                    answerability_threshold=self.answerability_threshold(),
+                    answerability_threshold=answerability_threshold,
                 )
         finally:
             if session is not None:
@@ -482,6 +494,8 @@ class Application:
             "current_revisions": dict(request.current_revisions or {}),
             "deadline_seconds": deadline_seconds,
             "style": style,
+            "answerability_threshold": answerability_threshold,
+            "answerability_source": answerability_source,
             "primary": profiles[0].name,
             "fallbacks": [p.name for p in profiles[1:]],
             "thresholds": dataclasses.asdict(limits),
@@ -640,6 +654,9 @@ class Application:
                 holdout=holdout,
                 progress=progress,
             )
+            answerability = self._calibrate_answerability(
+                request, config, index, result.recommended.thresholds, cases, holdout, progress
+            )
         finally:
             index.close()
         rows = tuple(
@@ -672,7 +689,9 @@ class Application:
         written = None
         if request.write:
             written = self.calibration_file()
-            write_calibration(written, self._calibration_record(request, config, result))
+            write_calibration(
+                written, self._calibration_record(request, config, result, answerability)
+            )
         return CalibrateResult(
             mode=result.mode,
             k=request.k,
@@ -682,10 +701,79 @@ class Application:
             held_out=held_out,
             forced=unsupported < MIN_UNSUPPORTED,
             written=written,
+            answerability=answerability,
+        )
+
+    def _calibrate_answerability(
+        self,
+        request: CalibrateRequest,
+        config: EvalConfig,
+        index: VectorIndex,
+        thresholds: Thresholds,
+        cases: Sequence[EvalCase],
+        holdout: Sequence[EvalCase] | None,
+        progress: ProgressCallback | None,
+    ) -> AnswerabilityResult:
+        """Score every question's answerability signal as ``ask`` would compute it (same
+        retrieval, recommended thresholds, assembly and budget; no model call), then
+        choose the threshold and judge it on held-out questions."""
+        style: Literal["quoted", "evidence"] = (
+            "quoted" if self.answer_style() == "quoted" else "evidence"
+        )
+        retriever = self.components.retriever(index)
+        counter = self.components.token_counter()
+        budget = Budget.for_profile(self.components.chat_profiles()[0])
+
+        def signals(labelled: Sequence[EvalCase]) -> list[SignalCase]:
+            if progress:
+                progress("signals", len(labelled))
+            scored = []
+            for case in labelled:
+                result = asyncio.run(
+                    answer_question(
+                        case.question,
+                        retriever=retriever,
+                        eligibility=config.eligibility,
+                        scope=config.scope,
+                        chat=None,
+                        counter=counter,
+                        k=request.k,
+                        mode=request.mode,
+                        budget=budget,
+                        preview=True,
+                        style=style,
+                        thresholds=thresholds,
+                    )
+                )
+                signal = result.answerability
+                score = signal.score if signal is not None and result.status == "preview" else None
+                scored.append(SignalCase(case.case_id, not case.unsupported, score))
+                if progress:
+                    progress("scored", 1)
+            return scored
+
+        labelled = signals(cases)
+        chosen = choose_threshold(labelled, request.max_answerable_loss)
+        if holdout is not None:
+            held = judge_threshold(signals(holdout), chosen.threshold)
+        else:
+            held = held_out_threshold(
+                labelled, assign_folds(cases, request.folds), request.max_answerable_loss
+            )
+        return AnswerabilityResult(
+            threshold=chosen.threshold,
+            max_answerable_loss=request.max_answerable_loss,
+            style=style,
+            in_sample=_figures(chosen),
+            held_out=_figures(held),
         )
 
     def _calibration_record(
-        self, request: CalibrateRequest, config: EvalConfig, result: Calibration
+        self,
+        request: CalibrateRequest,
+        config: EvalConfig,
+        result: Calibration,
+        answerability: AnswerabilityResult | None = None,
     ) -> CalibrationRecord:
         chosen, held = result.recommended, result.held_out
         if held is None:  # the use case always asks for held-out figures
@@ -734,7 +822,17 @@ class Application:
                     RecordThresholds(dense=t.dense, sparse=t.sparse) for t in held.fold_thresholds
                 ),
             ),
-            answerability=None,
+            answerability=(
+                RecordAnswerability(
+                    threshold=answerability.threshold,
+                    max_answerable_loss=answerability.max_answerable_loss,
+                    style=answerability.style,
+                    in_sample=RecordAnswerabilityFigures(**answerability.in_sample.to_dict()),
+                    held_out=RecordAnswerabilityFigures(**answerability.held_out.to_dict()),
+                )
+                if answerability is not None and answerability.threshold is not None
+                else None
+            ),
         )
 
     def clear_calibration(
@@ -836,9 +934,21 @@ class Application:
             return configured
         return "quoted" if self.settings.chat_provider == "local" else "generated"
 
-    def answerability_threshold(self) -> float | None:
-        """The ``answerability_threshold`` setting (``None``: no threshold)."""
-        return self.settings.answerability_threshold
+    def answerability_threshold(self) -> tuple[float | None, str]:
+        """The answerability threshold and where it came from: the
+        ``answerability_threshold`` setting, else the persisted calibration's
+        (``eval calibrate --write``), else none.
+
+        Raises:
+            CalibrationError: the persisted calibration is damaged.
+        """
+        if self.settings.answerability_threshold is not None:
+            return self.settings.answerability_threshold, "settings"
+        record = self.calibration()
+        if record is not None and record.answerability is not None:
+            self._check_calibration_profiles(record)
+            return record.answerability.threshold, "calibration"
+        return None, "none"
 
     def thresholds(self, overrides: ThresholdOverrides = ThresholdOverrides()) -> AppliedThresholds:
         """Per-stage thresholds and where each came from: the request's value, else the
@@ -930,6 +1040,15 @@ class Application:
         # Document-level scoring ranks chunks deeper than the largest cutoff.
         depth = max(self.settings.hybrid_candidates, max(config.ks) * config.document_depth_factor)
         return self.components.retriever(index, candidates=depth)
+
+
+def _figures(figures: ThresholdFigures) -> AnswerabilityFigures:
+    return AnswerabilityFigures(
+        figures.answerable,
+        figures.unsupported,
+        figures.answerable_declined,
+        figures.unsupported_declined,
+    )
 
 
 @contextmanager

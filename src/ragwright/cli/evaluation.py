@@ -29,7 +29,7 @@ from ragwright.cli.common import (
 from ragwright.core.answers import ANSWER_STYLES
 
 if TYPE_CHECKING:
-    from ragwright.application import Dataset
+    from ragwright.application import CalibrateResult, Dataset
 
 MODES = ("dense", "sparse", "hybrid")
 METRICS = ("precision", "recall", "reciprocal_rank", "ndcg")
@@ -271,6 +271,16 @@ def eval_calibrate(
         bool,
         typer.Option("--clear", help="Remove the persisted calibration (no DATASET)."),
     ] = False,
+    max_answerable_loss: Annotated[
+        float,
+        typer.Option(
+            "--max-answerable-loss",
+            min=0.0,
+            max=1.0,
+            metavar="R",
+            help="Share of answerable questions the answerability threshold may decline.",
+        ),
+    ] = 0.1,
     progress: ShowProgress = False,
     as_json: AsJson = False,
 ) -> None:
@@ -289,8 +299,16 @@ def eval_calibrate(
     The recommendation (*) is the lowest FA within --max-recall-loss of the
     unthresholded Recall@K; the held-out line shows how that rule fares on questions it
     did not see. It needs at least 20 unsupported questions (--force to go below).
-    --write persists it beside the index; search, ask and eval run then apply it to
-    every stage no option or RAGWRIGHT_THRESHOLD_* setting sets. --clear removes it.
+
+    Then, under the recommended thresholds, every question's answerability signal (the
+    similarity of the question with its best evidence sentence, as ask computes it) is
+    scored, and the threshold that declines the most unsupported questions while
+    declining at most --max-answerable-loss of the answerable ones is recommended, with
+    its held-out figures.
+
+    --write persists both beside the index; search, ask and eval run then apply them
+    wherever no option or setting (RAGWRIGHT_THRESHOLD_*, RAGWRIGHT_ANSWERABILITY_THRESHOLD)
+    sets a value. --clear removes them.
     """
     from ragwright.application import CalibrateRequest, ClearCalibrationRequest, Dataset
     from ragwright.cli.common import application
@@ -325,6 +343,7 @@ def eval_calibrate(
         holdout=Dataset(holdout) if holdout is not None else None,
         force=force,
         write=write,
+        max_answerable_loss=max_answerable_loss,
     )
     with ProgressDisplay(force_lines=progress) as display:
         result = application().calibrate(request, progress=display)
@@ -367,10 +386,29 @@ def eval_calibrate(
             print(f"  threshold_{name} = {value:.4f}")
     if chosen.threshold_dense is None and chosen.threshold_sparse is None:
         print("  no threshold: none lowers false acceptance within the allowed recall loss")
+    _print_answerability(result)
     if result.written is not None:
         print(f"written to {result.written}: search, ask and eval run apply it")
     else:
         print("not persisted: pass --write to apply it to search, ask and eval run")
+
+
+def _print_answerability(result: CalibrateResult) -> None:
+    signal = result.answerability
+    if signal is None:
+        return
+    if signal.threshold is None:
+        print(
+            "  answerability: no threshold declines an unsupported question within "
+            f"--max-answerable-loss {signal.max_answerable_loss:g}"
+        )
+        return
+    print(f"  answerability_threshold = {signal.threshold:.4f}")
+    for name, figures in (("in-sample", signal.in_sample), ("held-out", signal.held_out)):
+        print(
+            f"    {name}: declines {figures.unsupported_declined} of {figures.unsupported} "
+            f"unsupported, {figures.answerable_declined} of {figures.answerable} answerable"
+        )
 
 
 @eval_app.command("compare")

@@ -25,9 +25,14 @@ from rich.progress import (
 
 # A total starts a phase (named after its unit); the advancing events count its work:
 # ingestion's chunks (unchanged or embedded), calibration's questions retrieved and then
-# threshold combinations swept.
-TOTALS = {"plan": "chunks", "questions": "questions", "combinations": "combinations"}
-ADVANCING = frozenset({"unchanged", "embedded", "retrieved", "swept"})
+# threshold combinations swept, then questions scored for the answerability signal.
+TOTALS = {
+    "plan": "chunks",
+    "questions": "questions",
+    "combinations": "combinations",
+    "signals": "answerability signals",
+}
+ADVANCING = frozenset({"unchanged", "embedded", "retrieved", "swept", "scored"})
 
 
 class ProgressDisplay:

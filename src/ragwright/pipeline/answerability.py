@@ -20,6 +20,7 @@ sentence, read in order).
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -125,3 +126,97 @@ def _unit(vector: Sequence[float]) -> np.ndarray:
     array = np.asarray(vector, dtype=np.float64)
     norm = float(np.linalg.norm(array))
     return array / norm if norm else array
+
+
+# --- calibration -----------------------------------------------------------------------
+
+DEFAULT_MAX_ANSWERABLE_LOSS = 0.1
+"""Share of answerable questions (with evidence) the threshold may decline by default."""
+
+
+@dataclass(frozen=True, slots=True)
+class SignalCase:
+    """One labelled question's signal: ``score`` ``None`` when no evidence was eligible
+    (declined before the signal, whatever the threshold)."""
+
+    case_id: str
+    answerable: bool
+    score: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ThresholdFigures:
+    """What a threshold does on a set of questions."""
+
+    threshold: float | None
+    answerable: int
+    unsupported: int
+    answerable_declined: int  # by the threshold; those without evidence are not counted
+    unsupported_declined: int  # no evidence, or below the threshold
+
+    @property
+    def answerable_declined_rate(self) -> float:
+        return self.answerable_declined / self.answerable if self.answerable else 0.0
+
+    @property
+    def unsupported_declined_rate(self) -> float:
+        return self.unsupported_declined / self.unsupported if self.unsupported else 0.0
+
+
+def judge_threshold(cases: Sequence[SignalCase], threshold: float | None) -> ThresholdFigures:
+    """Count what ``threshold`` declines among ``cases``."""
+
+    def below(case: SignalCase) -> bool:
+        return threshold is not None and case.score is not None and case.score < threshold
+
+    answerable = [c for c in cases if c.answerable]
+    unsupported = [c for c in cases if not c.answerable]
+    return ThresholdFigures(
+        threshold,
+        len(answerable),
+        len(unsupported),
+        sum(1 for c in answerable if below(c)),
+        sum(1 for c in unsupported if c.score is None or below(c)),
+    )
+
+
+def choose_threshold(
+    cases: Sequence[SignalCase], max_answerable_loss: float = DEFAULT_MAX_ANSWERABLE_LOSS
+) -> ThresholdFigures:
+    """The threshold that declines the most unsupported questions while declining at
+    most ``max_answerable_loss`` of the answerable ones; ties go to the lower threshold.
+
+    Candidates are "none" and the midpoints between consecutive distinct scores (the
+    smallest margins that change a decision), so the choice depends only on the order
+    of the scores and lands between two observed questions, never on one.
+    """
+    scores = sorted({c.score for c in cases if c.score is not None})
+    best = judge_threshold(cases, None)
+    for low, high in itertools.pairwise(scores):
+        figures = judge_threshold(cases, (low + high) / 2)
+        if figures.answerable_declined_rate > max_answerable_loss + 1e-12:
+            break  # higher thresholds only decline more answerable questions
+        if figures.unsupported_declined > best.unsupported_declined:
+            best = figures
+    return best
+
+
+def held_out_threshold(
+    cases: Sequence[SignalCase], folds: dict[str, int], max_answerable_loss: float
+) -> ThresholdFigures:
+    """Pooled figures of choosing on all folds but one and judging on that one."""
+    totals = [0, 0, 0, 0]
+    for fold in sorted(set(folds.values())):
+        train = [c for c in cases if folds[c.case_id] != fold]
+        test = [c for c in cases if folds[c.case_id] == fold]
+        figures = judge_threshold(test, choose_threshold(train, max_answerable_loss).threshold)
+        for n, value in enumerate(
+            (
+                figures.answerable,
+                figures.unsupported,
+                figures.answerable_declined,
+                figures.unsupported_declined,
+            )
+        ):
+            totals[n] += value
+    return ThresholdFigures(None, *totals)
