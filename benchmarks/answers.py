@@ -46,6 +46,8 @@ from ragwright.adapters.datasets import load_cases
 from ragwright.application import (
     AnswerRequest,
     Application,
+    CalibrateRequest,
+    Dataset,
     EvidenceFilter,
     IngestRequest,
 )
@@ -134,6 +136,17 @@ async def answer_all(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Answer every case in turn; (scored rows, sentence-selection rows)."""
     chunking_version = app.eligibility(evidence).chunking_version
+    async with app.chat_kept_open():  # one warm model for the whole run
+        return await _answer_each(app, cases, evidence, style, chunking_version)
+
+
+async def _answer_each(
+    app: Application,
+    cases: Sequence[EvalCase],
+    evidence: EvidenceFilter,
+    style: str,
+    chunking_version: str,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     rows, selections = [], []
     for number, case in enumerate(cases, start=1):
         started = time.perf_counter()
@@ -211,10 +224,15 @@ def run_dataset(
     evidence: EvidenceFilter,
     splits: dict[str, list[dict[str, Any]]],
     styles: Sequence[str],
+    *,
+    calibrate_on: list[dict[str, Any]] | None,
+    progress: Any = None,
     **settings: object,
 ) -> dict[str, Any]:
-    """Ingest ``sources`` into a fresh home (``settings`` over the defaults) and run
-    every split under every style."""
+    """Ingest ``sources`` into a fresh home (``settings`` over the defaults), calibrate
+    the retrieval and answerability thresholds on ``calibrate_on`` (persisted, so every
+    answer applies them as ``ask`` would; ``None``: no thresholds) and run every split
+    under every style; ``progress(results)`` is called after each style."""
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix=f"ragwright-answers-{name}-") as tmp:
         home = Path(tmp) / "home"
@@ -224,6 +242,21 @@ def run_dataset(
         # the first answer's latency (and deadline) holds only what every answer pays.
         assemble_model(home / "models")
         print(f"{name}: {ingested.documents} documents, {ingested.chunks} chunks", flush=True)
+        if calibrate_on is not None:
+            write_cases(calibrate_on, Path(tmp), f"{name}-calibration")
+            calibration = app.calibrate(
+                CalibrateRequest(
+                    Dataset(Path(tmp) / f"{name}-calibration.jsonl"),
+                    evidence=evidence,
+                    force=True,
+                    write=True,
+                )
+            ).to_dict()
+            results["calibration"] = {
+                key: calibration[key]
+                for key in ("recommended", "held_out", "answerability", "forced")
+            }
+            print(f"{name}: calibrated {json.dumps(results['calibration']['answerability'])}")
         for split, rows in splits.items():
             cases = write_cases(rows, Path(tmp), f"{name}-{split}")
             results[split] = {}
@@ -239,6 +272,8 @@ def run_dataset(
                         for case, row, selection in zip(cases, scored, selections, strict=True)
                     ],
                 }
+                if progress is not None:
+                    progress(results)
     return results
 
 
@@ -251,6 +286,8 @@ def table(results: dict[str, Any]) -> str:
     lines = [header]
     for dataset, splits in results.items():
         for split, styles in splits.items():
+            if split == "calibration":
+                continue
             for style, result in styles.items():
                 s = result["summary"]
                 a, u = s["answerable"], s["unsupported"]
@@ -279,6 +316,12 @@ def main() -> None:
     parser.add_argument("--dataset", choices=("clapnq", "samples", "both"), default="both")
     parser.add_argument("--limit", type=int, default=None, help="Questions per split.")
     parser.add_argument(
+        "--no-calibrate",
+        action="store_true",
+        help="Answer without thresholds (default: calibrate on ClapNQ's tune split, or "
+        "in-sample on the sample set, and apply the persisted thresholds).",
+    )
+    parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "answers.json"
     )
     args = parser.parse_args()
@@ -287,6 +330,23 @@ def main() -> None:
     if unknown or not styles:
         parser.error(f"--styles: each one of {', '.join(STYLES)}; got {args.styles!r}")
     results: dict[str, Any] = {}
+
+    def record() -> dict[str, Any]:
+        return {
+            "config": {
+                "styles": styles,
+                "split": args.split,
+                "limit": args.limit,
+                "calibrated": not args.no_calibrate,
+                "split_rule": "tune when sha256(question id)[0] is even, else test",
+            },
+            "results": results,
+        }
+
+    def save() -> None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(record(), indent=2), "utf-8")
+
     if args.dataset in ("clapnq", "both"):
         if not (CLAPNQ / "questions.jsonl").is_file():
             sys.exit(f"ClapNQ not found at {CLAPNQ}: see ../shared/data/README.md")
@@ -297,6 +357,8 @@ def main() -> None:
             EvidenceFilter(types=("note",)),
             {split: limited(clapnq_rows(split), args.limit) for split in splits},
             styles,
+            calibrate_on=None if args.no_calibrate else clapnq_rows("tune"),
+            progress=lambda partial: (results.__setitem__("clapnq", partial), save()),
             **CLAPNQ_CHUNKING,
         )
     if args.dataset in ("samples", "both"):
@@ -311,19 +373,11 @@ def main() -> None:
             EvidenceFilter(types=("runbook", "note")),
             {"all": limited(rows, args.limit)},
             styles,
+            calibrate_on=None if args.no_calibrate else rows,
+            progress=lambda partial: (results.__setitem__("samples", partial), save()),
         )
     print(table(results))
-    record = {
-        "config": {
-            "styles": styles,
-            "split": args.split,
-            "limit": args.limit,
-            "split_rule": "tune when sha256(question id)[0] is even, else test",
-        },
-        "results": results,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=2), "utf-8")
+    save()
     print(f"wrote {args.out}")
 
 

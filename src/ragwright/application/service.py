@@ -14,8 +14,8 @@ import math
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -33,7 +33,7 @@ from ragwright.application.calibration import (
     read_calibration,
     write_calibration,
 )
-from ragwright.application.components import Components
+from ragwright.application.components import ChatSession, Components
 from ragwright.application.outcomes import AnswerOutcome
 from ragwright.application.requests import (
     STAGES,
@@ -136,6 +136,21 @@ class Application:
 
     def __init__(self, components: Components) -> None:
         self.components = components
+        self._kept_chat: ChatSession | None = None
+
+    @asynccontextmanager
+    async def chat_kept_open(self) -> AsyncIterator[None]:
+        """Answers made inside share one chat session — one warm local model instead of a
+        start per answer — closed on exit (evaluation runs, benchmarks, a service)."""
+        if self._kept_chat is not None:
+            yield
+            return
+        self._kept_chat = self.components.chat(self.components.token_counter())
+        try:
+            yield
+        finally:
+            session, self._kept_chat = self._kept_chat, None
+            await session.close()
 
     @property
     def settings(self) -> Settings:
@@ -445,7 +460,12 @@ class Application:
         )
         style = self.answer_style(request.style)
         answerability_threshold, answerability_source = self.answerability_threshold()
-        session = None if request.preview or style == "evidence" else self.components.chat(counter)
+        kept = self._kept_chat
+        session = (
+            None
+            if request.preview or style == "evidence"
+            else kept or self.components.chat(counter)
+        )
         try:
             # One budget for the whole answer: the query embedding and reranking (remote
             # providers retry under it) and every model attempt and wait.
@@ -478,7 +498,7 @@ class Application:
                     answerability_threshold=answerability_threshold,
                 )
         finally:
-            if session is not None:
+            if session is not None and session is not kept:
                 await session.close()
             index.close()
         options = {
@@ -583,34 +603,38 @@ class Application:
         a provider failure or a broken answer contract is recorded as an ``error``
         outcome, not the run's end."""
         rows = []
-        for case in cases:
-            started = time.perf_counter()
-            try:
-                outcome = (
-                    await self.answer(
-                        AnswerRequest(
-                            case.question,
-                            mode=request.mode,
-                            evidence=request.evidence,
-                            tenant=request.tenant,
-                            thresholds=request.thresholds,
-                            style=request.style,
-                        )
-                    )
-                ).to_dict()
-            except ChatError as error:
-                outcome = error_outcome(f"{error.category.value}: {error}", request.style)
-            except AnswerContractError as error:
-                outcome = error_outcome(str(error), request.style)
-            rows.append(
-                score_answer(
-                    case,
-                    outcome,
-                    latency_ms=(time.perf_counter() - started) * 1000,
-                    chunking_version=config.eligibility.chunking_version,
-                )
-            )
+        async with self.chat_kept_open():
+            for case in cases:
+                rows.append(await self._answer_case(case, request, config))
         return rows
+
+    async def _answer_case(
+        self, case: EvalCase, request: EvaluateRequest, config: EvalConfig
+    ) -> dict[str, Any]:
+        started = time.perf_counter()
+        try:
+            outcome = (
+                await self.answer(
+                    AnswerRequest(
+                        case.question,
+                        mode=request.mode,
+                        evidence=request.evidence,
+                        tenant=request.tenant,
+                        thresholds=request.thresholds,
+                        style=request.style,
+                    )
+                )
+            ).to_dict()
+        except ChatError as error:
+            outcome = error_outcome(f"{error.category.value}: {error}", request.style)
+        except AnswerContractError as error:
+            outcome = error_outcome(str(error), request.style)
+        return score_answer(
+            case,
+            outcome,
+            latency_ms=(time.perf_counter() - started) * 1000,
+            chunking_version=config.eligibility.chunking_version,
+        )
 
     def calibrate(
         self, request: CalibrateRequest, *, progress: ProgressCallback | None = None
