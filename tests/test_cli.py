@@ -494,14 +494,82 @@ def test_ask_answers_with_the_local_model(indexed_home: Path) -> None:
         check=True,
     )
     out = json.loads(result.stdout)
-    assert out["status"] in ("answered", "unsupported", "insufficient")
+    # The embedded model answers in the quoted style: evidence sentences, verbatim.
+    assert out["style"] == "quoted" and out["options"]["style"] == "quoted"
+    assert out["status"] in ("answered", "insufficient") and out["support"] is None
     labels = {s["label"] for s in out["sources"]}
     assert {c["label"] for c in out["citations"]} <= labels
-    assert (out["support"] is not None) == (out["status"] != "insufficient")
-    assert (out["status"] == "answered") == (out["support"] or {}).get("supported", False)
+    assert {q["source"] for q in out["quotes"]} == {c["label"] for c in out["citations"]}
+    assert out["answer"] == " ".join(q["text"] for q in out["quotes"])
     assert out["provider"] == "local" and out["options"]["schema_style"] == "variants"
     assert out["options"]["temperature"] == 0.0 and out["options"]["thresholds"]["dense"] is None
     assert out["usage"] is None or out["usage"]["input_tokens"] > 0
+
+
+def _reference(case_id: str) -> list[str]:
+    for line in (SAMPLES.parent / "eval" / "cases.jsonl").read_text("utf-8").splitlines():
+        case = json.loads(line)
+        if case["id"] == case_id:
+            return list(case["reference_answers"])
+    raise AssertionError(f"no case {case_id}")
+
+
+@pytest.mark.slow
+def test_the_drain_question_is_answered_with_its_deadline_condition(indexed_home: Path) -> None:
+    # The main job's first sample question, judged by its written reference: the answer
+    # must carry the condition (only while the shutdown deadline allows), not "yes".
+    from ragwright.core.answer_metrics import token_f1
+
+    result = ragwright(
+        "ask",
+        "Should I drain all queued work during shutdown?",
+        "--json",
+        home=indexed_home,
+        check=True,
+    )
+    out = json.loads(result.stdout)
+    assert out["status"] == "answered" and out["style"] == "quoted"
+    assert "only while the shutdown deadline allows" in out["answer"]
+    assert token_f1(out["answer"], _reference("q01")) >= 0.3
+    assert {c["document_id"] for c in out["citations"]} >= {"worker-shutdown"}
+
+
+def test_ask_evidence_style_shows_sentences_and_says_it_is_not_an_answer(
+    indexed_home: Path,
+) -> None:
+    question = "What happens to unfinished jobs when the shutdown deadline expires?"
+    by_option = ragwright("ask", question, "--style", "evidence", home=indexed_home, check=True)
+    by_setting = ragwright(
+        "ask", question, home=indexed_home, check=True, RAGWRIGHT_ANSWER_STYLE="evidence"
+    )
+    for out in (by_option.stdout, by_setting.stdout):
+        lines = out.splitlines()
+        assert lines[0] == (
+            "[evidence only] NOT AN ANSWER (no model was asked). "
+            "The most relevant evidence sentences:"
+        )
+        assert any("leave unfinished jobs for the durable retry path" in line for line in lines)
+        assert not any(line.startswith("  answered by") for line in lines)
+    assert by_option.stdout == by_setting.stdout
+
+
+def test_ask_below_the_answerability_threshold_is_insufficient_without_a_model(
+    indexed_home: Path,
+) -> None:
+    result = ragwright(
+        "ask",
+        "Should I drain all queued work during shutdown?",
+        home=indexed_home,
+        check=True,
+        RAGWRIGHT_ANSWERABILITY_THRESHOLD="0.99",
+        # A model that cannot start: the gate must decide before any model is needed.
+        RAGWRIGHT_CHAT_PROVIDER="openai",
+        RAGWRIGHT_CHAT_MODEL="none",
+        RAGWRIGHT_CHAT_BASE_URL="http://127.0.0.1:9",
+    )
+    lines = result.stdout.splitlines()
+    assert lines[0] == "[insufficient] (the evidence is insufficient)"
+    assert "threshold 0.990; the model was not called" in lines[1]
 
 
 UNSUPPORTED_CLAIM = "Refunds are paid in cash at the branch office."
