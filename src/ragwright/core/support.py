@@ -149,6 +149,12 @@ def check_support(
     that address the model covers at least ``min_echo`` of its content words and at
     least as many as any ordinary evidence text does (so a true answer next to an
     injection that talks about the same subject keeps its support).
+
+    The defaults ``min_shared=2, min_coverage=0.3`` were chosen by hand and kept after
+    calibration (``benchmarks/support_check.py``, 79 labelled cases, fixed tune/test
+    split): the pair best on tune, (2, 0.45), raised tune balanced accuracy from 0.763 to
+    0.822 but lowered the held-out split's from 0.740 to 0.647 (precision 0.938 -> 0.762,
+    recall 0.536 -> 0.571), withholding four more supported paraphrases.
     """
     sentences = [s for s in _SENTENCE.split(answer.strip()) if content_words(s)]
     planted: list[frozenset[str]] = []
