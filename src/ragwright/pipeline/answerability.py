@@ -32,7 +32,7 @@ from ragwright.core.points import format_query_input
 from ragwright.core.sentences import EvidenceSentence, in_reading_order
 from ragwright.protocols import Embedder
 
-QUOTE_CANDIDATES = 8
+QUOTE_CANDIDATES = 5
 """Sentences a quoted request shows the model: the most similar to the question."""
 
 
