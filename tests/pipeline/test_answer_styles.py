@@ -4,54 +4,25 @@ real BM25, scripted model)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from ragwright.adapters.lexical import Bm25Encoder
-from ragwright.core.eligibility import CallerScope, Eligibility
 from ragwright.errors import AnswerContractError, FailureCategory
-from ragwright.pipeline.answer import AnswerResult, answer_question
 from ragwright.pipeline.answerability import QUOTE_CANDIDATES
 from ragwright.pipeline.retrieve import Retriever
 from ragwright.testing.fakes import HashingEmbedder
 from ragwright.testing.scripted import Fail, Reply, ScriptedChatModel
-from ragwright.types import ChunkingPolicy
 from tests.pipeline.indexes import hashing_index
-
-ELIGIBLE = Eligibility(ChunkingPolicy().version)
-QUESTION = "Should I drain all queued work during shutdown?"
+from tests.pipeline.test_answer_path import ask
 
 
-class Words:
-    encoding_name = "words"
-
-    def count(self, text: str) -> int:
-        return len(text.split())
-
-
-@pytest.fixture
-def retriever(tmp_path: Path) -> Iterator[Retriever]:
-    with hashing_index(tmp_path / "i") as index:
+@pytest.fixture(scope="module")
+def retriever(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Retriever]:
+    with hashing_index(tmp_path_factory.mktemp("styles") / "i") as index:
         yield Retriever(index, HashingEmbedder(), Bm25Encoder())
-
-
-def ask(retriever: Retriever, chat: ScriptedChatModel | None, **kwargs: Any) -> AnswerResult:
-    return asyncio.run(
-        answer_question(
-            QUESTION,
-            retriever=retriever,
-            eligibility=ELIGIBLE,
-            scope=CallerScope(),
-            chat=chat,
-            counter=Words(),
-            **kwargs,
-        )
-    )
 
 
 def quoted(*ids: str) -> Reply:

@@ -138,24 +138,31 @@ class Answer:
     quotes: tuple[EvidenceSentence, ...] = ()
 
 
-def parse_answer(raw: str, sources: Sequence[SelectedSource]) -> Answer:
-    """Validate ``raw`` against the contract and resolve its source ids.
-
-    Raises:
-        AnswerContractError: with one of the reason codes in the module docstring.
-    """
+def _object_with(raw: str, fields: Sequence[str]) -> dict[str, Any]:
+    """``raw`` as a JSON object with exactly ``fields`` (reasons ``not_json``,
+    ``not_object``, ``missing_field``, ``unknown_field``)."""
     try:
         data = json.loads(raw)
     except ValueError as error:
         raise AnswerContractError("not_json", "the response is not JSON") from error
     if not isinstance(data, dict):
         raise AnswerContractError("not_object", f"expected an object, got {type(data).__name__}")
-    for field in _FIELDS:
+    for field in fields:
         if field not in data:
             raise AnswerContractError("missing_field", field)
-    extra = sorted(set(data) - set(_FIELDS))
+    extra = sorted(set(data) - set(fields))
     if extra:
         raise AnswerContractError("unknown_field", ", ".join(extra))
+    return data
+
+
+def parse_answer(raw: str, sources: Sequence[SelectedSource]) -> Answer:
+    """Validate ``raw`` against the contract and resolve its source ids.
+
+    Raises:
+        AnswerContractError: with one of the reason codes in the module docstring.
+    """
+    data = _object_with(raw, _FIELDS)
     status, text, ids = data["status"], data["answer"], data["sourceIds"]
     if not isinstance(status, str):
         raise AnswerContractError("wrong_type", "status must be a string")
@@ -313,18 +320,7 @@ def parse_quoted_answer(
             (answered with no ids), ``too_many_sentences``, ``duplicate_source_id``,
             ``unknown_source_id`` (an id that was not shown).
     """
-    try:
-        data = json.loads(raw)
-    except ValueError as error:
-        raise AnswerContractError("not_json", "the response is not JSON") from error
-    if not isinstance(data, dict):
-        raise AnswerContractError("not_object", f"expected an object, got {type(data).__name__}")
-    for field in QUOTED_FIELDS:
-        if field not in data:
-            raise AnswerContractError("missing_field", field)
-    extra = sorted(set(data) - set(QUOTED_FIELDS))
-    if extra:
-        raise AnswerContractError("unknown_field", ", ".join(extra))
+    data = _object_with(raw, QUOTED_FIELDS)
     status, ids = data["status"], data["sentenceIds"]
     if not isinstance(status, str):
         raise AnswerContractError("wrong_type", "status must be a string")
