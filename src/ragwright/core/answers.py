@@ -317,7 +317,8 @@ def parse_quoted_answer(
         AnswerContractError: ``not_json``, ``not_object``, ``missing_field``,
             ``unknown_field``, ``wrong_type``, ``unknown_status``,
             ``inconsistent_insufficient`` (insufficient with ids), ``answered_without_sources``
-            (answered with no ids), ``too_many_sentences``, ``duplicate_source_id``,
+            (answered with no ids), ``too_many_sentences`` (more distinct ids than
+            ``max_quotes``; a repeated id counts once and is quoted once),
             ``unknown_source_id`` (an id that was not shown).
     """
     data = _object_with(raw, QUOTED_FIELDS)
@@ -338,13 +339,12 @@ def parse_quoted_answer(
         raise AnswerContractError(
             "answered_without_sources", "an answer must select at least one sentence"
         )
+    # A sentence named twice is quoted once: grammar engines cannot express uniqueItems,
+    # and the repeat adds nothing the evidence does not say.
+    ids = list(dict.fromkeys(ids))
     if len(ids) > max_quotes:
         raise AnswerContractError(
             "too_many_sentences", f"{len(ids)} sentences selected, at most {max_quotes}"
-        )
-    if len(set(ids)) != len(ids):
-        raise AnswerContractError(
-            "duplicate_source_id", ", ".join(sorted({i for i in ids if ids.count(i) > 1}))
         )
     shown = {s.label: s for s in sentences}
     unknown = [i for i in ids if i not in shown]
