@@ -57,3 +57,16 @@ def test_sentences_split_at_real_boundaries_only() -> None:
         "Wait 2.5 s.",
         "Exit.",
     ]
+
+
+def test_tokenised_text_ends_a_sentence_at_a_mark_standing_alone() -> None:
+    text = "He said `` stop . Romeo meets Juliet . Tybalt is enraged . 5 are here ."
+    sentences = split_sentences(text)
+    assert sentences == [
+        "He said `` stop .",
+        "Romeo meets Juliet .",
+        "Tybalt is enraged .",
+        "5 are here .",
+    ]
+    # Verbatim: the sentences are the text's own characters (pysbd alone drops the ``).
+    assert " ".join(sentences) == text

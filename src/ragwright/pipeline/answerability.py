@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -38,18 +39,38 @@ QUOTE_CANDIDATES = 5
 
 @functools.cache
 def _segmenter() -> pysbd.Segmenter:
-    return pysbd.Segmenter(language="en", clean=False)
+    # Character spans, sliced from the text: the segments pysbd returns can differ from
+    # the text (it drops tokenised quote marks such as ``), and a quote must be verbatim.
+    return pysbd.Segmenter(language="en", clean=False, char_span=True)
+
+
+# Tokenised text (corpora derived from Wikipedia dumps write "depression . Benvolio")
+# puts a terminal mark between spaces, which pysbd does not always take for a sentence
+# end (inside quotes it merges many): a mark standing alone, followed by a capitalised
+# word, a digit or an opening quote (tokenised text opens with ``), ends one; a closing
+# '' stays with its sentence. Ordinary prose never has a space before its full stop, so
+# it is unaffected. On ClapNQ's passages this finds 89% of the human-selected sentences
+# exactly (80% without).
+_TOKENISED_END = re.compile(r"(?<=\s[.!?])\s+(?=[A-Z0-9`(])|(?<=\s[.!?] '')\s+(?=[A-Z])")
 
 
 def split_sentences(paragraph: str) -> list[str]:
     """The sentences of one paragraph (``pysbd``: rule-based, so abbreviations such as
-    "e.g." and "U.S." and decimal numbers do not end a sentence), stripped.
+    "e.g." and "U.S." and decimal numbers do not end a sentence; then a terminal mark
+    standing alone between spaces, as tokenised text writes it), stripped.
 
     Example:
         >>> split_sentences("Drain jobs, e.g. retries. Stop at 2.5 s. Exit.")
         ['Drain jobs, e.g. retries.', 'Stop at 2.5 s.', 'Exit.']
+        >>> split_sentences("It drains jobs . Then it stops .")
+        ['It drains jobs .', 'Then it stops .']
     """
-    return [s.strip() for s in _segmenter().segment(paragraph) if s.strip()]
+    return [
+        part.strip()
+        for span in _segmenter().segment(paragraph)
+        for part in _TOKENISED_END.split(paragraph[span.start : span.end])
+        if part.strip()
+    ]
 
 
 @dataclass(frozen=True, slots=True)
