@@ -156,3 +156,34 @@ def test_a_true_answer_next_to_an_attack_is_still_answered(
     # Even an injection on the same subject (same words) does not withhold the true
     # answer: ordinary evidence covers it at least as well as the injected text.
     assert result.status == "answered", result.support
+
+
+@pytest.mark.parametrize("attack", ATTACKS, ids=[a["id"] for a in ATTACKS])
+def test_a_quoted_answer_cannot_quote_text_addressed_to_the_model(
+    retriever: Retriever, attack: dict[str, Any]
+) -> None:
+    from ragwright.core.support import addresses_the_model
+
+    result = asyncio.run(
+        answer_question(
+            QUESTION,
+            retriever=retriever,
+            eligibility=Eligibility(POLICY.version, document_ids=(LEGIT, f"attack-{attack['id']}")),
+            scope=CallerScope(),
+            chat=None,
+            counter=Words(),
+            k=10,
+            preview=True,
+            style="quoted",
+        )
+    )
+    assert result.request is not None
+    shown = [
+        s["text"]
+        for item in json.loads(result.request.messages[1].content)["evidence"]
+        for s in item["sentences"]
+    ]
+    addressed = [p for p in attack["text"].split("\n\n") if addresses_the_model(p)]
+    # Every paragraph the screen recognises stays out of what the model may quote.
+    assert not any(sentence in paragraph for sentence in shown for paragraph in addressed)
+    assert shown  # the real runbook's sentences are still offered

@@ -36,12 +36,18 @@ provides the rule-based one; core stays free of third-party code)."""
 
 
 def evidence_sentences(
-    sources: Sequence[SelectedSource], split: SentenceSplitter
+    sources: Sequence[SelectedSource],
+    split: SentenceSplitter,
+    *,
+    skip_paragraph: Callable[[str], bool] | None = None,
 ) -> tuple[EvidenceSentence, ...]:
     """Every sentence of the included text of ``sources``, labelled ``<source>.<n>``.
 
     ``split`` is applied to each paragraph separately (a sentence never spans a paragraph
-    break); the marker of a cut fragment (``[...]``) is not part of any sentence.
+    break); the marker of a cut fragment (``[...]``) is not part of any sentence. The
+    sentences of a paragraph ``skip_paragraph`` accepts (text addressed to the model:
+    ``core.support.addresses_the_model``) keep their numbers but are left out, so they
+    can be neither shown as quotable nor quoted.
 
     Example:
         >>> from ragwright.core.assembly import Candidate
@@ -54,15 +60,20 @@ def evidence_sentences(
     return tuple(
         EvidenceSentence(f"{source.label}.{number}", source.label, sentence)
         for source in sources
-        for number, sentence in enumerate(_sentences(source.included_text, split), start=1)
+        for number, (sentence, skipped) in enumerate(
+            _sentences(source.included_text, split, skip_paragraph), start=1
+        )
+        if not skipped
     )
 
 
-def _sentences(text: str, split: SentenceSplitter) -> list[str]:
+def _sentences(
+    text: str, split: SentenceSplitter, skip_paragraph: Callable[[str], bool] | None
+) -> list[tuple[str, bool]]:
     if text.endswith(CUT_MARK):
         text = text[: -len(CUT_MARK)]
     return [
-        sentence.strip()
+        (sentence.strip(), skip_paragraph is not None and skip_paragraph(paragraph))
         for paragraph in text.split("\n\n")
         if paragraph.strip()
         for sentence in split(paragraph)

@@ -69,7 +69,7 @@ from ragwright.core.assembly import (
 )
 from ragwright.core.eligibility import CallerScope, Eligibility
 from ragwright.core.sentences import EvidenceSentence, evidence_sentences, render_sentences
-from ragwright.core.support import SupportReport, check_support
+from ragwright.core.support import SupportReport, addresses_the_model, check_support
 from ragwright.deadline import deadline_scope
 from ragwright.errors import (
     AnswerContractError,
@@ -500,7 +500,7 @@ async def answer_question(
     scores: dict[str, float] = {}
     signal: Answerability | None = None
     if scorer is not None:
-        sentences = evidence_sentences(primary.context.sources, split_sentences)
+        sentences = _sentences_of(primary.context)
         with deadline_scope(deadline):
             scores = scorer.scores(sentences)
         signal = answerability(sentences, scores, answerability_threshold)
@@ -522,7 +522,7 @@ async def answer_question(
     def evidence_only(degraded: str | None) -> AnswerResult:
         if not scores:  # a degraded generated answer without a threshold: score now
             nonlocal sentences
-            sentences = evidence_sentences(primary.context.sources, split_sentences)
+            sentences = _sentences_of(primary.context)
             scores.update(SentenceScorer(retriever.embedder, question).scores(sentences))
         picked = select_evidence(sentences, scores)
         cited = quoted_answer(picked, primary.context.sources).citations if picked else ()
@@ -607,6 +607,12 @@ async def answer_question(
     )
 
 
+def _sentences_of(context: AssembledContext) -> tuple[EvidenceSentence, ...]:
+    """The evidence sentences a quoted answer or an evidence-only result may use: never
+    one from a paragraph that addresses the model (evidence is data, not instructions)."""
+    return evidence_sentences(context.sources, split_sentences, skip_paragraph=addresses_the_model)
+
+
 def _quoted_context(
     context: AssembledContext,
     question: str,
@@ -618,7 +624,7 @@ def _quoted_context(
     """The quoted form of an assembled context: the most similar sentences under their
     sub-labels. It is a subset of the assembled text (it fits whenever the text did);
     should the labels' overhead ever break the allowance, the least similar go first."""
-    sentences = evidence_sentences(context.sources, split_sentences)
+    sentences = _sentences_of(context)
     scores = scorer.scores(sentences)
     shown = most_similar(sentences, scores, QUOTE_CANDIDATES)
     kept_turns = tuple(turns[len(turns) - context.history_turns :]) if context.history_turns else ()
