@@ -19,16 +19,17 @@ demo: $(STAMP)
 	RAGWRIGHT_HOME=.ragwright/demo $(BIN)/ragwright status
 	RAGWRIGHT_HOME=.ragwright/demo $(BIN)/ragwright search "Should I drain all queued work during shutdown?" --k 3
 	RAGWRIGHT_HOME=.ragwright/demo $(BIN)/ragwright eval run samples/eval/cases.jsonl --type runbook --type note --report
-	@# The embedded model answers in the quoted style: the evidence sentences it selects, verbatim.
+	@# The sample set holds 5 unsupported questions, fewer than the 20 a trustworthy
+	@# recommendation needs: --force shows the workflow anyway, and --write persists it.
+	RAGWRIGHT_HOME=.ragwright/demo $(BIN)/ragwright eval calibrate samples/eval/cases.jsonl --type runbook --type note --force --write
+	@# The embedded model answers in the quoted style: the evidence sentences it selects,
+	@# verbatim; the calibrated answerability gate decides whether the evidence answers.
 	RAGWRIGHT_HOME=.ragwright/demo $(BIN)/ragwright ask "Should I drain all queued work during shutdown?"
 	RAGWRIGHT_HOME=.ragwright/demo $(BIN)/ragwright ask "How long does a refund take to show up?" --type note
 	@# Without a model: the most relevant sentences, labelled as not an answer.
 	RAGWRIGHT_HOME=.ragwright/demo $(BIN)/ragwright ask "What happens to unfinished jobs when the shutdown deadline expires?" --style evidence
-	@# The sample set holds 5 unsupported questions, fewer than the 20 a trustworthy
-	@# recommendation needs: --force shows the workflow anyway, and --write persists it.
-	RAGWRIGHT_HOME=.ragwright/demo $(BIN)/ragwright eval calibrate samples/eval/cases.jsonl --type runbook --type note --force --write
-	@# ask now applies the persisted thresholds (retrieval and answerability): an
-	@# unsupported question ends with no eligible evidence or as insufficient, and no model call.
+	@# The persisted thresholds (retrieval and answerability) stop an unsupported question:
+	@# no eligible evidence, or insufficient, and no model call.
 	RAGWRIGHT_HOME=.ragwright/demo $(BIN)/ragwright ask "How do I rotate the database password?" --type runbook --type note
 
 lint: $(STAMP)

@@ -72,7 +72,22 @@ def test_a_quoted_request_shows_a_bounded_set_of_sentences_under_sub_labels(
     assert schema is not None
     answered = schema["anyOf"][0]["properties"]["sentenceIds"]
     assert answered["items"]["enum"] == list(shown) and answered["maxItems"] <= 3
-    assert result.status == "insufficient" and result.answer == "" and not result.quotes
+    # The model declined (no threshold is set): the most relevant evidence is shown in
+    # ``quotes``, never as an answer.
+    assert result.status == "insufficient" and result.answer == "" and result.quotes
+    assert result.citations == ()
+
+
+def test_past_a_calibrated_gate_the_model_can_only_select(retriever: Retriever) -> None:
+    preview = ask(retriever, None, style="quoted", preview=True, answerability_threshold=-1.0)
+    assert preview.request is not None
+    first = json.loads(preview.request.messages[1].content)["evidence"][0]["sentences"][0]
+    chat = ScriptedChatModel([quoted(first["id"])])
+    assert ask(retriever, chat, style="quoted", answerability_threshold=-1.0).quotes
+    schema = chat.requests[0].options.json_schema
+    assert schema is not None and "anyOf" not in schema
+    assert schema["properties"]["status"] == {"type": "string", "const": "answered"}
+    assert schema["properties"]["sentenceIds"]["minItems"] == 1
 
 
 def test_a_quoted_answer_naming_a_sentence_not_shown_breaks_the_contract(
@@ -105,6 +120,7 @@ def test_below_the_answerability_threshold_no_model_is_called(
     chat = ScriptedChatModel([])
     result = ask(retriever, chat, style=style, answerability_threshold=0.999)
     assert chat.calls == 0
+    # Declined by the gate: no evidence offered as quotes, the evidence kept in context.
     assert result.status == "insufficient" and result.answer == "" and not result.quotes
     assert result.answerability is not None and not result.answerability.answerable
     assert result.to_dict()["answerability"]["threshold"] == 0.999

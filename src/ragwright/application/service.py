@@ -578,7 +578,7 @@ class Application:
             index.close()
         if request.answers:
             rows = asyncio.run(self._answer_cases(cases, request, config))
-            attach_answers(record, cases, rows, style=request.style)
+            attach_answers(record, cases, rows, style=self.answer_style(request.style))
         directory = save_run(record, self.settings.home)
         report_path = None
         if request.report:

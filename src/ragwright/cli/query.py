@@ -288,7 +288,7 @@ def ask(
 def _print_answer(outcome: AnswerOutcome) -> None:
     data = outcome.to_dict()
     if data["status"] == "no_eligible_evidence":
-        print("No eligible evidence: nothing was sent to the model.")
+        print("[no eligible evidence] No eligible evidence: nothing was sent to the model.")
     elif data["status"] == "preview":
         for message in data["request"]["messages"]:
             print(f"--- {message['role']} ---")
@@ -297,6 +297,8 @@ def _print_answer(outcome: AnswerOutcome) -> None:
         _print_unsupported(data)
     elif data["status"] == "evidence_only":
         _print_evidence_only(data)
+    elif data["status"] == "insufficient" and data["quotes"]:
+        _print_declined_by_the_model(data)
     elif data["quotes"]:
         print(f"[{data['status']}] quoted from the evidence:")
         for quote in data["quotes"]:
@@ -321,7 +323,8 @@ def _print_answer(outcome: AnswerOutcome) -> None:
 def _print_provenance(data: dict[str, Any]) -> None:
     if data["provider"]:
         fallback = " (fallback: the primary failed)" if data["fallback"] else ""
-        print(f"  answered by {data['model']} via {data['provider']}{fallback}")
+        verb = "answered by" if data["status"] == "answered" else "model:"
+        print(f"  {verb} {data['model']} via {data['provider']}{fallback}")
     for citation in data["citations"]:
         where = f"{citation['document_id']}/{citation['chunk_id']}"
         print(f"  {citation['label']}: {where} [{citation['chunking_version']}]")
@@ -335,6 +338,19 @@ def _print_abstention(data: dict[str, Any]) -> None:
             f" ({signal['best_sentence']}), threshold {signal['threshold']:.3f}; "
             "the model was not called"
         )
+
+
+def _print_declined_by_the_model(data: dict[str, Any]) -> None:
+    signal = data["answerability"]
+    passed = (
+        f" although the evidence passed the answerability check ({signal['score']:.3f})"
+        if signal is not None and signal["threshold"] is not None
+        else " (no answerability threshold is calibrated: eval calibrate --write)"
+    )
+    print(f"[insufficient] {data['model']} found no sentence that answers the question{passed}.")
+    print("  The most relevant evidence sentences (NOT AN ANSWER):")
+    for quote in data["quotes"]:
+        print(f"  {quote['text']} [{quote['id']}]")
 
 
 def _print_evidence_only(data: dict[str, Any]) -> None:

@@ -251,22 +251,29 @@ QUOTED_SCHEMA: Mapping[str, Any] = {
 
 
 def quoted_schema(
-    sentence_ids: Sequence[str], *, style: SchemaStyle = "variants", max_quotes: int = MAX_QUOTES
+    sentence_ids: Sequence[str],
+    *,
+    style: SchemaStyle = "variants",
+    max_quotes: int = MAX_QUOTES,
+    allow_insufficient: bool = True,
 ) -> dict[str, Any]:
     """The schema of one quoted request: ``sentenceIds`` restricted to the sentences shown.
 
     ``variants`` (grammar engines) also bounds the selection (1..``max_quotes`` ids when
     answered, none when insufficient); ``object`` (hosted strict modes) leaves the
     bounds and consistency to :func:`parse_quoted_answer`, which checks them always.
+    ``allow_insufficient`` ``False`` (a calibrated answerability gate has already judged
+    that the evidence answers) offers ``answered`` only: the model selects.
     """
     if not sentence_ids:
         raise ValueError("a quoted schema needs at least one sentence id")
     ids = {"type": "array", "items": {"type": "string", "enum": list(sentence_ids)}}
+    statuses = ["answered", "insufficient"] if allow_insufficient else ["answered"]
     if style == "object":
         return {
             "type": "object",
             "properties": {
-                "status": {"type": "string", "enum": ["answered", "insufficient"]},
+                "status": {"type": "string", "enum": statuses},
                 "sentenceIds": ids,
             },
             "required": list(QUOTED_FIELDS),
@@ -275,6 +282,17 @@ def quoted_schema(
     if style != "variants":
         raise ValueError(f"unknown schema style {style!r}; expected one of {SCHEMA_STYLES}")
     bound = min(max_quotes, len(sentence_ids))
+    answered = {
+        "type": "object",
+        "properties": {
+            "status": {"type": "string", "const": "answered"},
+            "sentenceIds": {**ids, "minItems": 1, "maxItems": bound},
+        },
+        "required": list(QUOTED_FIELDS),
+        "additionalProperties": False,
+    }
+    if not allow_insufficient:
+        return answered
     return {
         "anyOf": [
             {
