@@ -100,6 +100,7 @@ class CalibrationStamp:
     k: int
     threshold_dense: float | None
     threshold_sparse: float | None
+    answerability_threshold: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

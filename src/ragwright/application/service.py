@@ -1055,6 +1055,9 @@ class Application:
             k=record.k,
             threshold_dense=record.thresholds.dense,
             threshold_sparse=record.thresholds.sparse,
+            answerability_threshold=(
+                record.answerability.threshold if record.answerability is not None else None
+            ),
         )
 
     def _cases(self, dataset: Dataset) -> list[EvalCase]:

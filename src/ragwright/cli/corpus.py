@@ -265,6 +265,7 @@ def status(as_json: AsJson = False) -> None:
             for leg, value in (
                 ("dense", calibration.threshold_dense),
                 ("sparse", calibration.threshold_sparse),
+                ("answerability", calibration.answerability_threshold),
             )
             if value is not None
         ]

@@ -403,5 +403,8 @@ def _print_decisions(data: dict[str, Any]) -> None:
         where = f"{d['document_id']}/{d['chunk_id']}"
         print(f"  {where}: {d['outcome']}{label} (removed {d['removed_paragraphs']})")
     usage = data["usage"]
-    used = f"{usage['input_tokens']} in / {usage['output_tokens']} out" if usage else "unknown"
+    if usage:
+        used = f"{usage['input_tokens']} in / {usage['output_tokens']} out"
+    else:
+        used = "unknown" if data["provider"] else "none (no model call)"
     print(f"input tokens (o200k_base estimate): {data['input_tokens']}; provider usage: {used}")
