@@ -124,7 +124,16 @@ def test_write_persists_every_field_of_the_record(home: Path) -> None:
     assert held["method"] == "k-fold" and held["folds"] == 5
     assert (held["answerable"], held["unsupported"]) == (20, 5)
     assert len(held["fold_thresholds"]) == 5
-    assert data["answerability"] is None
+    answerability = data["answerability"]
+    assert set(answerability) == {
+        "threshold",
+        "max_answerable_loss",
+        "style",
+        "in_sample",
+        "held_out",
+    }
+    assert answerability["in_sample"]["answerable"] == 20
+    assert answerability["in_sample"]["unsupported"] == 5
     assert not [p for p in _record_file(app).parent.iterdir() if p.name.startswith(".calib")]
 
 
@@ -147,15 +156,34 @@ def test_the_record_holds_what_the_calibration_recommended(home: Path, tmp_path:
 
 def test_answerability_round_trips_and_a_new_calibration_replaces_it(home: Path) -> None:
     app = _app(home)
-    _edit(app, lambda d: d.update(answerability={"threshold": 0.42, "model": "m1"}))
+    figures = {
+        "answerable": 1,
+        "unsupported": 1,
+        "answerable_declined": 0,
+        "unsupported_declined": 1,
+        "answerable_declined_rate": 0.0,
+        "unsupported_declined_rate": 1.0,
+    }
+    section = {
+        "threshold": 0.99,
+        "max_answerable_loss": 0.2,
+        "style": "evidence",
+        "in_sample": figures,
+        "held_out": figures,
+    }
+    _edit(app, lambda d: d.update(answerability=section))
     record = read_calibration(_record_file(app))
     assert record is not None and record.answerability is not None
-    assert record.answerability.threshold == 0.42
-    assert record.answerability.model_extra == {"model": "m1"}
-    assert record.to_json()["answerability"] == {"threshold": 0.42, "model": "m1"}
+    assert record.answerability.threshold == 0.99
+    assert record.to_json()["answerability"] == section
+    # A hand-edited section with an unknown field is refused, naming it.
+    _edit(app, lambda d: d.update(answerability={**section, "model": "m1"}))
+    with pytest.raises(CalibrationError, match=r"answerability\.model"):
+        read_calibration(_record_file(app))
     app.calibrate(CalibrateRequest(Dataset(CASES), evidence=EVIDENCE, force=True, write=True))
     again = read_calibration(_record_file(app))
-    assert again is not None and again.answerability is None
+    assert again is not None and again.answerability is not None
+    assert again.answerability.threshold != 0.99 and again.answerability.max_answerable_loss == 0.1
 
 
 def test_a_failed_write_leaves_the_previous_record_and_no_temporary_file(
