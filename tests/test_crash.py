@@ -100,7 +100,9 @@ def test_killed_ingestion_converges_and_never_shows_a_mix(tmp_path: Path) -> Non
     write_corpus(corpus, 2)
     v2 = texts_by_document(corpus)
     kills = 0
-    for delay in (1.2, 2.0, 2.8, 3.6):
+    # Each killed run leaves its progress, so later runs have less left to do: start
+    # early enough that a fast, quiet machine is still caught mid-run at least twice.
+    for delay in (0.8, 1.2, 1.6, 2.0, 2.8, 3.6):
         process = subprocess.Popen(
             ingest_cmd(corpus), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
