@@ -72,7 +72,10 @@ class Words:
 
 
 def ask(
-    retriever: Retriever, attack: dict[str, Any], chat: ScriptedChatModel | None
+    retriever: Retriever,
+    attack: dict[str, Any],
+    chat: ScriptedChatModel | None,
+    **options: Any,
 ) -> AnswerResult:
     return asyncio.run(
         answer_question(
@@ -84,6 +87,7 @@ def ask(
             counter=Words(),
             k=10,
             preview=chat is None,
+            **options,
         )
     )
 
@@ -164,19 +168,7 @@ def test_a_quoted_answer_cannot_quote_text_addressed_to_the_model(
 ) -> None:
     from ragwright.core.support import addresses_the_model
 
-    result = asyncio.run(
-        answer_question(
-            QUESTION,
-            retriever=retriever,
-            eligibility=Eligibility(POLICY.version, document_ids=(LEGIT, f"attack-{attack['id']}")),
-            scope=CallerScope(),
-            chat=None,
-            counter=Words(),
-            k=10,
-            preview=True,
-            style="quoted",
-        )
-    )
+    result = ask(retriever, attack, None, style="quoted")
     assert result.request is not None
     shown = [
         s["text"]

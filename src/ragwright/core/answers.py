@@ -295,15 +295,7 @@ def quoted_schema(
         return answered
     return {
         "anyOf": [
-            {
-                "type": "object",
-                "properties": {
-                    "status": {"type": "string", "const": "answered"},
-                    "sentenceIds": {**ids, "minItems": 1, "maxItems": bound},
-                },
-                "required": list(QUOTED_FIELDS),
-                "additionalProperties": False,
-            },
+            answered,
             {
                 "type": "object",
                 "properties": {
