@@ -299,6 +299,8 @@ def test_progress_flag_forces_line_progress(invoke: Any, argv: tuple[str, ...]) 
         (("eval", "calibrate", CASES, "--folds", "1"), "--folds"),
         (("eval", "run", CASES, "--answers", "--style", "verbose"), "--style"),
         (("eval", "run", CASES, "--style", "quoted"), "--style"),
+        (("ask", "q?", "--style", "poetic"), "--style"),
+        (("eval", "calibrate", CASES, "--max-answerable-loss", "2"), "--max-answerable-loss"),
     ],
 )
 def test_invalid_choices_are_usage_errors_naming_the_option(

@@ -375,6 +375,12 @@ def test_a_quoted_answer_through_the_application(home: Path) -> None:
     assert outcome["options"]["style"] == "quoted"
 
 
+def test_an_unknown_answer_style_is_refused_naming_the_field() -> None:
+    with pytest.raises(RequestError) as caught:
+        AnswerRequest(QUESTION, style="poetic")  # type: ignore[arg-type]
+    assert caught.value.field == "style" and "quoted, generated, evidence" in str(caught.value)
+
+
 def test_evidence_style_opens_no_chat_session(home: Path) -> None:
     app, components = fake_application(home)
     outcome = _answer(app, AnswerRequest(QUESTION, style="evidence"))
