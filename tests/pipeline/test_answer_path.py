@@ -325,7 +325,10 @@ def test_the_json_form_is_stable(retriever: Retriever) -> None:
         "fallback",
         "support",
         "options",
+        "timings",
     ]
+    assert set(out["timings"]) == {"retrieve", "assemble", "generate", "validate"}
+    assert all(ms >= 0 for ms in out["timings"].values())
     assert (out["provider"], out["model"], out["fallback"]) == ("alternate", "small-v2", True)
     citation = out["citations"][0]
     assert set(citation) == {"label", "document_id", "chunk_id", "chunking_version", "revision"}

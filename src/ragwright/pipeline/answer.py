@@ -29,10 +29,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import math
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -172,6 +175,7 @@ class AnswerResult:
     quotes: tuple[EvidenceSentence, ...] = ()
     answerability: Answerability | None = None
     degraded: str | None = None
+    timings: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON form (``docs/assembly.md`` documents every key).
@@ -232,6 +236,7 @@ class AnswerResult:
             "fallback": self.fallback,
             "support": _support_dict(self.support) if self.support is not None else None,
             "options": _options_dict(self.options) if self.options is not None else None,
+            "timings": {stage: round(ms, 3) for stage, ms in self.timings.items()},
         }
 
 
@@ -367,6 +372,7 @@ async def answer_question(
     fallbacks: Sequence[ModelProfile] = (),
     style: AnswerStyle = "generated",
     answerability_threshold: float | None = None,
+    on_evidence: Callable[[AssembledContext], None] | None = None,
 ) -> AnswerResult:
     """Answer ``question`` from eligible evidence, or say why not.
 
@@ -400,7 +406,14 @@ async def answer_question(
     ``history`` holds the conversation's earlier messages (user, assistant, …), used by
     a policy with a history share (``+history=0.25``); without one they are recorded as
     dropped. ``current_revisions`` (document id → revision, from a trusted source of
-    truth) is required by ``+prefer-current-revision``.
+    truth) is required by ``+prefer-current-revision``. ``on_evidence`` is called once
+    with the assembled context as soon as there is evidence, before any model call (the
+    HTTP stream sends it as its ``evidence`` event).
+
+    Retrieval, sentence scoring, assembly and the support check are CPU- or I/O-bound
+    and synchronous: they run in worker threads (``asyncio.to_thread``, which carries the
+    deadline scope), so an event loop serving other requests is never blocked by them.
+    ``AnswerResult.timings`` records each stage in milliseconds.
 
     Example:
         >>> result = await answer_question(  # doctest: +SKIP
@@ -426,9 +439,19 @@ async def answer_question(
             "policy +prefer-current-revision needs current_revisions (document id → revision)"
         )
     deadline = deadline or Deadline.after(120)
-    with deadline_scope(deadline):  # embedding and rerank calls spend the same budget
-        result = retriever.search(
-            question, eligibility, scope, k=k, mode=mode, thresholds=thresholds
+    timings: dict[str, float] = {}
+
+    @contextmanager
+    def timed(stage: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            timings[stage] = timings.get(stage, 0.0) + (time.perf_counter() - started) * 1000
+
+    with timed("retrieve"), deadline_scope(deadline):  # embedding and rerank spend it too
+        result = await asyncio.to_thread(
+            retriever.search, question, eligibility, scope, k=k, mode=mode, thresholds=thresholds
         )
     candidates = candidates_from(result.hits)
     scorer: SentenceScorer | None = None
@@ -498,18 +521,26 @@ async def answer_question(
         )
         return _Prepared(context, request, options, shown)
 
-    primary = prepare(budget, schema_style, counter)
+    with timed("assemble"), deadline_scope(deadline):
+        primary = await asyncio.to_thread(prepare, budget, schema_style, counter)
     if primary.request is None:
         return AnswerResult(
-            "no_eligible_evidence", "", (), primary.context, options=primary.options
+            "no_eligible_evidence",
+            "",
+            (),
+            primary.context,
+            options=primary.options,
+            timings=timings,
         )
+    if on_evidence is not None:
+        on_evidence(primary.context)
     sentences: tuple[EvidenceSentence, ...] = ()
     scores: dict[str, float] = {}
     signal: Answerability | None = None
     if scorer is not None:
         sentences = _sentences_of(primary.context)
-        with deadline_scope(deadline):
-            scores = scorer.scores(sentences)
+        with timed("score"), deadline_scope(deadline):
+            scores = await asyncio.to_thread(scorer.scores, sentences)
         signal = answerability(sentences, scores, answerability_threshold)
     if preview:
         return AnswerResult(
@@ -520,17 +551,29 @@ async def answer_question(
             request=primary.request,
             options=primary.options,
             answerability=signal,
+            timings=timings,
         )
     if signal is not None and not signal.answerable:
         return AnswerResult(
-            "insufficient", "", (), primary.context, options=primary.options, answerability=signal
+            "insufficient",
+            "",
+            (),
+            primary.context,
+            options=primary.options,
+            answerability=signal,
+            timings=timings,
         )
 
-    def evidence_only(degraded: str | None) -> AnswerResult:
+    async def evidence_only(degraded: str | None) -> AnswerResult:
         if not scores:  # a degraded generated answer without a threshold: score now
             nonlocal sentences
             sentences = _sentences_of(primary.context)
-            scores.update(SentenceScorer(retriever.embedder, question).scores(sentences))
+            with timed("score"):
+                scores.update(
+                    await asyncio.to_thread(
+                        SentenceScorer(retriever.embedder, question).scores, sentences
+                    )
+                )
         picked = select_evidence(sentences, scores)
         cited = quoted_answer(picked, primary.context.sources).citations if picked else ()
         return AnswerResult(
@@ -542,10 +585,11 @@ async def answer_question(
             quotes=tuple(picked),
             answerability=signal or answerability(sentences, scores, answerability_threshold),
             degraded=degraded,
+            timings=timings,
         )
 
     if style == "evidence" or chat is None:
-        return evidence_only(None)
+        return await evidence_only(None)
 
     def prepare_alternate(profile: ModelProfile) -> _Prepared:
         return prepare(
@@ -574,22 +618,25 @@ async def answer_question(
 
     request = dataclasses.replace(primary.request, prepare=alternates.request_for, accept=accept)
     try:
-        response = await chat.complete(request, deadline)
+        with timed("generate"):
+            response = await chat.complete(request, deadline)
     except ChatError as error:
         if error.category in DEGRADE_TO_EVIDENCE:
-            return evidence_only(error.category.value)
+            return await evidence_only(error.category.value)
         raise
-    used = prepared_for(response)
-    answer = parse(response)
-    support = (
-        check_support(
-            answer.text,
-            [(c.label, c.included_text) for c in answer.citations],
-            evidence=[(s.label, s.included_text) for s in used.context.sources],
+    with timed("validate"):
+        used = prepared_for(response)
+        answer = parse(response)
+        support = (
+            await asyncio.to_thread(
+                check_support,
+                answer.text,
+                [(c.label, c.included_text) for c in answer.citations],
+                evidence=[(s.label, s.included_text) for s in used.context.sources],
+            )
+            if used.options.support_check and answer.status == "answered"
+            else None
         )
-        if used.options.support_check and answer.status == "answered"
-        else None
-    )
     status: Status = answer.status
     text, withheld = answer.text, None
     if support is not None and not support.supported:
@@ -616,6 +663,7 @@ async def answer_question(
         withheld_answer=withheld,
         quotes=quotes,
         answerability=signal,
+        timings=timings,
     )
 
 
