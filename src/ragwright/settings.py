@@ -175,6 +175,28 @@ class Settings(BaseSettings):
         "for a model call; below it the answer is 'insufficient'. Unset: the persisted "
         "calibration's value (eval calibrate --write), else no threshold.",
     )
+    templates: Path | None = Field(
+        None,
+        description="Approved templates (YAML/JSON): reviewed text per question class, "
+        "offered (labelled approved_template) when the model is unavailable.",
+    )
+    evidence_only_on_model_failure: bool = Field(
+        True,
+        description="When the model is unavailable and no template applies, return the "
+        "cited evidence without an answer (true) or the unavailable mode (false).",
+    )
+    serve_concurrency: int = Field(
+        8,
+        gt=0,
+        description="Interactive requests (answers, searches) in progress at once per "
+        "service process; excess gets 503 at once, before any work (no queue).",
+    )
+    serve_tenant_concurrency: int | None = Field(
+        None,
+        gt=0,
+        description="Interactive requests in progress at once per tenant in one process; "
+        "excess gets 429 at once. Unset: only the process limit applies.",
+    )
     answer_support_check: bool = Field(
         True,
         description="Check every answer against its cited evidence; an unsupported one "

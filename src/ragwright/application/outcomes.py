@@ -1,11 +1,42 @@
-"""The answer use case's result in its stable JSON form."""
+"""The answer use case's result in its stable JSON form, with its mode and reason.
+
+Every answer states which mode served it and why (docs/service.md):
+
+========================  =====================================================
+mode                      when
+========================  =====================================================
+``generated``             the model answered and the answer passed validation
+``approved_template``     the model was unavailable; a reviewed template for the
+                          question's class is offered (``answer`` stays empty)
+``evidence_only``         the most relevant evidence without an answer: the
+                          configured style, or the model was unavailable
+``insufficient``          the evidence does not answer (or is missing), or the
+                          model's answer was not supported by its citations
+``unavailable``           the model was unavailable and evidence-only results are
+                          turned off; nothing to stand behind is returned
+========================  =====================================================
+
+``reason`` is ``None`` in normal operation (a configured evidence-only style is not
+degraded traffic) and otherwise one of :data:`REASONS`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+from ragwright.core.templates import ApprovedTemplate
 from ragwright.pipeline.answer import AnswerResult
+
+Mode = Literal["generated", "approved_template", "evidence_only", "insufficient", "unavailable"]
+REASONS = (
+    "model_unavailable",
+    "request_deadline_exceeded",
+    "required_evidence_unavailable",
+    "evidence_does_not_answer",
+    "answer_not_supported",
+    "retrieval_unavailable",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,18 +45,61 @@ class AnswerOutcome:
 
     ``to_dict`` is the documented JSON form (docs/application.md): the pipeline result's
     form (``AnswerResult.to_dict``) with ``options`` extended by the request's own
-    (eligibility, tenant, history, deadline). The same for ``ragwright ask --json`` and
-    the HTTP service.
+    (eligibility, tenant, history, deadline), plus ``mode``, ``reason``, ``template``
+    and ``provenance``. The same for ``ragwright ask --json`` and the HTTP service.
+    ``template`` is the approved template offered because the model was unavailable;
+    ``evidence_allowed`` false turns a degraded evidence-only result into ``unavailable``.
     """
 
     result: AnswerResult
     options: dict[str, Any] = field(default_factory=dict)
+    template: ApprovedTemplate | None = None
+    evidence_allowed: bool = True
+    provenance: dict[str, Any] = field(default_factory=dict)
 
     @property
     def status(self) -> str:
         return self.result.status
 
+    @property
+    def mode(self) -> Mode | None:
+        """Which mode served the request (``None`` for a preview, which answers nothing)."""
+        status = self.result.status
+        if status == "answered":
+            return "generated"
+        if status in ("insufficient", "unsupported", "no_eligible_evidence"):
+            return "insufficient"
+        if status == "evidence_only":
+            if self.result.degraded is None:
+                return "evidence_only"
+            if self.template is not None:
+                return "approved_template"
+            return "evidence_only" if self.evidence_allowed else "unavailable"
+        return None
+
+    @property
+    def reason(self) -> str | None:
+        """Why the mode is not a plain generated answer (``None`` when nothing degraded)."""
+        status = self.result.status
+        if status == "no_eligible_evidence":
+            return "required_evidence_unavailable"
+        if status == "insufficient":
+            return "evidence_does_not_answer"
+        if status == "unsupported":
+            return "answer_not_supported"
+        if status == "evidence_only" and self.result.degraded is not None:
+            if self.result.degraded == "deadline_exhausted":
+                return "request_deadline_exceeded"
+            return "model_unavailable"
+        return None
+
     def to_dict(self) -> dict[str, Any]:
-        out = self.result.to_dict()
+        out: dict[str, Any] = {"mode": self.mode, "reason": self.reason}
+        out.update(self.result.to_dict())
         out["options"] = {**(out.get("options") or {}), **self.options}
+        out["template"] = self.template.to_dict() if self.template is not None else None
+        out["provenance"] = dict(self.provenance)
+        if self.mode == "unavailable":
+            # Nothing the system stands behind: no evidence, no selection.
+            out["quotes"], out["citations"] = [], []
         return out

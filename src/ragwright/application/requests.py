@@ -276,7 +276,14 @@ class IngestResult:
 
 @dataclass(frozen=True, slots=True)
 class StatusRequest:
-    """What the index holds (every chunking version)."""
+    """What the index holds (every chunking version).
+
+    ``tenants`` limits the documents and point counts to those tenants (``None`` in it
+    means untenanted documents); ``None`` shows every tenant (the operator's view). The
+    HTTP service passes the caller's tenant from its key.
+    """
+
+    tenants: tuple[str | None, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,7 +394,9 @@ class VerifyResult:
 class SearchRequest:
     """Rank eligible evidence for a question.
 
-    ``tenant`` is the caller's tenant from trusted context (never from the question).
+    ``tenant`` is the caller's tenant and ``allowed_documents`` its allowlist (``None``:
+    every document of the tenant), both from trusted context (an API key, the operator's
+    command line), never from the question.
     """
 
     question: str
@@ -396,6 +405,7 @@ class SearchRequest:
     evidence: EvidenceFilter = EvidenceFilter()
     tenant: str | None = None
     thresholds: ThresholdOverrides = ThresholdOverrides()
+    allowed_documents: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         check_question(self.question)
@@ -483,6 +493,7 @@ class AnswerRequest:
     deadline_seconds: float | None = None
     thresholds: ThresholdOverrides = ThresholdOverrides()
     style: AnswerStyle | None = None
+    allowed_documents: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         check_question(self.question)

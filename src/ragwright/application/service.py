@@ -14,7 +14,7 @@ import math
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -78,11 +78,13 @@ from ragwright.application.requests import (
     VerifyResult,
     VersionStatus,
 )
+from ragwright.application.templates import load_templates
 from ragwright.core.answers import AnswerStyle
-from ragwright.core.assembly import parse_policy
+from ragwright.core.assembly import AssembledContext, parse_policy
 from ragwright.core.chunking import build_chunks
 from ragwright.core.eligibility import CallerScope, Eligibility, eligibility_filter
 from ragwright.core.points import LIVE, format_query_input, read_payload
+from ragwright.core.templates import ApprovedTemplate, select_template
 from ragwright.deadline import Deadline, deadline_scope
 from ragwright.errors import (
     AnswerContractError,
@@ -137,6 +139,7 @@ class Application:
     def __init__(self, components: Components) -> None:
         self.components = components
         self._kept_chat: ChatSession | None = None
+        self._templates: tuple[ApprovedTemplate, ...] | None = None
 
     @asynccontextmanager
     async def chat_kept_open(self) -> AsyncIterator[None]:
@@ -283,8 +286,11 @@ class Application:
         try:
             per_document: dict[tuple[str, str | None, str], dict[str, Any]] = {}
             states: Counter[str] = Counter()
+            tenants = request.tenants if request is not None else None
             for point in index.scroll():
                 payload = read_payload(point.point_id, point.payload)
+                if tenants is not None and payload.tenant not in tenants:
+                    continue
                 states[payload.index_state] += 1
                 row = per_document.setdefault(
                     (payload.document_id, payload.tenant, payload.chunking_version),
@@ -416,7 +422,7 @@ class Application:
             result = retriever.search(
                 request.question,
                 eligibility,
-                CallerScope(tenant=request.tenant),
+                CallerScope(tenant=request.tenant, allowed_documents=request.allowed_documents),
                 k=request.k,
                 mode=request.mode,
                 thresholds=limits,
@@ -437,8 +443,20 @@ class Application:
             threshold_origin=applied.origin,
         )
 
-    async def answer(self, request: AnswerRequest) -> AnswerOutcome:
-        """Retrieve, assemble, generate, validate and cite; or say why not."""
+    async def answer(
+        self,
+        request: AnswerRequest,
+        *,
+        on_evidence: Callable[[AssembledContext], None] | None = None,
+    ) -> AnswerOutcome:
+        """Retrieve, assemble, generate, validate and cite; or say why not.
+
+        The outcome states its mode and reason (:class:`AnswerOutcome`): when the model is
+        unavailable, the approved template for the question's class (``RAGWRIGHT_TEMPLATES``)
+        if one matches, else the evidence without an answer, else (with
+        ``evidence_only_on_model_failure`` off) unavailable. ``on_evidence`` receives the
+        assembled context before any model call (the HTTP stream's ``evidence`` event).
+        """
         self.check_question_tokens(request.question)
         eligibility = self.eligibility(request.evidence)
         applied = self.thresholds(request.thresholds)
@@ -474,7 +492,9 @@ class Application:
                     request.question,
                     retriever=self.components.retriever(index),
                     eligibility=eligibility,
-                    scope=CallerScope(tenant=request.tenant),
+                    scope=CallerScope(
+                        tenant=request.tenant, allowed_documents=request.allowed_documents
+                    ),
                     chat=session.model if session else None,
                     counter=counter,
                     k=request.k,
@@ -496,7 +516,9 @@ class Application:
                     temperature=self.settings.chat_temperature,
                     style=style,
                     answerability_threshold=answerability_threshold,
+                    on_evidence=on_evidence,
                 )
+            contract = index.contract
         finally:
             if session is not None and session is not kept:
                 await session.close()
@@ -521,7 +543,34 @@ class Application:
             "thresholds": dataclasses.asdict(limits),
             **applied.origin.to_dict(),
         }
-        return AnswerOutcome(result, options)
+        degraded = result.status == "evidence_only" and result.degraded is not None
+        return AnswerOutcome(
+            result,
+            options,
+            template=select_template(self.templates(), request.question) if degraded else None,
+            evidence_allowed=self.settings.evidence_only_on_model_failure,
+            provenance={
+                "provider": result.provider,
+                "model": result.model,
+                "fallback": result.fallback,
+                "instructions_version": (
+                    result.request.prompt_version if result.request is not None else None
+                ),
+                "assembly_policy": result.context.policy,
+                "chunking_version": eligibility.chunking_version,
+                "index_contract": {
+                    "embedding_profile": contract.profile_id,
+                    "embedding_digest": contract.profile_digest,
+                    "lexical_profile": contract.lexical_profile_id,
+                },
+            },
+        )
+
+    def templates(self) -> tuple[ApprovedTemplate, ...]:
+        """The approved templates ``RAGWRIGHT_TEMPLATES`` names (read once, validated)."""
+        if self._templates is None:
+            self._templates = load_templates(self.settings.templates)
+        return self._templates
 
     # --- evaluation -----------------------------------------------------------------
 
