@@ -79,6 +79,7 @@ from ragwright.application.requests import (
     VersionStatus,
 )
 from ragwright.application.templates import load_templates
+from ragwright.chat.contract import ChatMessage, ChatOptions, ChatRequest
 from ragwright.core.answers import AnswerStyle
 from ragwright.core.assembly import AssembledContext, parse_policy
 from ragwright.core.chunking import build_chunks
@@ -99,6 +100,8 @@ from ragwright.errors import (
     PayloadError,
     RequestError,
     SourceError,
+    StorageError,
+    VectorIndexError,
 )
 from ragwright.pipeline.answer import Budget, answer_question
 from ragwright.pipeline.answer_scoring import attach_answers, error_outcome, score_answer
@@ -565,6 +568,55 @@ class Application:
                 },
             },
         )
+
+    async def probe_model(self, timeout: float = 30.0) -> str | None:
+        """``None`` when the primary chat pipeline answers a one-token request, else why
+        not (one line, the failure category first). With the ``evidence`` style no model
+        is used, so there is nothing to probe."""
+        if self.answer_style() == "evidence":
+            return None
+        kept = self._kept_chat
+        session = kept or self.components.chat(self.components.token_counter())
+        probe = ChatRequest(
+            (ChatMessage("user", "Reply with OK."),),
+            ChatOptions(max_output_tokens=1, temperature=0.0),
+        )
+        try:
+            await session.model.complete(probe, Deadline.after(timeout))
+        except ChatError as error:
+            return f"{error.category.value}: {error.detail}"
+        finally:
+            if session is not kept:
+                await session.close()
+        return None
+
+    def check_serving(self) -> list[str]:
+        """Validate what a long-running service depends on before it starts.
+
+        Raises (a broken configuration, reported as one line): the templates file
+        (:class:`ConfigError`), the embedding model's artifacts (``ArtifactMismatch``),
+        an index built under another contract (:class:`ContractMismatch`: the settings
+        describe a different embedding or BM25 profile). Returns the problems the service
+        can start with and report through readiness (no index yet, a damaged index).
+        """
+        self.templates()
+        self.components.embedder()
+        problem = self.index_problem()  # a ContractMismatch propagates
+        return [problem] if problem is not None else []
+
+    def index_problem(self) -> str | None:
+        """``None`` when the collection opens for queries, else why not (one line)."""
+        version = self.chunking_policy().version
+        try:
+            index = self.components.open_index(version, write=False, any_chunking_version=True)
+        except IndexNotFound:
+            return "no index yet: ingest documents first (ragwright ingest, POST /v1/ingestions)"
+        except ContractMismatch:
+            raise
+        except (VectorIndexError, StorageError) as error:
+            return f"index: {error}"
+        index.close()
+        return None
 
     def templates(self) -> tuple[ApprovedTemplate, ...]:
         """The approved templates ``RAGWRIGHT_TEMPLATES`` names (read once, validated)."""

@@ -1,0 +1,58 @@
+"""``ragwright serve``: the HTTP service (docs/service.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Annotated
+
+import typer
+
+from ragwright.cli.common import app, application
+from ragwright.errors import ConfigError
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str, typer.Option("--host", metavar="HOST", help="Interface to listen on.")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, metavar="PORT", help="TCP port.")
+    ] = 8000,
+) -> None:
+    """Serve answers, search and status over HTTP (OpenAPI at /openapi.json).
+
+    Callers authenticate with API keys from 'ragwright keys add'. The process owns the
+    embedded index: ingest through it (POST /v1/ingestions, 'ragwright ingest --server')
+    while it serves. Startup refuses a broken configuration (templates, embedding model,
+    an index built under other settings) with one line; a missing or damaged index and
+    an unreachable model are reported by /readyz instead.
+    """
+    import uvicorn
+
+    from ragwright.service import create_app
+
+    app_ = application()
+    for warning in app_.check_serving():
+        print(f"warning: {warning}", file=sys.stderr)
+    settings = app_.settings
+    if (
+        not settings.evidence_only_on_model_failure
+        and not app_.templates()
+        and (problem := asyncio.run(app_.probe_model())) is not None
+    ):
+        # Without a declared degradation mode every answer would be unavailable.
+        raise ConfigError(
+            "RAGWRIGHT_CHAT_PROVIDER",
+            f"the chat model does not answer ({problem}) and no degradation mode is declared "
+            "(RAGWRIGHT_EVIDENCE_ONLY_ON_MODEL_FAILURE=false and no RAGWRIGHT_TEMPLATES)",
+        )
+    print(f"ragwright serving on http://{host}:{port} (OpenAPI at /openapi.json)", file=sys.stderr)
+    uvicorn.run(
+        create_app(app_),
+        host=host,
+        port=port,
+        log_level="info",
+        access_log=False,  # the service logs one line per request, without bodies
+    )

@@ -1,0 +1,436 @@
+"""The HTTP service: a second thin entry point beside the command line.
+
+Each route authenticates the caller, admits the request (or refuses it at once), turns
+the body into the same typed request the CLI builds, calls one use case of the
+:class:`~ragwright.application.Application`, and sends its typed result. Retrieval,
+assembly and answering live below; nothing here decides what evidence says.
+
+Trusted context comes only from the API key: the tenant, the document allowlist and the
+eligible types and publication states. The body may narrow the documents within the
+allowlist, never widen it. docs/service.md is the contract.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from opentelemetry import metrics, trace
+
+from ragwright import __version__
+from ragwright.application import (
+    AnswerOutcome,
+    AnswerRequest,
+    EvidenceFilter,
+    SearchRequest,
+    StatusRequest,
+)
+from ragwright.chat.contract import ChatMessage
+from ragwright.errors import (
+    AnswerContractError,
+    AssemblyError,
+    ChatError,
+    EmbeddingError,
+    IndexNotFound,
+    ProviderError,
+    RequestError,
+    StorageError,
+    VectorIndexError,
+)
+from ragwright.service.admission import Admission
+from ragwright.service.problems import Problem, install_problem_handlers, invalid_field
+from ragwright.service.schemas import AnswerBody, SearchBody
+from ragwright.service.streaming import answer_stream
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+
+    from ragwright.application import Application
+    from ragwright.application.keys import ApiKey
+
+logger = logging.getLogger("ragwright.service")
+T = TypeVar("T")
+
+# How often a waiting request checks whether its client is still connected.
+DISCONNECT_POLL = 0.25
+REALM = 'Bearer realm="ragwright"'
+
+
+@dataclass
+class ServiceState:
+    """What every request of one process shares."""
+
+    application: Application
+    admission: Admission
+    model_problem: str | None = None
+    started_at: float = field(default_factory=time.time)
+
+
+def create_app(
+    application: Application,
+    *,
+    probe_model: bool = True,
+    tracer_provider: TracerProvider | None = None,
+    meter_provider: MeterProvider | None = None,
+) -> FastAPI:
+    """The service over ``application`` (``ragwright serve`` builds it from settings).
+
+    On startup the chat session is opened once and kept warm for every request, and the
+    model is probed (``probe_model``); a model that does not answer leaves the service
+    up in its declared degradation mode, reported by ``/readyz``.
+    """
+    settings = application.settings
+    state = ServiceState(
+        application,
+        Admission(settings.serve_concurrency, settings.serve_tenant_concurrency),
+    )
+    tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer("ragwright.service")
+    meter = (meter_provider or metrics.get_meter_provider()).get_meter("ragwright.service")
+    outcomes = meter.create_counter(
+        "ragwright.answers",
+        description="Answers by mode and degradation reason (never their content).",
+    )
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        async with application.chat_kept_open():
+            if probe_model:
+                state.model_problem = await application.probe_model()
+                if state.model_problem is not None:
+                    logger.warning(
+                        "warning: the chat model does not answer (%s); answers degrade "
+                        "to %s until it does",
+                        state.model_problem,
+                        degraded_mode(application),
+                    )
+            yield
+
+    app = FastAPI(
+        title="ragwright",
+        version=__version__,
+        summary="Answers from your own documents, with the evidence cited.",
+        lifespan=lifespan,
+    )
+    app.state.ragwright = state
+    install_problem_handlers(app)
+    bearer = HTTPBearer(auto_error=False, description="An API key from `ragwright keys add`.")
+
+    def caller(scope: str) -> Callable[..., Awaitable[ApiKey]]:
+        async def authenticate(
+            credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+        ) -> ApiKey:
+            if credentials is None:
+                raise Problem(
+                    401,
+                    "unauthenticated",
+                    "Authentication required",
+                    "send an API key as 'Authorization: Bearer <key>'",
+                    headers={"WWW-Authenticate": REALM},
+                )
+            key = application.authenticate(credentials.credentials)
+            if key is None:
+                raise Problem(
+                    401,
+                    "invalid-key",
+                    "Invalid API key",
+                    "the API key is unknown or revoked",
+                    headers={"WWW-Authenticate": f'{REALM}, error="invalid_token"'},
+                )
+            if not key.allows(scope):
+                raise Problem(
+                    403,
+                    "insufficient-scope",
+                    "Not allowed",
+                    f"this API key lacks the {scope!r} scope",
+                    required_scope=scope,
+                )
+            return key
+
+        return authenticate
+
+    @app.middleware("http")
+    async def edge_clock(request: Request, call_next: Callable[..., Awaitable[Response]]) -> Any:
+        # The request's budget starts when it reaches the service, before any wait.
+        request.state.arrived = time.monotonic()
+        response = await call_next(request)
+        logger.info(
+            "%s %s %s %.1fms",
+            request.method,
+            request.url.path,
+            response.status_code,
+            (time.monotonic() - request.state.arrived) * 1000,
+        )
+        return response
+
+    def remaining(request: Request) -> float:
+        spent = time.monotonic() - float(request.state.arrived)
+        left = settings.answer_deadline - spent
+        if left <= 0:
+            raise unavailable("request_deadline_exceeded", "the request's deadline has passed")
+        return left
+
+    def record(outcome: AnswerOutcome, key: ApiKey, route: str) -> None:
+        attributes = {
+            "mode": outcome.mode or "none",
+            "reason": outcome.reason or "none",
+            "route": route,
+        }
+        outcomes.add(1, attributes)
+        with tracer.start_as_current_span("ragwright.answer") as span:
+            span.set_attributes({f"ragwright.{k}": v for k, v in attributes.items()})
+            span.set_attribute("ragwright.key_id", key.id)
+        logger.info(
+            "answer key=%s mode=%s reason=%s status=%s",
+            key.id,
+            outcome.mode,
+            outcome.reason,
+            outcome.status,
+        )
+
+    @app.get("/healthz", tags=["operations"])
+    async def healthz() -> dict[str, str]:
+        """Liveness: the process serves HTTP."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["operations"])
+    async def readyz() -> JSONResponse:
+        """Readiness, with every reason when not ready."""
+        checks = await asyncio.to_thread(readiness, state)
+        ready = all(c["ok"] for c in checks.values())
+        return JSONResponse(
+            {"ready": ready, "checks": checks, "reasons": reasons_of(checks)},
+            status_code=200 if ready else 503,
+        )
+
+    @app.post("/v1/answers", tags=["answers"])
+    async def answers(
+        body: AnswerBody,
+        request: Request,
+        key: Annotated[ApiKey, Depends(caller("answer"))],
+    ) -> JSONResponse:
+        """A grounded answer with its citations, mode, provenance and stage timings."""
+        permit = state.admission.enter(key.tenant)
+        try:
+            answer_request = build_answer_request(body, key, remaining(request))
+            outcome = await until_disconnect(request, answer_or_problem(answer_request))
+        finally:
+            permit.release()
+        record(outcome, key, "answers")
+        if outcome.mode == "unavailable":
+            raise unavailable(
+                outcome.reason or "model_unavailable",
+                "the model is unavailable and no approved template applies",
+                timings=outcome.to_dict()["timings"],
+            )
+        return JSONResponse(present(outcome))
+
+    @app.post("/v1/answers/stream", tags=["answers"])
+    async def answers_stream(
+        body: AnswerBody,
+        request: Request,
+        key: Annotated[ApiKey, Depends(caller("answer"))],
+    ) -> Response:
+        """The same answer as Server-Sent Events: ``evidence``, ``delta``, ``citations``,
+        ``outcome`` (``error`` before ``outcome`` when it fails after it began)."""
+        permit = state.admission.enter(key.tenant)
+        try:
+            answer_request = build_answer_request(body, key, remaining(request))
+            return await answer_stream(
+                request,
+                permit,
+                lambda on_evidence: answer_or_problem(answer_request, on_evidence),
+                present=present,
+                record=lambda outcome: record(outcome, key, "answers/stream"),
+            )
+        except BaseException:
+            permit.release()
+            raise
+
+    @app.post("/v1/search", tags=["search"])
+    async def search(
+        body: SearchBody,
+        request: Request,
+        key: Annotated[ApiKey, Depends(caller("search"))],
+    ) -> JSONResponse:
+        """The ``k`` best eligible chunks (the same shape as ``ragwright search --json``)."""
+        permit = state.admission.enter(key.tenant)
+        try:
+            allowed = check_scope(body.documents, key)
+            search_request = SearchRequest(
+                body.question,
+                k=body.k,
+                evidence=EvidenceFilter(
+                    types=key.types, states=key.states, documents=tuple(body.documents)
+                ),
+                tenant=key.tenant,
+                allowed_documents=allowed,
+            )
+            result = await until_disconnect(
+                request, guarded(asyncio.to_thread(application.search, search_request))
+            )
+        finally:
+            permit.release()
+        return JSONResponse(result.to_dict())
+
+    @app.get("/v1/status", tags=["operations"])
+    async def status(key: Annotated[ApiKey, Depends(caller("search"))]) -> JSONResponse:
+        """What the index holds for the caller's tenant, and the service's capacity."""
+        result = await guarded(
+            asyncio.to_thread(application.status, StatusRequest(tenants=(key.tenant,)))
+        )
+        return JSONResponse(
+            {
+                **result.to_dict(),
+                "tenant": key.tenant,
+                "service": {
+                    "version": __version__,
+                    "admission": state.admission.describe(),
+                    "answer_deadline_seconds": settings.answer_deadline,
+                    "model": state.model_problem or "ok",
+                    "degraded_mode": degraded_mode(application),
+                },
+            }
+        )
+
+    def build_answer_request(body: AnswerBody, key: ApiKey, deadline: float) -> AnswerRequest:
+        allowed = check_scope(body.documents, key)
+        return AnswerRequest(
+            body.question,
+            evidence=EvidenceFilter(
+                types=key.types, states=key.states, documents=tuple(body.documents)
+            ),
+            tenant=key.tenant,
+            allowed_documents=allowed,
+            history=tuple(ChatMessage(m.role, m.content) for m in body.history),
+            deadline_seconds=deadline,
+        )
+
+    async def answer_or_problem(
+        answer_request: AnswerRequest,
+        on_evidence: Callable[[Any], None] | None = None,
+    ) -> AnswerOutcome:
+        return await guarded(application.answer(answer_request, on_evidence=on_evidence))
+
+    return app
+
+
+def check_scope(documents: list[str], key: ApiKey) -> tuple[str, ...] | None:
+    """The key's allowlist (``None``: all of its tenant's documents); a requested document
+    outside it is refused (403) rather than silently dropped."""
+    if not key.documents:
+        return None
+    outside = [d for d in documents if d not in key.documents]
+    if outside:
+        raise Problem(
+            403,
+            "outside-allowlist",
+            "Not allowed",
+            f"documents: {len(outside)} requested document(s) are outside this key's "
+            f"allowlist (first: {outside[0]!r})",
+        )
+    return tuple(key.documents)
+
+
+def present(outcome: AnswerOutcome) -> dict[str, Any]:
+    """The answer's JSON form for a caller: everything ``ask --json`` shows except the
+    exact model request (instructions are server-side; their version is in provenance)."""
+    body = outcome.to_dict()
+    body.pop("request", None)
+    return body
+
+
+def degraded_mode(application: Application) -> str:
+    """What answers become while the model is unavailable."""
+    if application.templates():
+        return "approved_template, else evidence_only" + (
+            "" if application.settings.evidence_only_on_model_failure else " (off: unavailable)"
+        )
+    return "evidence_only" if application.settings.evidence_only_on_model_failure else "unavailable"
+
+
+def unavailable(reason: str, detail: str, **extensions: Any) -> Problem:
+    return Problem(
+        503,
+        "answer-unavailable",
+        "No answer can be given now",
+        detail,
+        mode="unavailable",
+        reason=reason,
+        **extensions,
+    )
+
+
+async def guarded(work: Awaitable[T]) -> T:
+    """Run a use case; turn the failures a caller can act on into problem details."""
+    try:
+        return await work
+    except RequestError as error:
+        raise invalid_field(error.field, error.rule) from error
+    except AssemblyError as error:
+        raise invalid_field("history", str(error)) from error
+    except IndexNotFound as error:
+        raise unavailable("retrieval_unavailable", "no documents have been ingested yet") from error
+    except (VectorIndexError, StorageError, EmbeddingError) as error:
+        logger.error("retrieval unavailable: %s", type(error).__name__)
+        raise unavailable(
+            "retrieval_unavailable", f"the evidence index cannot be read ({type(error).__name__})"
+        ) from error
+    except (ChatError, AnswerContractError) as error:
+        category = error.category.value if isinstance(error, ChatError) else "invalid_output"
+        logger.error("model failed: %s", category)
+        raise unavailable(
+            "model_unavailable", f"the model failed ({category})", failure_category=category
+        ) from error
+    except ProviderError as error:  # a remote embedder or reranker
+        logger.error("retrieval provider failed: %s", error.category.value)
+        raise unavailable(
+            "retrieval_unavailable",
+            f"a retrieval provider failed ({error.category.value})",
+            failure_category=error.category.value,
+        ) from error
+
+
+async def until_disconnect(request: Request, work: Awaitable[T]) -> T:
+    """Await ``work``, cancelling it when the client goes away (its budget is theirs)."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL)
+            if done:
+                return task.result()
+            if await request.is_disconnected():
+                task.cancel()
+                raise Problem(499, "client-closed", "Client closed the request", "cancelled")
+    finally:
+        if not task.done():
+            task.cancel()
+
+
+def readiness(state: ServiceState) -> dict[str, dict[str, Any]]:
+    """Each dependency's check: ``{"ok": bool, "detail": str}``."""
+    application = state.application
+    checks: dict[str, dict[str, Any]] = {}
+    index_problem = application.index_problem()
+    checks["index"] = {"ok": index_problem is None, "detail": index_problem or "ok"}
+    model = state.model_problem
+    # A model that does not answer is not a readiness failure when a degradation mode
+    # is declared: the service answers in that mode and says so in every result.
+    declared = degraded_mode(application) != "unavailable"
+    checks["model"] = {
+        "ok": model is None or declared,
+        "detail": "ok" if model is None else f"{model} (answering: {degraded_mode(application)})",
+    }
+    return checks
+
+
+def reasons_of(checks: dict[str, dict[str, Any]]) -> list[str]:
+    return [f"{name}: {check['detail']}" for name, check in checks.items() if not check["ok"]]

@@ -1,0 +1,142 @@
+"""RFC 9457 problem details: the one shape of every error the service returns.
+
+A problem is ``application/problem+json`` with ``type``, ``title``, ``status`` and
+``detail``, plus extension members where they help a client act: ``errors`` (each
+``{field, rule}``) for invalid input, ``mode`` and ``reason`` when an answer was
+unavailable. ``detail`` names the field and the rule; it never echoes the request body
+(a question is customer data).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+PROBLEM_JSON = "application/problem+json"
+# A relative URI reference (RFC 9457 3.1.1): each kind is described in docs/service.md.
+TYPE_BASE = "/problems/"
+
+logger = logging.getLogger("ragwright.service")
+
+
+class Problem(Exception):
+    """An error response: raise it anywhere in a request, the handler renders it."""
+
+    def __init__(
+        self,
+        status: int,
+        kind: str,
+        title: str,
+        detail: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        **extensions: Any,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.kind = kind
+        self.title = title
+        self.detail = detail
+        self.headers = dict(headers or {})
+        self.extensions = extensions
+
+    def body(self, instance: str | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "type": TYPE_BASE + self.kind,
+            "title": self.title,
+            "status": self.status,
+            "detail": self.detail,
+        }
+        if instance:
+            out["instance"] = instance
+        out.update(self.extensions)
+        return out
+
+    def response(self, instance: str | None = None) -> JSONResponse:
+        return JSONResponse(
+            self.body(instance),
+            status_code=self.status,
+            headers=self.headers,
+            media_type=PROBLEM_JSON,
+        )
+
+
+def invalid_field(field: str, rule: str, *, status: int = 422) -> Problem:
+    """Invalid input, naming the field (dotted path, as the client spells it) and rule."""
+    return Problem(
+        status,
+        "invalid-request",
+        "The request is invalid",
+        f"{field}: {rule}",
+        errors=[{"field": field, "rule": rule}],
+    )
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("body", "query", "header", "path"):
+        parts = parts[1:] if len(parts) > 1 else parts
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if part.isdigit() else (f".{part}" if out else part)
+    return out or "body"
+
+
+def _validation_problem(error: RequestValidationError) -> Problem:
+    errors = [
+        {"field": _field_path(tuple(e.get("loc", ()))), "rule": str(e.get("msg", "invalid"))}
+        for e in error.errors()
+    ]
+    if not errors:
+        errors = [{"field": "body", "rule": "invalid"}]
+    # A body that is not JSON at all is a malformed request (400); a JSON body that
+    # breaks the schema is unprocessable content (422).
+    malformed = any(e.get("type") == "json_invalid" for e in error.errors())
+    first = errors[0]
+    return Problem(
+        400 if malformed else 422,
+        "malformed-request" if malformed else "invalid-request",
+        "The request body is not JSON" if malformed else "The request is invalid",
+        f"{first['field']}: {first['rule']}",
+        errors=errors,
+    )
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    """Every error, including the framework's own 404/405/422 and anything unexpected,
+    leaves as problem details."""
+
+    @app.exception_handler(Problem)
+    async def _problem(request: Request, error: Problem) -> JSONResponse:
+        return error.response(request.url.path)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        return _validation_problem(error).response(request.url.path)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        titles = {404: "Not found", 405: "Method not allowed"}
+        problem = Problem(
+            error.status_code,
+            "http-" + str(error.status_code),
+            titles.get(error.status_code, "Request failed"),
+            str(error.detail),
+            headers=dict(error.headers or {}),
+        )
+        return problem.response(request.url.path)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, error: Exception) -> JSONResponse:
+        # Logged by type only: the exception text may quote request content.
+        logger.error("unexpected %s on %s", type(error).__name__, request.url.path)
+        problem = Problem(
+            500, "internal", "Internal error", "the service failed unexpectedly; see its log"
+        )
+        return problem.response(request.url.path)

@@ -1,0 +1,197 @@
+"""``POST /v1/answers/stream``: the answer as typed Server-Sent Events.
+
+Events, in order (each ``data`` is one JSON object):
+
+``evidence``   the labelled sources the model is given (document, chunk, chunking
+               version, revision), sent as soon as assembly is done, before the model
+``delta``      pieces of the answer text, only once the answer passed validation (the
+               contract and, for generated answers, the support check) — never
+               provisional model tokens that a later check could withdraw
+``citations``  the resolved citations
+``outcome``    the result: mode, reason, status, quotes, template, provenance, timings,
+               and ``interrupted`` (true when the stream failed after it began)
+``error``      problem details, sent just before an ``outcome`` that did not succeed
+
+The stream is committed (HTTP 200) only when there is something to show: a request that
+fails before its evidence is assembled gets an ordinary problem response with its real
+status. After the first event nothing is retried at this layer, and a failure ends the
+stream with ``error`` and an ``outcome`` whose ``interrupted`` is true — never a silent
+cut. Model retries and failover happen before any answer text is visible, because no
+answer text is sent before it is validated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from fastapi import Request
+from fastapi.sse import format_sse_event
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from ragwright.application import AnswerOutcome
+from ragwright.core.assembly import AssembledContext
+from ragwright.service.admission import Permit
+from ragwright.service.problems import Problem
+
+KEEPALIVE_SECONDS = 15.0
+DISCONNECT_POLL = 0.25
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+class PermitStream(StreamingResponse):
+    """An event stream that returns its admission permit however it ends (sent in full,
+    client gone, or never started)."""
+
+    def __init__(self, content: AsyncIterator[bytes], permit: Permit) -> None:
+        super().__init__(
+            content,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+        self._permit = permit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._permit.release()
+
+
+def event(name: str, data: dict[str, Any]) -> bytes:
+    return format_sse_event(event=name, data_str=json.dumps(data, ensure_ascii=False))
+
+
+def evidence_data(context: AssembledContext) -> dict[str, Any]:
+    return {
+        "policy": context.policy,
+        "sources": [
+            {
+                "label": s.label,
+                "document_id": s.candidate.document_id,
+                "chunk_id": s.candidate.chunk_id,
+                "chunking_version": s.candidate.chunking_version,
+                "revision": s.candidate.revision,
+            }
+            for s in context.sources
+        ],
+    }
+
+
+def deltas(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The validated answer in pieces: each quote of a quoted answer, or each sentence."""
+    if body.get("style") == "quoted" and body.get("quotes"):
+        return [{"text": q["text"], "quote": q["id"]} for q in body["quotes"]]
+    return [{"text": piece} for piece in _SENTENCE_END.split(body["answer"]) if piece]
+
+
+async def answer_stream(
+    request: Request,
+    permit: Permit,
+    start: Callable[[Callable[[AssembledContext], None]], Awaitable[AnswerOutcome]],
+    *,
+    present: Callable[[AnswerOutcome], dict[str, Any]],
+    record: Callable[[AnswerOutcome], None],
+) -> StreamingResponse:
+    """Start the answer; return a problem if it fails before its evidence, else the
+    stream (the caller releases ``permit`` only if this raises)."""
+    evidence: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    task = asyncio.ensure_future(start(lambda ctx: evidence.put_nowait(evidence_data(ctx))))
+    try:
+        while not task.done() and evidence.empty():
+            await asyncio.wait({task}, timeout=DISCONNECT_POLL)
+            if not task.done() and evidence.empty() and await request.is_disconnected():
+                raise Problem(499, "client-closed", "Client closed the request", "cancelled")
+        if task.done() and evidence.empty():
+            task.result()  # a failure before any evidence: an ordinary problem response
+    except BaseException:
+        task.cancel()
+        raise
+    return PermitStream(_events(task, evidence, present, record), permit)
+
+
+async def _events(
+    task: asyncio.Future[AnswerOutcome],
+    evidence: asyncio.Queue[dict[str, Any]],
+    present: Callable[[AnswerOutcome], dict[str, Any]],
+    record: Callable[[AnswerOutcome], None],
+) -> AsyncIterator[bytes]:
+    began = False
+    try:
+        if not evidence.empty():
+            yield event("evidence", evidence.get_nowait())
+            began = True
+        while not task.done():
+            done, _ = await asyncio.wait({task}, timeout=KEEPALIVE_SECONDS)
+            if not done:
+                yield b": keep-alive\n\n"
+        try:
+            outcome = task.result()
+        except Problem as problem:
+            yield event("error", problem.body())
+            yield event(
+                "outcome",
+                {
+                    "mode": problem.extensions.get("mode", "unavailable"),
+                    "reason": problem.extensions.get("reason"),
+                    "interrupted": began,
+                },
+            )
+            return
+        record(outcome)
+        body = present(outcome)
+        if outcome.mode == "unavailable":
+            yield event(
+                "error",
+                Problem(
+                    503,
+                    "answer-unavailable",
+                    "No answer can be given now",
+                    "the model is unavailable and no approved template applies",
+                    mode="unavailable",
+                    reason=outcome.reason,
+                ).body(),
+            )
+            yield event(
+                "outcome", {"mode": "unavailable", "reason": outcome.reason, "interrupted": False}
+            )
+            return
+        if outcome.mode == "generated":
+            for piece in deltas(body):
+                yield event("delta", piece)
+        yield event("citations", {"citations": body["citations"]})
+        yield event("outcome", {**_outcome_fields(body), "interrupted": False})
+    except asyncio.CancelledError:
+        raise  # the client left: the finally below stops the work
+    except Exception as error:  # after output began: end explicitly, never cut silently
+        yield event(
+            "error",
+            Problem(
+                500, "internal", "Internal error", f"the answer failed ({type(error).__name__})"
+            ).body(),
+        )
+        yield event("outcome", {"mode": "unavailable", "reason": None, "interrupted": True})
+    finally:
+        if not task.done():
+            task.cancel()
+
+
+def _outcome_fields(body: dict[str, Any]) -> dict[str, Any]:
+    keep = (
+        "mode",
+        "reason",
+        "status",
+        "style",
+        "answer",
+        "quotes",
+        "template",
+        "degraded",
+        "answerability",
+        "provenance",
+        "timings",
+    )
+    return {k: body.get(k) for k in keep}

@@ -1,0 +1,286 @@
+"""Admission (503 / 429 at once, no queue), one deadline from the edge, cancellation on
+disconnect, and each degradation mode forced by its dependency's failure."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from ragwright.application import Application, ChatSession
+from ragwright.errors import FailureCategory
+from ragwright.protocols import TokenCounter
+from ragwright.runtime import RuntimeComponents
+from ragwright.service import create_app
+from ragwright.testing.scripted import Fail, Hang, ScriptedChatModel
+from tests.application.components import FakeComponents
+from tests.service.conftest import (
+    CORPUS,
+    QUESTION,
+    LiveServer,
+    RecordingModel,
+    Service,
+    bearer,
+)
+
+Client = Callable[[Service], TestClient]
+ANSWER = '{"status": "answered", "answer": "Drain while the deadline allows.", "sourceIds": ["S1"]}'
+
+
+def wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    end = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.01)
+
+
+def post_in_thread(url: str, secret: str, results: list[Any], path: str = "/v1/answers") -> None:
+    def run() -> None:
+        results.append(
+            httpx.post(url + path, json={"question": QUESTION}, headers=bearer(secret), timeout=30)
+        )
+
+    threading.Thread(target=run, daemon=True).start()
+
+
+# --- admission -----------------------------------------------------------------------------
+
+
+def test_excess_requests_are_refused_at_once_with_503_and_no_retry_after(
+    make_service: Callable[..., Service],
+) -> None:
+    model = RecordingModel(ANSWER, hold=True)
+    service = make_service(model, serve_concurrency=1)
+    secret = service.key("alice", scopes=("answer", "search"))
+    first: list[Any] = []
+    with LiveServer(service.app) as url:
+        model.release.set()  # let the startup probe through, then hold answers
+        wait_for(lambda: "replied" in model.events)
+        model.release.clear()
+        post_in_thread(url, secret, first)
+        wait_for(lambda: model.events.count("call") == 2)  # the first answer holds the permit
+        refused = httpx.post(
+            url + "/v1/answers", json={"question": QUESTION}, headers=bearer(secret)
+        )
+        search = httpx.post(url + "/v1/search", json={"question": QUESTION}, headers=bearer(secret))
+        assert model.events.count("call") == 2  # the refused request started nothing
+        model.release.set()
+        wait_for(lambda: bool(first))
+        after = httpx.post(url + "/v1/search", json={"question": QUESTION}, headers=bearer(secret))
+    assert refused.status_code == 503
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert "retry-after" not in refused.headers
+    assert search.status_code == 503
+    assert first[0].status_code == 200
+    assert after.status_code == 200  # the permit came back
+
+
+def test_a_tenant_at_its_limit_gets_429_while_other_tenants_go_on(
+    make_service: Callable[..., Service],
+) -> None:
+    model = RecordingModel(ANSWER, hold=True)
+    service = make_service(model, serve_concurrency=4, serve_tenant_concurrency=1)
+    first_key = service.key("one")
+    second_key = service.key("two")  # the same (untenanted) tenant
+    other_tenant = service.key("acme", tenant="acme")
+    first: list[Any] = []
+    with LiveServer(service.app) as url:
+        model.release.set()
+        wait_for(lambda: "replied" in model.events)
+        model.release.clear()
+        post_in_thread(url, first_key, first)
+        wait_for(lambda: model.events.count("call") == 2)
+        limited = httpx.post(
+            url + "/v1/answers", json={"question": QUESTION}, headers=bearer(second_key)
+        )
+        other = httpx.post(
+            url + "/v1/answers", json={"question": QUESTION}, headers=bearer(other_tenant)
+        )
+        model.release.set()
+        wait_for(lambda: bool(first))
+    assert limited.status_code == 429
+    assert "retry-after" not in limited.headers
+    assert other.status_code == 200  # acme has no documents: insufficient, but admitted
+    assert other.json()["mode"] == "insufficient"
+
+
+def test_a_client_that_disconnects_cancels_the_model_call_and_frees_its_permit(
+    make_service: Callable[..., Service],
+) -> None:
+    model = RecordingModel(ANSWER, hold=True)
+    service = make_service(model, serve_concurrency=1)
+    secret = service.key("alice")
+    with LiveServer(service.app) as url:
+        model.release.set()
+        wait_for(lambda: "replied" in model.events)
+        model.release.clear()
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(
+                url + "/v1/answers", json={"question": QUESTION}, headers=bearer(secret), timeout=1
+            )
+        wait_for(lambda: "cancelled" in model.events)
+        state = service.app.state.ragwright
+        wait_for(lambda: state.admission.active == 0)
+    assert model.events.count("replied") == 1  # only the probe's
+
+
+def test_one_deadline_from_the_edge_bounds_a_slow_model(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    service = make_service(ScriptedChatModel([Hang()] * 10), answer_deadline=1.5)
+    secret = service.key("alice")
+    app = create_app(service.application, probe_model=False)
+    with TestClient(app) as client:
+        started = time.monotonic()
+        body = client.post("/v1/answers", json={"question": QUESTION}, headers=bearer(secret))
+        elapsed = time.monotonic() - started
+    outcome = body.json()
+    assert outcome["mode"] == "evidence_only"
+    assert outcome["reason"] in ("request_deadline_exceeded", "model_unavailable")
+    assert outcome["degraded"] in ("deadline_exhausted", "timeout")
+    assert elapsed < 10  # bounded by the deadline, not by the hanging provider
+
+
+# --- degradation modes ---------------------------------------------------------------------
+
+
+TEMPLATES = """
+templates:
+  - id: shutdown-acknowledgement
+    version: "2"
+    phrases: ["queued work", "shutdown"]
+    text: "Shutdown questions are answered by the on-call engineer; the runbook is cited."
+"""
+
+
+def test_model_down_offers_the_approved_template_for_the_question_class(
+    make_service: Callable[..., Service], client_for: Client, tmp_path: Path
+) -> None:
+    templates = tmp_path / "templates.yaml"
+    templates.write_text(TEMPLATES)
+    service = make_service(
+        ScriptedChatModel([Fail(FailureCategory.TRANSIENT)] * 40), templates=templates
+    )
+    secret = service.key("alice")
+    client = client_for(service)
+    body = client.post("/v1/answers", json={"question": QUESTION}, headers=bearer(secret)).json()
+    assert (body["mode"], body["reason"]) == ("approved_template", "model_unavailable")
+    assert body["template"]["id"] == "shutdown-acknowledgement"
+    assert body["answer"] == ""  # a template is never presented as the model's answer
+    other = client.post(
+        "/v1/answers", json={"question": "How long does a refund take?"}, headers=bearer(secret)
+    ).json()
+    assert other["mode"] in ("evidence_only", "insufficient")
+    assert other["template"] is None
+
+
+def test_model_down_without_template_or_evidence_mode_is_unavailable(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    service = make_service(
+        ScriptedChatModel([Fail(FailureCategory.TRANSIENT)] * 40),
+        evidence_only_on_model_failure=False,
+    )
+    secret = service.key("alice")
+    response = client_for(service).post(
+        "/v1/answers", json={"question": QUESTION}, headers=bearer(secret)
+    )
+    assert response.status_code == 503
+    body = response.json()
+    assert (body["mode"], body["reason"]) == ("unavailable", "model_unavailable")
+    assert "quotes" not in body and "answer" not in body
+
+
+class RealProviderComponents(FakeComponents):
+    """The hashing embedder, but the real chat pipeline and provider adapter."""
+
+    def chat(self, counter: TokenCounter) -> ChatSession:
+        return RuntimeComponents.chat(self, counter)
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_provider_down_degrades_to_evidence_and_readiness_says_why(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from ragwright.application import AddKeyRequest, IngestRequest
+    from ragwright.settings import load_settings
+
+    settings = load_settings(
+        home=tmp_path / "home",
+        chat_provider="openai",
+        chat_model="gpt-test",
+        chat_base_url=f"http://127.0.0.1:{closed_port()}/v1",
+        chat_api_key="sk-test",
+        answer_style="generated",
+        answer_deadline=20,
+    )
+    application = Application(RealProviderComponents(settings))
+    application.ingest(IngestRequest((CORPUS,)))
+    secret = application.add_key(AddKeyRequest(tenant=None, scopes=("answer",))).secret
+    with caplog.at_level(logging.WARNING), TestClient(create_app(application)) as client:
+        ready = client.get("/readyz").json()
+        body = client.post("/v1/answers", json={"question": QUESTION}, headers=bearer(secret))
+    assert ready["ready"] is True  # a declared degradation mode keeps it serving
+    assert ready["checks"]["model"]["detail"].startswith("transient")
+    assert "does not answer" in caplog.text
+    outcome = body.json()
+    assert (outcome["mode"], outcome["reason"]) == ("evidence_only", "model_unavailable")
+    assert outcome["quotes"] and outcome["answer"] == ""
+
+
+def test_retrieval_unavailable_is_503_never_an_answer(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    service = make_service(ingest=False)
+    secret = service.key("alice")
+    response = client_for(service).post(
+        "/v1/answers", json={"question": QUESTION}, headers=bearer(secret)
+    )
+    assert response.status_code == 503
+    body = response.json()
+    assert (body["mode"], body["reason"]) == ("unavailable", "retrieval_unavailable")
+    assert service.components.model.calls <= 1  # type: ignore[attr-defined]  # the probe only
+
+
+def test_a_damaged_index_fails_readiness_with_the_reason(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    service = make_service()
+    contract = service.application.settings.index_path / "contract.json"
+    contract.write_text("{ damaged")
+    secret = service.key("alice")
+    client = client_for(service)
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    assert "damaged" in response.json()["reasons"][0]
+    assert "contract.json" in response.json()["reasons"][0]
+    answer = client.post("/v1/answers", json={"question": QUESTION}, headers=bearer(secret))
+    assert answer.status_code == 503
+    assert answer.json()["reason"] == "retrieval_unavailable"
+
+
+def test_redis_down_at_start_serves_with_an_in_process_gate_and_a_warning(
+    make_service: Callable[..., Service], client_for: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    service = make_service(redis_url=f"redis://127.0.0.1:{closed_port()}/0")
+    secret = service.key("alice")
+    with caplog.at_level(logging.WARNING):
+        body = client_for(service).post(
+            "/v1/answers", json={"question": QUESTION}, headers=bearer(secret)
+        )
+    assert body.json()["mode"] == "generated"
+    assert "Redis" in caplog.text and "unreachable" in caplog.text
