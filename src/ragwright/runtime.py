@@ -10,7 +10,7 @@ import dataclasses
 import logging
 import os
 import subprocess
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -20,7 +20,15 @@ from ragwright.adapters.datasets import load_beir_cases, load_cases
 from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.embedders.onnx import MINILM_PROFILE, OnnxEmbedder
 from ragwright.adapters.lexical import Bm25Encoder
-from ragwright.adapters.redis import RedisCacheStore, RedisCapacityPool, connect, reachable
+from ragwright.adapters.redis import (
+    RedisCacheStore,
+    RedisCapacityPool,
+    RedisOutage,
+    ResilientCacheStore,
+    ResilientCapacityPool,
+    connect,
+    reachable,
+)
 from ragwright.adapters.sources import SourceDefaults, load_sources
 from ragwright.adapters.tokenizer import O200kCounter
 from ragwright.application import Application, ChatSession, LoadedSources, SkippedFile
@@ -379,6 +387,7 @@ def build_chat_pipeline(
     events: Callable[[str], None] | None = None,
     profiles: Sequence[ModelProfile] | None = None,
     telemetry: TelemetryExport | None = None,
+    shared: SharedState | None = None,
 ) -> ChatModel:
     """The default pipeline over ``providers`` (the first is the primary), outer → inner:
 
@@ -389,6 +398,9 @@ def build_chat_pipeline(
     re-prepare a request for each alternate and let telemetry name the model that
     answered; without them each provider is described by its name only. ``telemetry``
     (from :func:`configure_telemetry`) sends spans and metrics to its exporter.
+    ``shared`` (from :func:`open_shared_state`) is the cache store and capacity pools;
+    pass it to keep a handle on the pools (the service reports them), else the
+    pipeline opens its own.
     """
     sink = events or _ignore
     described = (
@@ -401,17 +413,7 @@ def build_chat_pipeline(
             for i, p in enumerate(providers)
         )
     )
-    client = _shared_state_client(settings)
-    store: CacheStore = (
-        RedisCacheStore(client)
-        if client is not None
-        else MemoryCacheStore(max_entries=settings.chat_cache_max_entries)
-    )
-    pool: CapacityPool = (
-        RedisCapacityPool(client, "chat", limit=settings.chat_capacity)
-        if client is not None
-        else LocalCapacityPool(settings.chat_capacity)
-    )
+    shared = shared or open_shared_state(settings, [p.name for p in providers])
 
     def traced(
         inner: ChatModel, layer: Layer, profile: ModelProfile, profiles: Sequence[ModelProfile]
@@ -431,7 +433,13 @@ def build_chat_pipeline(
         return (
             ChatPipelineBuilder(provider)
             .use(AttemptLimit)
-            .use(lambda inner: CapacityGate(inner, pool))
+            .use(
+                lambda inner: CapacityGate(
+                    inner,
+                    shared.pools[provider.name],
+                    cooldown=settings.chat_throttle_cooldown,
+                )
+            )
             .use(lambda inner: Probe(inner, name="attempt", events=sink))
             .use(lambda inner: traced(inner, "attempt", profile, ()))
             .build()
@@ -453,10 +461,63 @@ def build_chat_pipeline(
         .use(lambda inner: Budgeted(inner, attempts=settings.chat_max_attempts))
         .use(lambda inner: traced(inner, "call", primary, described))
         .use(lambda inner: Probe(inner, name="call", events=sink))
-        .use(lambda inner: ResponseCache(inner, store, ttl=settings.chat_cache_ttl, events=sink))
+        .use(
+            lambda inner: ResponseCache(
+                inner, shared.store, ttl=settings.chat_cache_ttl, events=sink
+            )
+        )
         .use(lambda inner: Retry(inner, max_attempts=settings.chat_retries, events=sink))
         .build()
     )
+
+
+REDIS_RETRY_INTERVAL = 30.0
+"""Seconds a process skips Redis after it failed mid-run before trying it again."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedState:
+    """The response cache's store and one capacity pool per chat provider (by name).
+
+    Each provider has a pool of its own (``chat`` for the primary, ``chat:<name>`` for
+    each alternate, ``RAGWRIGHT_CHAT_CAPACITY`` leases each), so a throttled primary
+    cools down its own pool and failover can still reach an alternate. ``describe()``
+    on a pool gives its state for status and readiness views.
+    """
+
+    store: CacheStore
+    pools: Mapping[str, CapacityPool]
+
+
+def open_shared_state(
+    settings: Settings, names: Sequence[str], *, retry_interval: float = REDIS_RETRY_INTERVAL
+) -> SharedState:
+    """Redis-backed cache and pools when ``RAGWRIGHT_REDIS_URL`` answers, else in-process.
+
+    Redis that answers now but fails later does not fail an answer: the process skips
+    the cache and gates in-process (one warning) and tries Redis again after
+    ``retry_interval`` seconds.
+    """
+    if not names:
+        raise ValueError("names must list at least the primary provider")
+    client = _shared_state_client(settings)
+    if client is None:
+        return SharedState(
+            store=MemoryCacheStore(max_entries=settings.chat_cache_max_entries),
+            pools={name: LocalCapacityPool(settings.chat_capacity) for name in names},
+        )
+    outage = RedisOutage(
+        _without_credentials(settings.redis_url or ""), retry_interval=retry_interval, log=logger
+    )
+    pools: dict[str, CapacityPool] = {}
+    for index, name in enumerate(names):
+        pool = RedisCapacityPool(
+            client, "chat" if index == 0 else f"chat:{name}", limit=settings.chat_capacity
+        )
+        pools[name] = ResilientCapacityPool(
+            pool, outage, fallback=LocalCapacityPool(settings.chat_capacity)
+        )
+    return SharedState(store=ResilientCacheStore(RedisCacheStore(client), outage), pools=pools)
 
 
 def _shared_state_client(settings: Settings) -> Redis | None:
