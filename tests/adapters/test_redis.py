@@ -250,6 +250,7 @@ def test_redis_dying_mid_run_degrades_to_in_process_and_recovers(
     throwaway.kill()
     with caplog.at_level(logging.WARNING):
         assert asyncio.run(gate.complete(request, Deadline.after(5))).text == "two"
+        time.sleep(0.25)  # past the retry interval: Redis is tried again, still down
         assert asyncio.run(gate.complete(request, Deadline.after(5))).text == "three"
         status = pool.describe()
         # The in-process pool of the same limit gates meanwhile.
