@@ -12,7 +12,6 @@ import os
 import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from ragwright import __version__
@@ -27,7 +26,6 @@ from ragwright.adapters.redis import (
     ResilientCacheStore,
     ResilientCapacityPool,
     connect,
-    reachable,
 )
 from ragwright.adapters.sources import SourceDefaults, load_sources
 from ragwright.adapters.tokenizer import O200kCounter
@@ -59,9 +57,6 @@ from ragwright.protocols import (
 from ragwright.retry import RetryingEmbedder, RetryingReranker, RetryPolicy
 from ragwright.settings import Settings, load_settings
 from ragwright.types import EmbeddingProfile, EvalCase, SkippedDocument
-
-if TYPE_CHECKING:
-    from redis import Redis
 
 logger = logging.getLogger(__name__)
 
@@ -472,7 +467,7 @@ def build_chat_pipeline(
 
 
 REDIS_RETRY_INTERVAL = 30.0
-"""Seconds a process skips Redis after it failed mid-run before trying it again."""
+"""Seconds a process skips Redis after it failed before trying it again."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -492,23 +487,26 @@ class SharedState:
 def open_shared_state(
     settings: Settings, names: Sequence[str], *, retry_interval: float = REDIS_RETRY_INTERVAL
 ) -> SharedState:
-    """Redis-backed cache and pools when ``RAGWRIGHT_REDIS_URL`` answers, else in-process.
+    """Redis-backed cache and pools with ``RAGWRIGHT_REDIS_URL``, else in-process.
 
-    Redis that answers now but fails later does not fail an answer: the process skips
-    the cache and gates in-process (one warning) and tries Redis again after
-    ``retry_interval`` seconds.
+    Redis is optional even when configured: whenever it does not answer — at start or
+    mid-run — the answer is still produced with the shared cache skipped (a miss) and an
+    in-process capacity gate, one warning says so, and Redis is tried again after
+    ``retry_interval`` seconds, so a long-running process uses it again once it is back.
+    Meanwhile processes share neither capacity nor cached answers.
     """
     if not names:
         raise ValueError("names must list at least the primary provider")
-    client = _shared_state_client(settings)
-    if client is None:
+    if not settings.redis_url:
         return SharedState(
             store=MemoryCacheStore(max_entries=settings.chat_cache_max_entries),
             pools={name: LocalCapacityPool(settings.chat_capacity) for name in names},
         )
+    client = connect(settings.redis_url)
     outage = RedisOutage(
-        _without_credentials(settings.redis_url or ""), retry_interval=retry_interval, log=logger
+        _without_credentials(settings.redis_url), retry_interval=retry_interval, log=logger
     )
+    outage.check(client)
     pools: dict[str, CapacityPool] = {}
     for index, name in enumerate(names):
         pool = RedisCapacityPool(
@@ -518,29 +516,6 @@ def open_shared_state(
             pool, outage, fallback=LocalCapacityPool(settings.chat_capacity)
         )
     return SharedState(store=ResilientCacheStore(RedisCacheStore(client), outage), pools=pools)
-
-
-def _shared_state_client(settings: Settings) -> Redis | None:
-    """The Redis client for the response cache and capacity gate, or ``None``.
-
-    Redis is optional: when it does not answer, the answer is still produced with the
-    cache off (an in-process cache instead) and an in-process capacity gate, and one
-    warning says so. Replicas then no longer share capacity or cached answers.
-    """
-    if not settings.redis_url:
-        return None
-    client = connect(settings.redis_url)
-    reason = reachable(client)
-    if reason is None:
-        return client
-    client.close()
-    logger.warning(
-        "warning: Redis at %s is unreachable (%s); answering with the shared response "
-        "cache off and an in-process capacity gate",
-        _without_credentials(settings.redis_url),
-        reason,
-    )
-    return None
 
 
 def _without_credentials(url: str) -> str:

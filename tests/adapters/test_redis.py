@@ -304,12 +304,9 @@ def test_the_response_cache_answers_when_redis_dies_mid_run(
     settings = load_settings(redis_url=throwaway.url)
     events: list[str] = []
     provider = ScriptedChatModel([Reply("Manual."), Reply("Manual again.")])
+    shared = open_shared_state(settings, [provider.name], retry_interval=0.2)
     pipeline = build_chat_pipeline(
-        settings,
-        [provider],
-        counter=WordCounter(),
-        events=events.append,
-        shared=open_shared_state(settings, [provider.name], retry_interval=0.2),
+        settings, [provider], counter=WordCounter(), events=events.append, shared=shared
     )
     request = ChatRequest((ChatMessage("user", "manual?"),), scope="tenant:public")
     assert asyncio.run(pipeline.complete(request, Deadline.after(5))).text == "Manual."
@@ -318,7 +315,32 @@ def test_the_response_cache_answers_when_redis_dies_mid_run(
     throwaway.kill()
     events.clear()
     with caplog.at_level(logging.WARNING):
+        shared.store.set("elsewhere", b"v", 60)  # a store that fails is skipped, not raised
+        time.sleep(0.25)  # past the retry interval, so the answer's lookup tries Redis too
         answer = asyncio.run(pipeline.complete(request, Deadline.after(5)))
     assert answer.text == "Manual again." and provider.calls == 2
     assert "cache:miss" in events and "call:ok" in events
     assert len(redis_warnings(caplog)) == 1
+
+
+def test_redis_down_at_start_is_used_once_it_answers(
+    throwaway: ThrowawayRedis, caplog: pytest.LogCaptureFixture
+) -> None:
+    throwaway.kill()
+    settings = load_settings(redis_url=throwaway.url)
+    with caplog.at_level(logging.WARNING):
+        shared = open_shared_state(settings, ["primary"], retry_interval=0.2)
+        pool = shared.pools["primary"]
+        status = pool.describe()
+        gate = CapacityGate(ScriptedChatModel([Reply("one")]), pool)
+        request = ChatRequest((ChatMessage("user", "x"),))
+        assert asyncio.run(gate.complete(request, Deadline.after(5))).text == "one"
+        shared.store.set("k", b"v", 60)
+        assert shared.store.get("k") is None  # skipped, not raised
+    assert status["backend"] == "local" and status["degraded"] is not None
+    assert len(redis_warnings(caplog)) == 1
+    throwaway.start()
+    time.sleep(0.25)
+    assert pool.describe()["backend"] == "redis"
+    shared.store.set("k", b"v", 60)
+    assert shared.store.get("k") == b"v"

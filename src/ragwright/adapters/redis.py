@@ -67,15 +67,6 @@ def connect(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, socket_connect_timeout=2.0, socket_timeout=2.0)
 
 
-def reachable(client: redis.Redis) -> str | None:
-    """``None`` when the server answers ``PING``, else why not (one line)."""
-    try:
-        client.ping()
-    except redis.RedisError as error:
-        return _reason(error)
-    return None
-
-
 def _reason(error: redis.RedisError) -> str:
     return str(error).splitlines()[0] if str(error) else type(error).__name__
 
@@ -184,6 +175,15 @@ class RedisOutage:
     def reason(self) -> str | None:
         """Why Redis is treated as down, or ``None`` while it is in use."""
         return self._reason
+
+    def check(self, client: redis.Redis) -> None:
+        """``PING`` now: a failure starts an outage (its one warning), an answer ends one."""
+        try:
+            client.ping()
+        except redis.RedisError as error:
+            self.failed(error)
+        else:
+            self.succeeded()
 
     def worth_trying(self) -> bool:
         """Redis is up, or down long enough that it is time to try again."""
