@@ -30,6 +30,7 @@ Provider failures of every kind (chat, embedding, rerank) share one base and one
     │   ├── IndexUnavailable(location, reason)  the index server cannot be reached
     │   ├── PayloadError(point_id, field, rule) a stored payload is not what we wrote
     │   └── ReadBackError(point_id, reason)     a written point did not read back
+    ├── CapacityCoolingDown(remaining)          the capacity pool is cooling down after a 429
     ├── AssemblyError(reason)                   context cannot be assembled as asked
     ├── AnswerContractError(reason, detail)     a model answer breaks the JSON contract
     ├── EvaluationError(reason)                 an evaluation cannot run or score a case
@@ -292,6 +293,20 @@ class EmbeddingProviderError(ProviderError, EmbeddingError):
 
 class RerankError(ProviderError):
     """A rerank provider call failed."""
+
+
+class CapacityCoolingDown(RagwrightError):
+    """A capacity pool refused a lease because a provider throttled recently.
+
+    Raised by :meth:`~ragwright.protocols.CapacityPool.try_acquire` instead of returning
+    ``None`` so the refusal and the time it lasts come from one atomic check; the gate
+    turns it into a ``throttled`` :class:`ChatError` whose ``retry_after`` is
+    ``remaining`` (seconds).
+    """
+
+    def __init__(self, remaining: float) -> None:
+        self.remaining = remaining
+        super().__init__(f"model capacity is cooling down for {remaining:.2f} s after throttling")
 
 
 class AssemblyError(RagwrightError):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
 
 from ragwright.core.lexical import LexicalProfile
 from ragwright.types import (
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CacheStore",
     "CapacityPool",
+    "CapacityStatus",
     "ChatModel",
     "Embedder",
     "IndexPart",
@@ -219,20 +220,56 @@ class CacheStore(Protocol):
         ...
 
 
+class CapacityStatus(TypedDict):
+    """What a capacity pool reports for status and readiness views (JSON-ready).
+
+    ``backend`` is where the leases live now (``redis`` or ``local``); ``degraded`` says
+    why a pool meant to be shared is running in-process instead (``None`` when it is
+    not); ``cooldown_seconds`` is the throttle cooldown left (0.0 when none).
+    """
+
+    backend: Literal["redis", "local"]
+    limit: int
+    in_use: int
+    cooldown_seconds: float
+    degraded: str | None
+
+
 class CapacityPool(Protocol):
     """Non-blocking leases: at most ``limit`` are held at any moment.
 
     ``try_acquire`` never waits: it returns a lease at once or ``None`` when the pool is
     full, so the caller's deadline is never spent queueing. Releasing a lease frees
     exactly one slot, and releasing it again does nothing.
+
+    A pool also carries a throttle cooldown: after a provider said "slow down" (429),
+    :meth:`cool_down` refuses every lease — for every holder of the pool, in every
+    process that shares it — until the cooldown ends. A cooldown only ever extends:
+    a shorter one never cuts a longer one short.
     """
 
     limit: int
 
     def try_acquire(self) -> object | None:
-        """A lease token, or ``None`` when the pool is full."""
+        """A lease token, or ``None`` when the pool is full.
+
+        Raises :class:`~ragwright.errors.CapacityCoolingDown` (with the seconds left)
+        while the pool is cooling down, checked in the same step as the grant.
+        """
         ...
 
     def release(self, lease: object) -> None:
         """Return a lease (idempotent)."""
+        ...
+
+    def cool_down(self, seconds: float) -> None:
+        """Refuse every lease for ``seconds`` from now, unless a longer cooldown runs."""
+        ...
+
+    def cooldown_remaining(self) -> float:
+        """Seconds of cooldown left; 0.0 when the pool is not cooling down."""
+        ...
+
+    def describe(self) -> CapacityStatus:
+        """The pool's state now, for status and readiness views; never raises."""
         ...

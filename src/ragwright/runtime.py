@@ -10,9 +10,8 @@ import dataclasses
 import logging
 import os
 import subprocess
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from ragwright import __version__
@@ -20,7 +19,14 @@ from ragwright.adapters.datasets import load_beir_cases, load_cases
 from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.embedders.onnx import MINILM_PROFILE, OnnxEmbedder
 from ragwright.adapters.lexical import Bm25Encoder
-from ragwright.adapters.redis import RedisCacheStore, RedisCapacityPool, connect, reachable
+from ragwright.adapters.redis import (
+    RedisCacheStore,
+    RedisCapacityPool,
+    RedisOutage,
+    ResilientCacheStore,
+    ResilientCapacityPool,
+    connect,
+)
 from ragwright.adapters.sources import SourceDefaults, load_sources
 from ragwright.adapters.tokenizer import O200kCounter
 from ragwright.application import Application, ChatSession, LoadedSources, SkippedFile
@@ -51,9 +57,6 @@ from ragwright.protocols import (
 from ragwright.retry import RetryingEmbedder, RetryingReranker, RetryPolicy
 from ragwright.settings import Settings, load_settings
 from ragwright.types import EmbeddingProfile, EvalCase, SkippedDocument
-
-if TYPE_CHECKING:
-    from redis import Redis
 
 logger = logging.getLogger(__name__)
 
@@ -379,6 +382,7 @@ def build_chat_pipeline(
     events: Callable[[str], None] | None = None,
     profiles: Sequence[ModelProfile] | None = None,
     telemetry: TelemetryExport | None = None,
+    shared: SharedState | None = None,
 ) -> ChatModel:
     """The default pipeline over ``providers`` (the first is the primary), outer → inner:
 
@@ -389,6 +393,9 @@ def build_chat_pipeline(
     re-prepare a request for each alternate and let telemetry name the model that
     answered; without them each provider is described by its name only. ``telemetry``
     (from :func:`configure_telemetry`) sends spans and metrics to its exporter.
+    ``shared`` (from :func:`open_shared_state`) is the cache store and capacity pools;
+    pass it to keep a handle on the pools (the service reports them), else the
+    pipeline opens its own.
     """
     sink = events or _ignore
     described = (
@@ -401,17 +408,7 @@ def build_chat_pipeline(
             for i, p in enumerate(providers)
         )
     )
-    client = _shared_state_client(settings)
-    store: CacheStore = (
-        RedisCacheStore(client)
-        if client is not None
-        else MemoryCacheStore(max_entries=settings.chat_cache_max_entries)
-    )
-    pool: CapacityPool = (
-        RedisCapacityPool(client, "chat", limit=settings.chat_capacity)
-        if client is not None
-        else LocalCapacityPool(settings.chat_capacity)
-    )
+    shared = shared or open_shared_state(settings, [p.name for p in providers])
 
     def traced(
         inner: ChatModel, layer: Layer, profile: ModelProfile, profiles: Sequence[ModelProfile]
@@ -431,7 +428,13 @@ def build_chat_pipeline(
         return (
             ChatPipelineBuilder(provider)
             .use(AttemptLimit)
-            .use(lambda inner: CapacityGate(inner, pool))
+            .use(
+                lambda inner: CapacityGate(
+                    inner,
+                    shared.pools[provider.name],
+                    cooldown=settings.chat_throttle_cooldown,
+                )
+            )
             .use(lambda inner: Probe(inner, name="attempt", events=sink))
             .use(lambda inner: traced(inner, "attempt", profile, ()))
             .build()
@@ -453,33 +456,66 @@ def build_chat_pipeline(
         .use(lambda inner: Budgeted(inner, attempts=settings.chat_max_attempts))
         .use(lambda inner: traced(inner, "call", primary, described))
         .use(lambda inner: Probe(inner, name="call", events=sink))
-        .use(lambda inner: ResponseCache(inner, store, ttl=settings.chat_cache_ttl, events=sink))
+        .use(
+            lambda inner: ResponseCache(
+                inner, shared.store, ttl=settings.chat_cache_ttl, events=sink
+            )
+        )
         .use(lambda inner: Retry(inner, max_attempts=settings.chat_retries, events=sink))
         .build()
     )
 
 
-def _shared_state_client(settings: Settings) -> Redis | None:
-    """The Redis client for the response cache and capacity gate, or ``None``.
+REDIS_RETRY_INTERVAL = 30.0
+"""Seconds a process skips Redis after it failed before trying it again."""
 
-    Redis is optional: when it does not answer, the answer is still produced with the
-    cache off (an in-process cache instead) and an in-process capacity gate, and one
-    warning says so. Replicas then no longer share capacity or cached answers.
+
+@dataclasses.dataclass(frozen=True)
+class SharedState:
+    """The response cache's store and one capacity pool per chat provider (by name).
+
+    Each provider has a pool of its own (``chat`` for the primary, ``chat:<name>`` for
+    each alternate, ``RAGWRIGHT_CHAT_CAPACITY`` leases each), so a throttled primary
+    cools down its own pool and failover can still reach an alternate. ``describe()``
+    on a pool gives its state for status and readiness views.
     """
+
+    store: CacheStore
+    pools: Mapping[str, CapacityPool]
+
+
+def open_shared_state(
+    settings: Settings, names: Sequence[str], *, retry_interval: float = REDIS_RETRY_INTERVAL
+) -> SharedState:
+    """Redis-backed cache and pools with ``RAGWRIGHT_REDIS_URL``, else in-process.
+
+    Redis is optional even when configured: whenever it does not answer — at start or
+    mid-run — the answer is still produced with the shared cache skipped (a miss) and an
+    in-process capacity gate, one warning says so, and Redis is tried again after
+    ``retry_interval`` seconds, so a long-running process uses it again once it is back.
+    Meanwhile processes share neither capacity nor cached answers.
+    """
+    if not names:
+        raise ValueError("names must list at least the primary provider")
     if not settings.redis_url:
-        return None
+        return SharedState(
+            store=MemoryCacheStore(max_entries=settings.chat_cache_max_entries),
+            pools={name: LocalCapacityPool(settings.chat_capacity) for name in names},
+        )
     client = connect(settings.redis_url)
-    reason = reachable(client)
-    if reason is None:
-        return client
-    client.close()
-    logger.warning(
-        "warning: Redis at %s is unreachable (%s); answering with the shared response "
-        "cache off and an in-process capacity gate",
-        _without_credentials(settings.redis_url),
-        reason,
+    outage = RedisOutage(
+        _without_credentials(settings.redis_url), retry_interval=retry_interval, log=logger
     )
-    return None
+    outage.check(client)
+    pools: dict[str, CapacityPool] = {}
+    for index, name in enumerate(names):
+        pool = RedisCapacityPool(
+            client, "chat" if index == 0 else f"chat:{name}", limit=settings.chat_capacity
+        )
+        pools[name] = ResilientCapacityPool(
+            pool, outage, fallback=LocalCapacityPool(settings.chat_capacity)
+        )
+    return SharedState(store=ResilientCacheStore(RedisCacheStore(client), outage), pools=pools)
 
 
 def _without_credentials(url: str) -> str:

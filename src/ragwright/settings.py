@@ -135,7 +135,16 @@ class Settings(BaseSettings):
         3, gt=0, description="Provider attempts per operation, all layers."
     )
     chat_retries: int = Field(2, gt=0, description="Attempts per provider inside the retry layer.")
-    chat_capacity: int = Field(2, gt=0, description="Concurrent model attempts in the pool.")
+    chat_capacity: int = Field(
+        2, gt=0, description="Concurrent model attempts per provider, shared through Redis."
+    )
+    chat_throttle_cooldown: float = Field(
+        5.0,
+        gt=0,
+        le=60,
+        description="Seconds a provider's capacity pool refuses every attempt after a 429 "
+        "that gave no Retry-After (a given one is used, capped at 60).",
+    )
     chat_cache_ttl: float = Field(300.0, gt=0)
     chat_cache_max_entries: int = Field(
         1024, gt=0, description="In-process response cache: entries kept (least recently used go)."

@@ -20,6 +20,7 @@ from ragwright.runtime import (
     chat_profiles,
     configure_telemetry,
     open_chat_providers,
+    open_shared_state,
 )
 from ragwright.settings import load_settings
 from ragwright.testing.fakes import WordCounter
@@ -79,6 +80,34 @@ def test_alternates_are_used_through_failover_within_one_budget() -> None:
     response = asyncio.run(pipeline.complete(REQUEST, Deadline.after(5)))
     assert (response.text, response.provider, response.fallback) == ("alt", "alternate", True)
     assert primary.calls == 1 and alternate.calls == 1
+
+
+def test_a_throttled_primary_cools_its_own_pool_and_failover_still_reaches_the_alternate() -> None:
+    primary = ScriptedChatModel([Fail(FailureCategory.THROTTLED, retry_after=30)], name="primary")
+    alternate = ScriptedChatModel([Reply("alt"), Reply("alt again")], name="alternate")
+    settings = load_settings()
+    shared = open_shared_state(settings, ["primary", "alternate"])
+    pipeline = build_chat_pipeline(
+        settings, [primary, alternate], counter=WordCounter(), shared=shared
+    )
+    unscoped = ChatRequest(REQUEST.messages)
+    assert asyncio.run(pipeline.complete(unscoped, Deadline.after(5))).text == "alt"
+    assert 29 < shared.pools["primary"].cooldown_remaining() <= 30
+    assert shared.pools["alternate"].cooldown_remaining() == 0.0
+    # The next operation is refused at the primary's gate without a provider call.
+    assert asyncio.run(pipeline.complete(unscoped, Deadline.after(5))).text == "alt again"
+    assert primary.calls == 1 and alternate.calls == 2
+
+
+def test_the_throttle_cooldown_setting_reaches_the_gate() -> None:
+    provider = ScriptedChatModel([Fail(FailureCategory.THROTTLED)] * 2, name="primary")
+    settings = load_settings(chat_throttle_cooldown=7, chat_retries=1)
+    shared = open_shared_state(settings, ["primary"])
+    pipeline = build_chat_pipeline(settings, [provider], counter=WordCounter(), shared=shared)
+    with pytest.raises(ChatError) as caught:
+        asyncio.run(pipeline.complete(REQUEST, Deadline.after(5)))
+    assert caught.value.category is FailureCategory.THROTTLED
+    assert 6.5 < shared.pools["primary"].cooldown_remaining() <= 7
 
 
 PROFILES = (

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from ragwright.adapters.redis import RedisCapacityPool
+from ragwright.adapters.redis import RedisCapacityPool, RedisOutage, ResilientCapacityPool
 from ragwright.chat.capacity import LocalCapacityPool
 from ragwright.testing import CapacityPoolConformance
 
@@ -31,6 +31,17 @@ class TestRedisCapacityPool(CapacityPoolConformance):
         pool = RedisCapacityPool(self.client, f"test-{uuid.uuid4().hex}", limit=limit)
         self.keys.append(pool.key)
         return pool
+
+
+class TestResilientCapacityPool(TestRedisCapacityPool):
+    """The wrapper keeps the contract while Redis answers (its outage tests are in
+    tests/adapters/test_redis.py)."""
+
+    def open_pool(self, limit: int) -> ResilientCapacityPool:  # type: ignore[override]
+        shared = super().open_pool(limit)
+        return ResilientCapacityPool(
+            shared, RedisOutage("redis://test"), fallback=LocalCapacityPool(limit)
+        )
 
 
 def test_a_limit_below_one_is_rejected(redis_client: redis.Redis) -> None:

@@ -11,6 +11,10 @@ hooks are not part of the key. A hit returns a fresh response object with its fu
 provenance — provider and fallback flag included — so an alternate's answer is never
 reported as the primary's. An operation whose deadline is already spent is never
 answered from the cache. Streaming bypasses the cache.
+
+A store's own failure propagates from here: this layer cannot tell an outage from a
+bug. A store that may go away (Redis) is wrapped where it is built so an outage reads
+as a miss and a skipped store (``adapters/redis.py``, ``ResilientCacheStore``).
 """
 
 from __future__ import annotations

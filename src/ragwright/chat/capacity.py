@@ -6,28 +6,44 @@ a retry wait holds none. When the pool is full the attempt is refused at once wi
 a stream holds its lease until it is fully consumed or abandoned. This module has the
 in-process pool; ``adapters/redis.py`` has the pool shared across processes. Both keep
 the :class:`~ragwright.protocols.CapacityPool` contract.
+
+Throttling cools the whole pool down. When an attempt fails ``throttled`` (the provider
+answered 429), the gate puts the pool in a cooldown of the provider's ``retry_after``,
+else ``cooldown`` seconds, never more than :data:`MAX_COOLDOWN`. Until it ends every
+attempt through the pool — from any process sharing it — is refused at once as
+``throttled`` with ``retry_after`` set to the cooldown left, so callers back off
+together instead of each spending an attempt on a provider that already said no.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import AsyncIterator
 
 from ragwright.chat.contract import ChatModel, ChatRequest, ChatResponse, ChatUpdate, Deadline
-from ragwright.errors import ChatError, FailureCategory
-from ragwright.protocols import CapacityPool
+from ragwright.deadline import Clock
+from ragwright.errors import CapacityCoolingDown, ChatError, FailureCategory
+from ragwright.protocols import CapacityPool, CapacityStatus
+
+MAX_COOLDOWN = 60.0
+"""Longest cooldown one throttled attempt can set (seconds): a provider's ``retry_after``
+of an hour must not stop every process for an hour on one answer's word."""
 
 
 class LocalCapacityPool:
-    """At most ``limit`` concurrent leases in this process."""
+    """At most ``limit`` concurrent leases in this process; cooldowns on ``clock``
+    (monotonic by default, so a wall-clock jump neither ends nor stretches one)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, clock: Clock = time.monotonic) -> None:
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
         self.limit = limit
+        self._clock = clock
         self._lock = threading.Lock()
         self._held: set[int] = set()
         self._next = 0
+        self._cool_until = 0.0
 
     @property
     def in_use(self) -> int:
@@ -35,6 +51,9 @@ class LocalCapacityPool:
 
     def try_acquire(self) -> object | None:
         with self._lock:
+            remaining = self._cool_until - self._clock()
+            if remaining > 0:
+                raise CapacityCoolingDown(remaining)
             if len(self._held) >= self.limit:
                 return None
             self._next += 1
@@ -45,25 +64,80 @@ class LocalCapacityPool:
         with self._lock:
             self._held.discard(lease)
 
+    def cool_down(self, seconds: float) -> None:
+        with self._lock:
+            self._cool_until = max(self._cool_until, self._clock() + seconds)
+
+    def cooldown_remaining(self) -> float:
+        with self._lock:
+            return max(0.0, self._cool_until - self._clock())
+
+    def describe(self) -> CapacityStatus:
+        return {
+            "backend": "local",
+            "limit": self.limit,
+            "in_use": self.in_use,
+            "cooldown_seconds": self.cooldown_remaining(),
+            "degraded": None,
+        }
+
 
 class CapacityGate:
-    """Refuses an attempt at once when ``pool`` has no lease free."""
+    """Refuses an attempt at once when ``pool`` has no lease free or is cooling down,
+    and cools the pool down when an attempt is throttled.
 
-    def __init__(self, inner: ChatModel, pool: CapacityPool) -> None:
+    ``cooldown`` (seconds) is used when a throttled failure gives no ``retry_after``;
+    either is capped at ``max_cooldown``.
+    """
+
+    def __init__(
+        self,
+        inner: ChatModel,
+        pool: CapacityPool,
+        *,
+        cooldown: float = 5.0,
+        max_cooldown: float = MAX_COOLDOWN,
+    ) -> None:
+        if not 0 < cooldown <= max_cooldown:
+            raise ValueError(
+                f"cooldown must be above 0 and at most max_cooldown ({max_cooldown}), "
+                f"got {cooldown}"
+            )
         self.inner = inner
         self.name = inner.name
         self.pool = pool
+        self.cooldown = cooldown
+        self.max_cooldown = max_cooldown
 
     def _lease(self) -> object:
-        lease = self.pool.try_acquire()
+        try:
+            lease = self.pool.try_acquire()
+        except CapacityCoolingDown as cooling:
+            raise ChatError(
+                self.name,
+                FailureCategory.THROTTLED,
+                "model capacity is cooling down after throttling",
+                retry_after=cooling.remaining,
+            ) from None
         if lease is None:
             raise ChatError(self.name, FailureCategory.CAPACITY, "no model capacity is free")
         return lease
+
+    def _note(self, error: ChatError) -> None:
+        if error.category is not FailureCategory.THROTTLED:
+            return
+        wanted = self.cooldown if error.retry_after is None else error.retry_after
+        seconds = min(wanted, self.max_cooldown)
+        if seconds > 0:
+            self.pool.cool_down(seconds)
 
     async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
         lease = self._lease()
         try:
             return await self.inner.complete(request, deadline)
+        except ChatError as error:
+            self._note(error)
+            raise
         finally:
             self.pool.release(lease)
 
@@ -72,5 +146,8 @@ class CapacityGate:
         try:
             async for update in self.inner.stream(request, deadline):
                 yield update
+        except ChatError as error:
+            self._note(error)
+            raise
         finally:
             self.pool.release(lease)

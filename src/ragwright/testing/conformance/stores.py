@@ -4,7 +4,8 @@
 ``seconds`` pass for that store (advance an injected clock, or sleep for a store on a
 server's clock; set ``short_ttl`` small enough to keep that quick).
 ``CapacityPoolConformance`` needs :meth:`open_pool`; pools opened in one test must
-share nothing with pools opened in another.
+share nothing with pools opened in another. Its cooldown tests sleep through short
+cooldowns (a few tenths of a second), so they run on a real clock.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 
 from ragwright.chat.capacity import CapacityGate
 from ragwright.chat.contract import ChatMessage, ChatRequest, Deadline
-from ragwright.errors import ChatError, FailureCategory
+from ragwright.errors import CapacityCoolingDown, ChatError, FailureCategory
 from ragwright.protocols import CacheStore, CapacityPool
 from ragwright.testing.scripted import Fail, Hang, Reply, ScriptedChatModel, Stream
 
@@ -165,4 +166,79 @@ class CapacityPoolConformance:
         gate = CapacityGate(ScriptedChatModel([Hang()]), pool)
         with pytest.raises(TimeoutError):
             asyncio.run(asyncio.wait_for(gate.complete(REQUEST, Deadline.after(5)), 0.05))
+        assert pool.try_acquire() is not None
+
+    def test_a_cooldown_refuses_every_lease_until_it_ends(self) -> None:
+        pool = self.open_pool(2)
+        pool.cool_down(0.3)
+        with pytest.raises(CapacityCoolingDown) as caught:
+            pool.try_acquire()
+        assert 0.1 < caught.value.remaining <= 0.3
+        assert 0.1 < pool.cooldown_remaining() <= 0.3
+        time.sleep(0.35)
+        assert pool.cooldown_remaining() == 0.0
+        assert pool.try_acquire() is not None
+
+    def test_a_cooldown_only_extends_never_shortens(self) -> None:
+        pool = self.open_pool(1)
+        pool.cool_down(5.0)
+        pool.cool_down(0.1)  # a shorter cooldown later must not cut the first short
+        assert 4.5 < pool.cooldown_remaining() <= 5.0
+        pool.cool_down(8.0)
+        assert 7.5 < pool.cooldown_remaining() <= 8.0
+
+    def test_describe_reports_limit_leases_and_cooldown(self) -> None:
+        pool = self.open_pool(2)
+        lease = pool.try_acquire()
+        status = pool.describe()
+        assert (status["limit"], status["in_use"], status["cooldown_seconds"]) == (2, 1, 0.0)
+        assert status["degraded"] is None and status["backend"] in ("redis", "local")
+        pool.release(lease)
+        pool.cool_down(5.0)
+        status = pool.describe()
+        assert status["in_use"] == 0 and 4.5 < status["cooldown_seconds"] <= 5.0
+
+    def test_a_throttled_attempt_cools_the_pool_down_for_every_caller(self) -> None:
+        pool = self.open_pool(2)
+        throttled = ScriptedChatModel([Fail(FailureCategory.THROTTLED, retry_after=0.4)])
+        with pytest.raises(ChatError) as first:
+            asyncio.run(CapacityGate(throttled, pool).complete(REQUEST, Deadline.after(5)))
+        assert first.value.category is FailureCategory.THROTTLED
+        # Another caller on the same pool is refused without reaching its provider.
+        other = ScriptedChatModel([Reply()])
+        gate = CapacityGate(other, pool)
+        with pytest.raises(ChatError) as refused:
+            asyncio.run(gate.complete(REQUEST, Deadline.after(5)))
+        assert refused.value.category is FailureCategory.THROTTLED
+        assert refused.value.retry_after is not None and 0.2 < refused.value.retry_after <= 0.4
+        assert other.calls == 0
+        time.sleep(0.45)
+        assert asyncio.run(gate.complete(REQUEST, Deadline.after(5))).text == "Draft reply."
+        assert other.calls == 1
+
+    def test_the_gate_cools_down_for_its_default_and_caps_a_long_retry_after(self) -> None:
+        pool = self.open_pool(1)
+        gate = CapacityGate(ScriptedChatModel([Fail(FailureCategory.THROTTLED)]), pool, cooldown=2)
+        with pytest.raises(ChatError):
+            asyncio.run(gate.complete(REQUEST, Deadline.after(5)))
+        assert 1.5 < pool.cooldown_remaining() <= 2.0
+        hour = ScriptedChatModel([Stream((), Fail(FailureCategory.THROTTLED, retry_after=3600))])
+        capped = CapacityGate(hour, self.open_pool(1), max_cooldown=3.0, cooldown=1.0)
+
+        async def consume() -> None:
+            async for _ in capped.stream(REQUEST, Deadline.after(5)):
+                pass
+
+        with pytest.raises(ChatError):
+            asyncio.run(consume())
+        assert 2.5 < capped.pool.cooldown_remaining() <= 3.0
+
+    def test_other_failures_do_not_cool_the_pool_down(self) -> None:
+        pool = self.open_pool(1)
+        categories = (FailureCategory.TRANSIENT, FailureCategory.TIMEOUT, FailureCategory.CAPACITY)
+        gate = CapacityGate(ScriptedChatModel([Fail(c) for c in categories]), pool)
+        for _ in categories:
+            with pytest.raises(ChatError):
+                asyncio.run(gate.complete(REQUEST, Deadline.after(5)))
+        assert pool.cooldown_remaining() == 0.0
         assert pool.try_acquire() is not None
