@@ -1,6 +1,6 @@
 """The ``ragwright`` command: one module per group of commands, sharing ``common``."""
 
-from ragwright.cli import corpus, evaluation, query
+from ragwright.cli import corpus, evaluation, keys, query
 from ragwright.cli.common import app, main
 
-__all__ = ["app", "corpus", "evaluation", "main", "query"]
+__all__ = ["app", "corpus", "evaluation", "keys", "main", "query"]
