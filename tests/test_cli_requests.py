@@ -215,6 +215,44 @@ OPTIONS: list[tuple[tuple[str, ...], str, str, Any]] = [
     (("eval", "compare", "r1", "r2", "--metric", "recall"), "compare", "metric", "recall"),
     (("eval", "report", "r1"), "report", "run", "r1"),
     (("eval", "report", "r1", "--compare", "r0"), "report", "compare", "r0"),
+    # keys
+    (("keys", "add", "--scope", "search", "--tenant", "acme"), "add_key", "tenant", "acme"),
+    (("keys", "add", "--scope", "search", "--no-tenant"), "add_key", "tenant", None),
+    (
+        ("keys", "add", "--no-tenant", "--scope", "answer", "--scope", "search"),
+        "add_key",
+        "scopes",
+        ("answer", "search"),
+    ),
+    (("keys", "add", "--scope", "search", "--no-tenant"), "add_key", "documents", ()),
+    (
+        ("keys", "add", "--scope", "search", "--no-tenant", "--document", "d1", "--document", "d2"),
+        "add_key",
+        "documents",
+        ("d1", "d2"),
+    ),
+    (("keys", "add", "--scope", "search", "--no-tenant"), "add_key", "types", ()),
+    (
+        ("keys", "add", "--scope", "search", "--no-tenant", "--type", "note"),
+        "add_key",
+        "types",
+        ("note",),
+    ),
+    (("keys", "add", "--scope", "search", "--no-tenant"), "add_key", "states", ()),
+    (
+        ("keys", "add", "--scope", "search", "--no-tenant", "--state", "draft"),
+        "add_key",
+        "states",
+        ("draft",),
+    ),
+    (("keys", "add", "--scope", "search", "--no-tenant"), "add_key", "name", ""),
+    (
+        ("keys", "add", "--scope", "search", "--no-tenant", "--name", "bot"),
+        "add_key",
+        "name",
+        "bot",
+    ),
+    (("keys", "revoke", "0123456789ab"), "revoke_key", "key_id", "0123456789ab"),
 ]
 
 
@@ -233,6 +271,11 @@ def test_calibrate_clear_removes_the_persisted_calibration(invoke: Any) -> None:
     recorded = invoke("eval", "calibrate", "--clear")
     assert recorded.method == "clear_calibration"
     assert recorded.request == ClearCalibrationRequest()
+
+
+def test_keys_list_asks_for_every_key(invoke: Any) -> None:
+    recorded = invoke("keys", "list")
+    assert (recorded.method, recorded.request) == ("list_keys", None)
 
 
 def test_calibrate_force_help_names_the_rule_the_application_applies() -> None:
@@ -301,6 +344,11 @@ def test_progress_flag_forces_line_progress(invoke: Any, argv: tuple[str, ...]) 
         (("eval", "run", CASES, "--style", "quoted"), "--style"),
         (("ask", "q?", "--style", "poetic"), "--style"),
         (("eval", "calibrate", CASES, "--max-answerable-loss", "2"), "--max-answerable-loss"),
+        (("keys", "add", "--no-tenant", "--scope", "write"), "--scope"),
+        (("keys", "add", "--no-tenant"), "--scope"),
+        (("keys", "add", "--no-tenant", "--scope", "search", "--state", "live"), "--state"),
+        (("keys", "add", "--scope", "search"), "--no-tenant"),
+        (("keys", "add", "--scope", "search", "--tenant", "a", "--no-tenant"), "--no-tenant"),
     ],
 )
 def test_invalid_choices_are_usage_errors_naming_the_option(

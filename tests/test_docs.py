@@ -25,6 +25,9 @@ from tests.conftest import REPO
         "eval calibrate",
         "eval compare",
         "eval report",
+        "keys add",
+        "keys list",
+        "keys revoke",
     ],
 )
 def test_every_option_is_documented(command: str) -> None:

@@ -74,3 +74,27 @@ def test_the_application_imports_no_adapter_and_not_the_composition_root() -> No
         for f, names in imports.items()
     }
     assert not any(offending.values()), offending
+
+
+def test_the_key_records_import_only_the_standard_library_and_the_core() -> None:
+    # The HTTP service imports ApiKey and KeyStore on every request path; they must stay
+    # as light as the core (no adapter, no pipeline, no third-party client).
+    import ast
+    from pathlib import Path
+
+    import ragwright
+
+    source = (Path(ragwright.__file__).parent / "application" / "keys.py").read_text("utf-8")
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    allowed = ("ragwright.core", "ragwright.types", "ragwright.errors")
+    offending = sorted(
+        n
+        for n in names
+        if n.split(".")[0] not in sys.stdlib_module_names and not n.startswith(allowed)
+    )
+    assert not offending, offending

@@ -10,6 +10,7 @@ import dataclasses
 import logging
 import os
 import subprocess
+import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -18,6 +19,7 @@ from ragwright import __version__
 from ragwright.adapters.datasets import load_beir_cases, load_cases
 from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.embedders.onnx import MINILM_PROFILE, OnnxEmbedder
+from ragwright.adapters.keys import SqliteKeyStore
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.adapters.redis import (
     RedisCacheStore,
@@ -535,6 +537,8 @@ class RuntimeComponents:
         self.settings = settings
         self._embedder: Embedder | None = None
         self._counter: O200kCounter | None = None
+        self._keys: SqliteKeyStore | None = None
+        self._keys_lock = threading.Lock()
 
     def embedding_profile(self) -> EmbeddingProfile:
         return embedding_profile(self.settings)
@@ -627,6 +631,13 @@ class RuntimeComponents:
 
     def code_revision(self) -> str:
         return code_revision()
+
+    def key_store(self) -> SqliteKeyStore:
+        # A service's first requests may arrive together on several threads: one store.
+        with self._keys_lock:
+            if self._keys is None:
+                self._keys = SqliteKeyStore(self.settings.key_store_path)
+            return self._keys
 
 
 def build_application(settings: Settings | None = None) -> Application:

@@ -79,6 +79,12 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RAGWRIGHT_", extra="forbid", frozen=True)
 
     home: Path = Field(Path(".ragwright"), description="Where indexes and run data live.")
+    keys_path: Path | None = Field(
+        None,
+        description="The API key store (SQLite file; default $RAGWRIGHT_HOME/keys.sqlite3): "
+        "set it to keep keys apart from replaceable index data, or shared by services "
+        "whose homes differ.",
+    )
     backend: Literal["edge", "qdrant"] = Field(
         "edge",
         description="edge: Qdrant's engine in-process; qdrant: a server, cluster or local path.",
@@ -309,6 +315,11 @@ class Settings(BaseSettings):
     def index_path(self) -> Path:
         """Directory of the embedded index for this collection."""
         return self.home / "index" / self.collection
+
+    @property
+    def key_store_path(self) -> Path:
+        """The API key store: ``keys_path``, else ``keys.sqlite3`` in the home."""
+        return self.keys_path or self.home / "keys.sqlite3"
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 PUBLICATION_STATES: tuple[str, ...] = ("published", "draft")
+# What an API key may do (``ragwright.application.keys.SCOPES``); defined here so the
+# command line can name them in its help without importing the application.
+API_KEY_SCOPES: tuple[str, ...] = ("answer", "search", "ingest", "admin")
 DEFAULT_DOCUMENT_TYPES: tuple[str, ...] = ("runbook", "note")
 Distance = Literal["cosine", "dot", "euclid"]
 

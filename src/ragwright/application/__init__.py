@@ -5,10 +5,13 @@ with ``ragwright.runtime.build_application`` and call it; they hold no business 
 """
 
 from ragwright.application.components import ChatSession, Components, LoadedSources
+from ragwright.application.keys import SCOPES, ApiKey, KeyStore
 from ragwright.application.outcomes import AnswerOutcome
 from ragwright.application.requests import (
     DEFAULT_ELIGIBLE_STATES,
     DEFAULT_ELIGIBLE_TYPES,
+    AddKeyRequest,
+    AddKeyResult,
     AnswerabilityFigures,
     AnswerabilityResult,
     AnswerRequest,
@@ -30,8 +33,11 @@ from ragwright.application.requests import (
     HeldOutResult,
     IngestRequest,
     IngestResult,
+    ListKeysResult,
     ReportRequest,
     ReportResult,
+    RevokeKeyRequest,
+    RevokeKeyResult,
     SearchRequest,
     SearchResult,
     SkippedFile,
@@ -49,10 +55,14 @@ from ragwright.chat.contract import ChatMessage
 __all__ = [
     "DEFAULT_ELIGIBLE_STATES",
     "DEFAULT_ELIGIBLE_TYPES",
+    "SCOPES",
+    "AddKeyRequest",
+    "AddKeyResult",
     "AnswerOutcome",
     "AnswerRequest",
     "AnswerabilityFigures",
     "AnswerabilityResult",
+    "ApiKey",
     "Application",
     "AppliedThresholds",
     "CalibrateRequest",
@@ -75,9 +85,13 @@ __all__ = [
     "HeldOutResult",
     "IngestRequest",
     "IngestResult",
+    "KeyStore",
+    "ListKeysResult",
     "LoadedSources",
     "ReportRequest",
     "ReportResult",
+    "RevokeKeyRequest",
+    "RevokeKeyResult",
     "SearchRequest",
     "SearchResult",
     "SkippedFile",

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from ragwright.application.keys import KeyStore
 from ragwright.application.requests import SkippedFile
 from ragwright.chat.contract import ChatModel, ModelProfile
 from ragwright.pipeline.retrieve import Retriever
@@ -106,4 +107,9 @@ class Components(Protocol):
 
     def code_revision(self) -> str:
         """Which code produced a run (recorded in evaluation provenance)."""
+        ...
+
+    def key_store(self) -> KeyStore:
+        """The API key store the settings name (built at most once and kept open for
+        the components' life: the service authenticates every request against it)."""
         ...

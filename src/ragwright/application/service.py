@@ -34,9 +34,12 @@ from ragwright.application.calibration import (
     write_calibration,
 )
 from ragwright.application.components import ChatSession, Components
+from ragwright.application.keys import ApiKey
 from ragwright.application.outcomes import AnswerOutcome
 from ragwright.application.requests import (
     STAGES,
+    AddKeyRequest,
+    AddKeyResult,
     AnswerabilityFigures,
     AnswerabilityResult,
     AnswerRequest,
@@ -62,8 +65,11 @@ from ragwright.application.requests import (
     HeldOutResult,
     IngestRequest,
     IngestResult,
+    ListKeysResult,
     ReportRequest,
     ReportResult,
+    RevokeKeyRequest,
+    RevokeKeyResult,
     ScoreKind,
     SearchHit,
     SearchRequest,
@@ -999,6 +1005,51 @@ class Application:
         return ReportResult(
             data["execution_id"], target, earlier["execution_id"] if earlier else None
         )
+
+    # --- API keys -------------------------------------------------------------------
+
+    def add_key(self, request: AddKeyRequest) -> AddKeyResult:
+        """Make an API key; the result holds its secret, which is never shown again.
+
+        Raises:
+            RequestError: naming ``types`` when a type is not one of the configured
+                document types (a key for it would see nothing).
+        """
+        known = self.settings.document_types
+        for document_type in request.types:
+            if document_type not in known:
+                raise RequestError(
+                    "types",
+                    f"unknown document type {document_type!r}; allowed: {', '.join(known)} "
+                    "(RAGWRIGHT_DOCUMENT_TYPES)",
+                )
+        key, secret = self.components.key_store().add(
+            tenant=request.tenant,
+            scopes=request.scopes,
+            documents=request.documents,
+            types=request.types,
+            states=request.states,
+            name=request.name,
+        )
+        return AddKeyResult(key, secret)
+
+    def list_keys(self) -> ListKeysResult:
+        """Every API key, revoked ones included (no secrets: the store has none)."""
+        return ListKeysResult(tuple(self.components.key_store().list()))
+
+    def revoke_key(self, request: RevokeKeyRequest) -> RevokeKeyResult:
+        """Revoke a key: from now on its secret authenticates nothing.
+
+        Raises:
+            RequestError: naming ``key_id`` when no key has that id.
+        """
+        return RevokeKeyResult(self.components.key_store().revoke(request.key_id))
+
+    def authenticate(self, secret: str) -> ApiKey | None:
+        """The active key this secret belongs to, else ``None`` (unknown, malformed and
+        revoked secrets alike). The caller's tenant, scopes and eligibility come from
+        the key, never from the request."""
+        return self.components.key_store().authenticate(secret)
 
     # --- shared decisions -----------------------------------------------------------
 
