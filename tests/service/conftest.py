@@ -4,6 +4,7 @@ scripted provider), an ingested sample corpus and API keys made through the use 
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -83,23 +84,29 @@ def client_for() -> Iterator[Callable[[Service], TestClient]]:
         client.__exit__(None, None, None)
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 class LiveServer:
     """The app on a real loopback socket (uvicorn in a thread)."""
 
     def __init__(self, app: FastAPI) -> None:
+        self.port = free_port()
         self.server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
         )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self) -> str:
         self.thread.start()
-        for _ in range(500):
+        for _ in range(3000):
             if self.server.started:
-                break
+                return f"http://127.0.0.1:{self.port}"
             threading.Event().wait(0.01)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}"
+        raise AssertionError("the server did not start in 30 s")
 
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
@@ -107,8 +114,9 @@ class LiveServer:
 
 
 class RecordingModel:
-    """A provider fake: records each call and whether it was cancelled; ``gate`` (when
-    set) holds every call until it is set; ``reply`` is the answer text."""
+    """A provider fake: records each call and whether it was cancelled. With ``hold``,
+    a call waits while ``release`` is clear (it starts set, so a startup probe passes:
+    clear it to hold the calls that follow)."""
 
     name = "recording"
 
@@ -117,6 +125,7 @@ class RecordingModel:
         self.events: list[str] = []
         self.hold = hold
         self.release = threading.Event()
+        self.release.set()
 
     async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
         self.events.append("call")

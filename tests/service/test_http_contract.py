@@ -232,7 +232,7 @@ def test_a_generated_answer_carries_mode_citations_provenance_and_timings(
     assert provenance["model"] == "scripted-model"
     assert provenance["fallback"] is False
     assert provenance["instructions_version"].startswith("generated:")
-    assert provenance["assembly_policy"] == "seed-baseline"
+    assert provenance["assembly_policy"] == "seed-baseline-v1"
     assert provenance["chunking_version"] == citation["chunking_version"]
     assert provenance["index_contract"]["embedding_profile"]
     assert {"retrieve", "assemble", "generate", "validate"} <= set(body["timings"])

@@ -10,29 +10,32 @@ eligible types and publication states. The body may narrow the documents within 
 allowlist, never widen it. docs/service.md is the contract.
 """
 
-from __future__ import annotations
-
 import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from opentelemetry import metrics, trace
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.trace import TracerProvider
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ragwright import __version__
 from ragwright.application import (
     AnswerOutcome,
     AnswerRequest,
+    Application,
     EvidenceFilter,
     SearchRequest,
     StatusRequest,
 )
+from ragwright.application.keys import ApiKey
 from ragwright.chat.contract import ChatMessage
 from ragwright.errors import (
     AnswerContractError,
@@ -49,13 +52,6 @@ from ragwright.service.admission import Admission
 from ragwright.service.problems import Problem, install_problem_handlers, invalid_field
 from ragwright.service.schemas import AnswerBody, SearchBody
 from ragwright.service.streaming import answer_stream
-
-if TYPE_CHECKING:
-    from opentelemetry.metrics import MeterProvider
-    from opentelemetry.trace import TracerProvider
-
-    from ragwright.application import Application
-    from ragwright.application.keys import ApiKey
 
 logger = logging.getLogger("ragwright.service")
 T = TypeVar("T")
@@ -157,19 +153,7 @@ def create_app(
 
         return authenticate
 
-    @app.middleware("http")
-    async def edge_clock(request: Request, call_next: Callable[..., Awaitable[Response]]) -> Any:
-        # The request's budget starts when it reaches the service, before any wait.
-        request.state.arrived = time.monotonic()
-        response = await call_next(request)
-        logger.info(
-            "%s %s %s %.1fms",
-            request.method,
-            request.url.path,
-            response.status_code,
-            (time.monotonic() - request.state.arrived) * 1000,
-        )
-        return response
+    app.add_middleware(EdgeClock)
 
     def remaining(request: Request) -> float:
         spent = time.monotonic() - float(request.state.arrived)
@@ -265,7 +249,8 @@ def create_app(
         permit = state.admission.enter(key.tenant)
         try:
             allowed = check_scope(body.documents, key)
-            search_request = SearchRequest(
+            search_request = checked(
+                SearchRequest,
                 body.question,
                 k=body.k,
                 evidence=EvidenceFilter(
@@ -303,7 +288,8 @@ def create_app(
 
     def build_answer_request(body: AnswerBody, key: ApiKey, deadline: float) -> AnswerRequest:
         allowed = check_scope(body.documents, key)
-        return AnswerRequest(
+        return checked(
+            AnswerRequest,
             body.question,
             evidence=EvidenceFilter(
                 types=key.types, states=key.states, documents=tuple(body.documents)
@@ -321,6 +307,41 @@ def create_app(
         return await guarded(application.answer(answer_request, on_evidence=on_evidence))
 
     return app
+
+
+class EdgeClock:
+    """Stamps each request's arrival (its budget starts there, before any wait) and logs
+    one line per request: method, path, status, milliseconds; never a body.
+
+    A plain ASGI middleware: Starlette's ``BaseHTTPMiddleware`` would hide a client's
+    disconnect from the route, which must cancel its work."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        arrived = time.monotonic()
+        scope.setdefault("state", {})["arrived"] = arrived
+        status = [0]
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            logger.info(
+                "%s %s %s %.1fms",
+                scope["method"],
+                scope["path"],
+                status[0] or "-",
+                (time.monotonic() - arrived) * 1000,
+            )
 
 
 def check_scope(documents: list[str], key: ApiKey) -> tuple[str, ...] | None:
@@ -355,6 +376,14 @@ def degraded_mode(application: Application) -> str:
             "" if application.settings.evidence_only_on_model_failure else " (off: unavailable)"
         )
     return "evidence_only" if application.settings.evidence_only_on_model_failure else "unavailable"
+
+
+def checked(build: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Build a typed request; a rule it breaks is invalid input naming the field."""
+    try:
+        return build(*args, **kwargs)
+    except RequestError as error:
+        raise invalid_field(error.field, error.rule) from error
 
 
 def unavailable(reason: str, detail: str, **extensions: Any) -> Problem:
