@@ -17,7 +17,7 @@ from ragwright.chat.contract import ChatMessage
 from ragwright.core.answers import ANSWER_STYLES, AnswerStyle
 from ragwright.errors import RequestError
 from ragwright.pipeline.retrieve import Mode, Thresholds
-from ragwright.types import SharedDocumentId, SkippedDocument
+from ragwright.types import SharedDocumentId, SkippedDocument, SourceDocument
 
 ScoreKind = Literal["cosine", "bm25", "rrf", "rerank"]
 
@@ -218,7 +218,8 @@ class IngestRequest:
     only documents of the tenants in its scope (``IngestResult.tenants``).
     ``rebuild`` empties the collection first and ingests it again from the sources
     (the recovery for a damaged index); it is refused, leaving the index as it is, when
-    the sources hold no documents or any invalid one.
+    the sources hold no documents or any invalid one. ``documents`` (already validated,
+    e.g. sent to the HTTP service) are ingested instead of reading ``sources``.
     """
 
     sources: tuple[Path, ...]
@@ -230,6 +231,11 @@ class IngestRequest:
     skip_invalid: bool = False
     tenant: str | None = None
     rebuild: bool = False
+    documents: tuple[SourceDocument, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.documents and self.sources:
+            raise RequestError("documents", "give sources or documents, not both")
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from ragwright.application.calibration import (
     read_calibration,
     write_calibration,
 )
-from ragwright.application.components import ChatSession, Components
+from ragwright.application.components import ChatSession, Components, LoadedSources
 from ragwright.application.keys import ApiKey
 from ragwright.application.outcomes import AnswerOutcome
 from ragwright.application.requests import (
@@ -205,12 +205,8 @@ class Application:
     ) -> IngestResult:
         """Bring the index in line with ``request.sources`` within the run's tenants."""
         policy = self.chunking_policy(request.chunking)
-        loaded = self.components.load_sources(
-            request.sources,
-            document_type=request.document_type,
-            publication_state=request.publication_state,
-            skip_invalid=request.skip_invalid,
-            tenant=request.tenant,
+        loaded = (
+            LoadedSources(request.documents) if request.documents else self.load_documents(request)
         )
         if request.rebuild and (loaded.invalid or not loaded.documents):
             # The sources are about to become the whole index: never on bad input.
@@ -255,6 +251,17 @@ class Application:
             skipped_documents=loaded.invalid,
             sources=tuple(str(path) for path in request.sources),
             pruned=request.prune,
+        )
+
+    def load_documents(self, request: IngestRequest) -> LoadedSources:
+        """The validated documents ``request.sources`` hold (what ``ingest`` would index;
+        ``ingest --server`` sends them to a service)."""
+        return self.components.load_sources(
+            request.sources,
+            document_type=request.document_type,
+            publication_state=request.publication_state,
+            skip_invalid=request.skip_invalid,
+            tenant=request.tenant,
         )
 
     def _refuse_rebuild_across_tenants(

@@ -32,15 +32,18 @@ from ragwright.application import (
     AnswerRequest,
     Application,
     EvidenceFilter,
+    IngestRequest,
     SearchRequest,
     StatusRequest,
 )
 from ragwright.application.keys import ApiKey
 from ragwright.chat.contract import ChatMessage
+from ragwright.core.documents import validate_document
 from ragwright.errors import (
     AnswerContractError,
     AssemblyError,
     ChatError,
+    DocumentError,
     EmbeddingError,
     IndexNotFound,
     ProviderError,
@@ -50,8 +53,9 @@ from ragwright.errors import (
 )
 from ragwright.service.admission import Admission
 from ragwright.service.problems import Problem, install_problem_handlers, invalid_field
-from ragwright.service.schemas import AnswerBody, SearchBody
+from ragwright.service.schemas import AnswerBody, IngestBody, SearchBody
 from ragwright.service.streaming import answer_stream
+from ragwright.types import SourceDocument, SourceSection
 
 logger = logging.getLogger("ragwright.service")
 T = TypeVar("T")
@@ -286,6 +290,41 @@ def create_app(
             }
         )
 
+    ingesting = asyncio.Lock()
+
+    @app.post("/v1/ingestions", tags=["ingestion"])
+    async def ingestions(
+        body: IngestBody, key: Annotated[ApiKey, Depends(caller("ingest"))]
+    ) -> JSONResponse:
+        """Ingest documents of the caller's tenant while queries go on; returns the run's
+        summary (the shape of ``ragwright ingest --json``). ``prune`` deletes only this
+        tenant's documents missing from the request. One ingestion at a time (409)."""
+        documents = documents_of(body, key, key.types or settings.document_types)
+        if ingesting.locked():
+            raise Problem(
+                409,
+                "ingestion-running",
+                "An ingestion is running",
+                "this service runs one ingestion at a time; submit again when it ends",
+            )
+        async with ingesting:
+            # Not cancelled with the client: a run is resumable, but stopping it halfway
+            # would only leave work for the next one.
+            result = await guarded(
+                asyncio.to_thread(
+                    application.ingest,
+                    IngestRequest((), documents=documents, tenant=key.tenant, prune=body.prune),
+                )
+            )
+        logger.info(
+            "ingestion key=%s documents=%d embedded=%d deleted=%d",
+            key.id,
+            result.documents,
+            result.embedded,
+            result.deleted,
+        )
+        return JSONResponse(result.to_dict())
+
     def build_answer_request(body: AnswerBody, key: ApiKey, deadline: float) -> AnswerRequest:
         allowed = check_scope(body.documents, key)
         return checked(
@@ -342,6 +381,44 @@ class EdgeClock:
                 status[0] or "-",
                 (time.monotonic() - arrived) * 1000,
             )
+
+
+def documents_of(
+    body: IngestBody, key: ApiKey, document_types: tuple[str, ...]
+) -> tuple[SourceDocument, ...]:
+    """The body's documents validated by the core rules, each of the key's tenant; a
+    document outside the key's allowlist or its types is refused (the key's scope applies
+    to writes as strictly as to reads)."""
+    documents = []
+    for index, item in enumerate(body.documents):
+        if key.documents and item.document_id not in key.documents:
+            raise Problem(
+                403,
+                "outside-allowlist",
+                "Not allowed",
+                f"documents[{index}].document_id: {item.document_id!r} is outside this "
+                "key's allowlist",
+            )
+        try:
+            documents.append(
+                validate_document(
+                    document_id=item.document_id,
+                    title=item.title,
+                    document_type=item.document_type,
+                    publication_state=item.publication_state,
+                    sections=[
+                        SourceSection(s.section_id, s.heading, tuple(s.paragraphs))
+                        for s in item.sections
+                    ],
+                    revision=item.revision,
+                    source_uri=item.source_uri or "",
+                    tenant=key.tenant,
+                    document_types=document_types,
+                )
+            )
+        except DocumentError as error:
+            raise invalid_field(f"documents[{index}].{error.field}", error.rule) from error
+    return tuple(documents)
 
 
 def check_scope(documents: list[str], key: ApiKey) -> tuple[str, ...] | None:
