@@ -24,7 +24,7 @@ Provider failures of every kind (chat, embedding, rerank) share one base and one
     │   └── RerankError                         a rerank call failed
     ├── VectorIndexError                        the vector index failed
     │   ├── ContractMismatch(field, expected, actual)
-    │   ├── IndexBusy(path)                     another process holds the embedded index
+    │   ├── IndexBusy(path, holder)             another process (or ingestion) holds it
     │   ├── IndexNotFound(location)             nothing was ingested there yet
     │   ├── IndexDamaged(location, part, detail) stored data no longer reads back
     │   ├── IndexUnavailable(location, reason)  the index server cannot be reached
@@ -198,11 +198,13 @@ class ContractMismatch(VectorIndexError):
 
 
 class IndexBusy(VectorIndexError):
-    """The embedded index is held by another process (one process per path)."""
+    """The embedded index is held by another process (one process per path), or, in a
+    process that holds it for every request, by another ingestion (``holder``)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, holder: str = "another process") -> None:
         self.path = path
-        super().__init__(f"the embedded index at {path} is in use by another process")
+        self.holder = holder
+        super().__init__(f"the embedded index at {path} is in use by {holder}")
 
 
 class IndexNotFound(VectorIndexError):

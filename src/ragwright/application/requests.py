@@ -420,10 +420,14 @@ class SearchRequest:
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
+    """One ranked chunk; ``revision`` is its document's revision as stored (every hit of
+    one document in one result carries the same one, even during an ingestion)."""
+
     rank: int
     document_id: str
     chunk_id: str
     chunking_version: str
+    revision: str
     document_type: str
     publication_state: str
     score: float

@@ -132,7 +132,7 @@ from ragwright.pipeline.retrieve import Hit, Mode, Retriever, Thresholds
 from ragwright.protocols import IndexPart, VectorIndex
 from ragwright.report import render_report
 from ragwright.settings import Settings
-from ragwright.types import ChunkingPolicy, EvalCase, PointFilter
+from ragwright.types import ChunkingPolicy, EvalCase, IndexState, PointFilter
 
 # Points read back per request by ``verify``.
 VERIFY_PAGE = 256
@@ -163,6 +163,20 @@ class Application:
         finally:
             session, self._kept_chat = self._kept_chat, None
             await session.close()
+
+    @contextmanager
+    def hold_index(self) -> Iterator[None]:
+        """Use cases called inside share one open index (embedded backend), so a query
+        never meets ``IndexBusy`` while an ingestion runs in this process: a service
+        holds it for its lifetime. It opens on first use, verified once, and closes,
+        committed, on exit; see docs/ingestion.md ("Serving while ingesting")."""
+        with self.components.hold_index():
+            yield
+
+    def index_state(self) -> IndexState:
+        """The index as readiness and status report it: opened or not, its count, and
+        the one-line reason it does not open (damaged, absent, busy) instead of raising."""
+        return self.components.index_state()
 
     @property
     def settings(self) -> Settings:
@@ -367,8 +381,9 @@ class Application:
             self.chunking_policy().version, write=False, any_chunking_version=True, verify=False
         )
         try:
-            committed = index.committed_points
-            held = index.count()
+            with index.reading():  # no write of this process between the two
+                committed = index.committed_points
+                held = index.count()
             ids = [point.point_id for point in index.scroll(payload_fields=())]
             problems: list[VerifyProblem] = []
             if committed is not None and held != committed:
@@ -1268,6 +1283,7 @@ def _search_hit(rank: int, hit: Hit, kind: ScoreKind) -> SearchHit:
         document_id=p.document_id,
         chunk_id=p.chunk_id,
         chunking_version=p.chunking_version,
+        revision=p.revision,
         document_type=p.document_type,
         publication_state=p.publication_state,
         score=hit.score,
