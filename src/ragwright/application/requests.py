@@ -154,6 +154,11 @@ class ChunkingOptions:
     max_tokens: int | None = None
     overlap: bool | None = None
 
+    @property
+    def overridden(self) -> bool:
+        """Whether any option overrides the configured policy."""
+        return self != ChunkingOptions()
+
 
 @dataclass(frozen=True, slots=True)
 class ChunksRequest:

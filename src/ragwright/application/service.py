@@ -107,7 +107,6 @@ from ragwright.errors import (
     RequestError,
     SourceError,
     StorageError,
-    VectorIndexError,
 )
 from ragwright.pipeline.answer import Budget, answer_question
 from ragwright.pipeline.answer_scoring import attach_answers, error_outcome, score_answer
@@ -629,22 +628,23 @@ class Application:
         """
         self.templates()
         self.components.embedder()
-        problem = self.index_problem()  # a ContractMismatch propagates
-        return [problem] if problem is not None else []
-
-    def index_problem(self) -> str | None:
-        """``None`` when the collection opens for queries, else why not (one line)."""
         version = self.chunking_policy().version
         try:
             index = self.components.open_index(version, write=False, any_chunking_version=True)
-        except IndexNotFound:
-            return "no index yet: ingest documents first (ragwright ingest, POST /v1/ingestions)"
-        except ContractMismatch:
-            raise
-        except (VectorIndexError, StorageError) as error:
-            return f"index: {error}"
+        except (IndexNotFound, IndexDamaged, StorageError):
+            problem = self.index_problem()
+            return [problem] if problem is not None else []
         index.close()
-        return None
+        return []
+
+    def index_problem(self) -> str | None:
+        """``None`` when the collection opens for queries, else why not (one line)."""
+        state = self.index_state()
+        if state.opened:
+            return None
+        if state.error == "IndexNotFound":
+            return "no index yet: ingest documents first (ragwright ingest, POST /v1/ingestions)"
+        return f"index: {state.reason}"
 
     def templates(self) -> tuple[ApprovedTemplate, ...]:
         """The approved templates ``RAGWRIGHT_TEMPLATES`` names (read once, validated)."""

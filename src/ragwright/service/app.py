@@ -102,17 +102,20 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        async with application.chat_kept_open():
-            if probe_model:
-                state.model_problem = await application.probe_model()
-                if state.model_problem is not None:
-                    logger.warning(
-                        "warning: the chat model does not answer (%s); answers degrade "
-                        "to %s until it does",
-                        state.model_problem,
-                        degraded_mode(application),
-                    )
-            yield
+        # The process owns the embedded index for its lifetime (queries go on while it
+        # ingests) and keeps one warm chat session for every request.
+        with application.hold_index():
+            async with application.chat_kept_open():
+                if probe_model:
+                    state.model_problem = await application.probe_model()
+                    if state.model_problem is not None:
+                        logger.warning(
+                            "warning: the chat model does not answer (%s); answers degrade "
+                            "to %s until it does",
+                            state.model_problem,
+                            degraded_mode(application),
+                        )
+                yield
 
     app = FastAPI(
         title="ragwright",
