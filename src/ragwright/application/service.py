@@ -488,6 +488,7 @@ class Application:
         assembled context before any model call (the HTTP stream's ``evidence`` event).
         """
         self.check_question_tokens(request.question)
+        templates = self.templates()  # a broken file fails now, not during an outage
         eligibility = self.eligibility(request.evidence)
         applied = self.thresholds(request.thresholds)
         limits = applied.thresholds
@@ -577,7 +578,7 @@ class Application:
         return AnswerOutcome(
             result,
             options,
-            template=select_template(self.templates(), request.question) if degraded else None,
+            template=select_template(templates, request.question) if degraded else None,
             evidence_allowed=self.settings.evidence_only_on_model_failure,
             provenance={
                 "provider": result.provider,
