@@ -598,16 +598,27 @@ class Application:
         )
 
     async def probe_model(self, timeout: float = 30.0) -> str | None:
-        """``None`` when the primary chat pipeline answers a one-token request, else why
-        not (one line, the failure category first). With the ``evidence`` style no model
-        is used, so there is nothing to probe."""
+        """``None`` when the primary chat pipeline answers a tiny schema-constrained
+        request, else why not (one line, the failure category first). With the
+        ``evidence`` style no model is used, so there is nothing to probe."""
         if self.answer_style() == "evidence":
             return None
         kept = self._kept_chat
         session = kept or self.components.chat(self.components.token_counter())
+        # Schema-constrained, as every answer is (the local model answers nothing else),
+        # and a few tokens long: it starts a local model and checks a hosted one.
         probe = ChatRequest(
-            (ChatMessage("user", "Reply with OK."),),
-            ChatOptions(max_output_tokens=1, temperature=0.0),
+            (ChatMessage("user", 'Reply with {"ok": true}.'),),
+            ChatOptions(
+                max_output_tokens=8,
+                temperature=0.0,
+                json_schema={
+                    "type": "object",
+                    "properties": {"ok": {"type": "boolean"}},
+                    "required": ["ok"],
+                    "additionalProperties": False,
+                },
+            ),
         )
         try:
             await session.model.complete(probe, Deadline.after(timeout))

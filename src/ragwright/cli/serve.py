@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 from typing import Annotated
 
@@ -48,6 +49,13 @@ def serve(
             f"the chat model does not answer ({problem}) and no degradation mode is declared "
             "(RAGWRIGHT_EVIDENCE_ONLY_ON_MODEL_FAILURE=false and no RAGWRIGHT_TEMPLATES)",
         )
+    # One line per request and the mode of every answer, never a body (docs/service.md).
+    log = logging.getLogger("ragwright")
+    if not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s: %(name)s: %(message)s"))
+        log.addHandler(handler)
+    log.setLevel(logging.INFO)
     print(f"ragwright serving on http://{host}:{port} (OpenAPI at /openapi.json)", file=sys.stderr)
     uvicorn.run(
         create_app(app_),
