@@ -137,3 +137,16 @@ def test_serve_refuses_a_broken_configuration_with_one_line(
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert starts in lines[0]
+
+
+def test_serve_refuses_a_port_in_use_before_starting_anything(tmp_path: Path) -> None:
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = ragwright("serve", "--port", str(port), home=tmp_path / "home")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"error: setting '--host/--port': cannot listen on 127.0.0.1:{port}: "
+        "Address already in use"
+    ]

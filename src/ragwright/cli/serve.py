@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import sys
 from typing import Annotated
 
@@ -34,6 +36,13 @@ def serve(
 
     from ragwright.service import create_app
 
+    try:  # before anything slow starts: a port in use is one line, not a late traceback
+        socket.create_server((host, port)).close()
+    except OSError as error:
+        raise ConfigError(
+            "--host/--port",
+            f"cannot listen on {host}:{port}: {os.strerror(error.errno) if error.errno else error}",
+        ) from error
     app_ = application()
     for warning in app_.check_serving():
         print(f"warning: {warning}", file=sys.stderr)
