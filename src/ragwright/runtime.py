@@ -14,6 +14,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from ragwright import __version__
@@ -487,6 +488,10 @@ class SharedState:
     store: CacheStore
     pools: Mapping[str, CapacityPool]
 
+    def describe(self) -> dict[str, dict[str, Any]]:
+        """Each provider's pool as ``describe()`` reports it, by provider name."""
+        return {name: dict(pool.describe()) for name, pool in self.pools.items()}
+
 
 def open_shared_state(
     settings: Settings, names: Sequence[str], *, retry_interval: float = REDIS_RETRY_INTERVAL
@@ -677,12 +682,14 @@ class RuntimeComponents:
     def chat(self, counter: TokenCounter) -> ChatSession:
         providers, close_providers = open_chat_providers(self.settings)
         telemetry = configure_telemetry(self.settings)
+        shared = open_shared_state(self.settings, [p.name for p in providers])
         pipeline = build_chat_pipeline(
             self.settings,
             providers,
             counter=counter,
             profiles=self.chat_profiles(),
             telemetry=telemetry,
+            shared=shared,
         )
 
         async def close() -> None:
@@ -690,7 +697,7 @@ class RuntimeComponents:
             if telemetry is not None:
                 telemetry.shutdown()
 
-        return ChatSession(pipeline, close)
+        return ChatSession(pipeline, close, capacity=shared.describe)
 
     def load_sources(
         self,

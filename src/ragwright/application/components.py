@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from ragwright.application.keys import KeyStore
 from ragwright.application.requests import SkippedFile
@@ -43,6 +43,7 @@ class ChatSession:
 
     model: ChatModel
     close: Callable[[], Awaitable[None]]
+    capacity: Callable[[], dict[str, dict[str, Any]]] = dict
 
 
 class Components(Protocol):

@@ -649,6 +649,11 @@ class Application:
         index.close()
         return []
 
+    def capacity(self) -> dict[str, dict[str, Any]]:
+        """The model-capacity pools of the kept chat session, by provider (backend,
+        limit, leases in use, cooldown, degradation); empty outside ``chat_kept_open``."""
+        return self._kept_chat.capacity() if self._kept_chat is not None else {}
+
     def index_problem(self) -> str | None:
         """``None`` when the collection opens for queries, else why not (one line)."""
         state = self.index_state()

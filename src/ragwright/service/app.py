@@ -286,6 +286,7 @@ def create_app(
                 "service": {
                     "version": __version__,
                     "admission": state.admission.describe(),
+                    "model_capacity": application.capacity(),
                     "answer_deadline_seconds": settings.answer_deadline,
                     "model": state.model_problem or "ok",
                     "degraded_mode": degraded_mode(application),
