@@ -459,6 +459,17 @@ def degraded_mode(application: Application) -> str:
     return "evidence_only" if application.settings.evidence_only_on_model_failure else "unavailable"
 
 
+def assembly_field(reason: str) -> tuple[str, str]:
+    """The request field an assembly refusal is about: the history (``history[3]: ...``)
+    or the question (it alone exceeds the model's window)."""
+    head, _, rest = reason.partition(": ")
+    if head.startswith("history") and rest:
+        return head, rest
+    if reason.startswith("instructions and question"):
+        return "question", f"too long for the model's window ({reason})"
+    return "history" if "history" in reason else "question", reason
+
+
 def checked(build: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Build a typed request; a rule it breaks is invalid input naming the field."""
     try:
@@ -486,7 +497,7 @@ async def guarded(work: Awaitable[T]) -> T:
     except RequestError as error:
         raise invalid_field(error.field, error.rule) from error
     except AssemblyError as error:
-        raise invalid_field("history", str(error)) from error
+        raise invalid_field(*assembly_field(error.reason)) from error
     except IndexNotFound as error:
         raise unavailable("retrieval_unavailable", "no documents have been ingested yet") from error
     except (VectorIndexError, StorageError, EmbeddingError) as error:
