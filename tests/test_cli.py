@@ -664,6 +664,50 @@ def test_ask_withholds_an_unsupported_answer_and_explains_it(indexed_home: Path)
 
 
 @pytest.mark.slow
+def test_ask_offers_the_approved_template_when_the_model_is_unreachable(
+    indexed_home: Path, tmp_path: Path
+) -> None:
+    templates = tmp_path / "templates.yaml"
+    templates.write_text(
+        "templates:\n  - id: shutdown-ack\n    version: '1'\n    phrases: [shutdown]\n"
+        "    text: Shutdown questions go to the on-call engineer.\n"
+    )
+    down = {
+        "RAGWRIGHT_CHAT_PROVIDER": "openai",
+        "RAGWRIGHT_CHAT_MODEL": "primary-model",
+        "RAGWRIGHT_CHAT_BASE_URL": "http://127.0.0.1:9/v1",
+    }
+    question = "Should I drain all queued work during shutdown?"
+    offered = ragwright(
+        "ask", question, home=indexed_home, RAGWRIGHT_TEMPLATES=str(templates), **down
+    )
+    assert offered.returncode == 0, offered.stderr
+    lines = offered.stdout.splitlines()
+    assert lines[0] == (
+        "[approved template shutdown-ack v1] NOT A GENERATED ANSWER "
+        "(the model could not answer: transient):"
+    )
+    assert lines[1] == "  Shutdown questions go to the on-call engineer."
+    assert lines[2].startswith("[evidence only] NOT AN ANSWER")
+    refused = ragwright(
+        "ask",
+        question,
+        "--json",
+        home=indexed_home,
+        RAGWRIGHT_EVIDENCE_ONLY_ON_MODEL_FAILURE="false",
+        **down,
+    )
+    outcome = json.loads(refused.stdout)
+    assert (outcome["mode"], outcome["reason"]) == ("unavailable", "model_unavailable")
+    assert outcome["quotes"] == [] and outcome["citations"] == []
+    broken = ragwright(
+        "ask", question, home=indexed_home, RAGWRIGHT_TEMPLATES=str(tmp_path / "none.yaml"), **down
+    )
+    assert broken.returncode == 1
+    assert broken.stderr.strip().startswith("error: setting 'RAGWRIGHT_TEMPLATES': cannot read")
+
+
+@pytest.mark.slow
 def test_ask_fails_over_to_the_configured_alternate_prepared_for_it(indexed_home: Path) -> None:
     # The primary is unreachable (a closed loopback port: a transient failure); the
     # alternate named in RAGWRIGHT_CHAT_FALLBACKS answers, with a request assembled for

@@ -273,6 +273,32 @@ def test_calibrate_clear_removes_the_persisted_calibration(invoke: Any) -> None:
     assert recorded.request == ClearCalibrationRequest()
 
 
+def test_ingest_server_reads_the_documents_through_the_application(
+    invoke: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAGWRIGHT_API_KEY", "rwk_key")
+    recorded = invoke("ingest", "a.md", "--server", "http://127.0.0.1:9", "--prune")
+    assert recorded.method == "load_documents"
+    assert (recorded.request.sources, recorded.request.prune) == ((Path("a.md"),), True)
+
+
+def test_serve_host_and_port_reach_the_server(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import uvicorn
+
+    from tests.application.components import fake_application
+
+    application, _ = fake_application(tmp_path)
+    monkeypatch.setattr(ragwright.runtime, "build_application", lambda: application)
+    served: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: served.update(options, app=app))
+    result = CliRunner().invoke(app, ["serve", "--host", "0.0.0.0", "--port", "8123"])
+    assert result.exit_code == 0, result.output
+    assert (served["host"], served["port"]) == ("0.0.0.0", 8123)
+    assert served["app"].state.ragwright.application is application
+
+
 def test_keys_list_asks_for_every_key(invoke: Any) -> None:
     recorded = invoke("keys", "list")
     assert (recorded.method, recorded.request) == ("list_keys", None)

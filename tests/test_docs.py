@@ -28,6 +28,7 @@ from tests.conftest import REPO
         "keys add",
         "keys list",
         "keys revoke",
+        "serve",
     ],
 )
 def test_every_option_is_documented(command: str) -> None:

@@ -98,3 +98,19 @@ def test_the_key_records_import_only_the_standard_library_and_the_core() -> None
         if n.split(".")[0] not in sys.stdlib_module_names and not n.startswith(allowed)
     )
     assert not offending, offending
+
+
+def test_the_service_imports_no_adapter_and_not_the_composition_root() -> None:
+    # The HTTP service is a thin entry point over the application, like the CLI: it
+    # neither picks adapters nor builds the application itself.
+    imports = _imported_modules("service")
+    assert imports, "no service modules found"
+    offending = {
+        f: sorted(
+            n
+            for n in names
+            if n.startswith(("ragwright.adapters", "ragwright.runtime", "ragwright.cli"))
+        )
+        for f, names in imports.items()
+    }
+    assert not any(offending.values()), offending

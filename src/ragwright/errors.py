@@ -24,7 +24,7 @@ Provider failures of every kind (chat, embedding, rerank) share one base and one
     │   └── RerankError                         a rerank call failed
     ├── VectorIndexError                        the vector index failed
     │   ├── ContractMismatch(field, expected, actual)
-    │   ├── IndexBusy(path)                     another process holds the embedded index
+    │   ├── IndexBusy(path, holder)             another process (or ingestion) holds it
     │   ├── IndexNotFound(location)             nothing was ingested there yet
     │   ├── IndexDamaged(location, part, detail) stored data no longer reads back
     │   ├── IndexUnavailable(location, reason)  the index server cannot be reached
@@ -35,7 +35,8 @@ Provider failures of every kind (chat, embedding, rerank) share one base and one
     ├── AnswerContractError(reason, detail)     a model answer breaks the JSON contract
     ├── EvaluationError(reason)                 an evaluation cannot run or score a case
     │   └── MetricInputError                    a ranking or judgments cannot be scored
-    └── CalibrationError(path, field, rule)     a persisted calibration is unreadable or stale
+    ├── CalibrationError(path, field, rule)     a persisted calibration is unreadable or stale
+    └── ServiceError(url, status, detail)       a ragwright service refused or failed a call
 """
 
 from __future__ import annotations
@@ -197,11 +198,13 @@ class ContractMismatch(VectorIndexError):
 
 
 class IndexBusy(VectorIndexError):
-    """The embedded index is held by another process (one process per path)."""
+    """The embedded index is held by another process (one process per path), or, in a
+    process that holds it for every request, by another ingestion (``holder``)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, holder: str = "another process") -> None:
         self.path = path
-        super().__init__(f"the embedded index at {path} is in use by another process")
+        self.holder = holder
+        super().__init__(f"the embedded index at {path} is in use by {holder}")
 
 
 class IndexNotFound(VectorIndexError):
@@ -352,3 +355,16 @@ class CalibrationError(RagwrightError):
             f"{path}: {field}: {rule} (calibrate again with 'eval calibrate DATASET --write' "
             "or drop it with 'eval calibrate --clear')"
         )
+
+
+class ServiceError(RagwrightError):
+    """A call to a ragwright HTTP service (``ingest --server``) failed: ``status`` is the
+    HTTP status (0 when the service could not be reached) and ``detail`` the problem
+    details' own ``detail``."""
+
+    def __init__(self, url: str, status: int, detail: str) -> None:
+        self.url = url
+        self.status = status
+        self.detail = detail
+        where = f"{url} answered {status}" if status else f"{url} cannot be reached"
+        super().__init__(f"{where}: {detail}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
 
 from ragwright.core.lexical import LexicalProfile
@@ -86,8 +87,15 @@ class VectorIndex(Protocol):
     writer closed cleanly since the last write began, or nothing was recorded).
     """
 
-    contract: CollectionContract
-    committed_points: int | None
+    @property
+    def contract(self) -> CollectionContract:
+        """The collection's contract (BM25 statistics kept current by ingestion)."""
+        ...
+
+    @property
+    def committed_points(self) -> int | None:
+        """The point count the last clean commit recorded (``None``: unknown)."""
+        ...
 
     def read_part(self, ids: Sequence[uuid.UUID], part: IndexPart) -> dict[uuid.UUID, Any]:
         """One stored part of each listed point: the payload (a mapping), the dense vector
@@ -149,6 +157,13 @@ class VectorIndex(Protocol):
 
     def record_lexical_stats(self, stats: LexicalStats) -> None:
         """Store ``stats`` in the collection contract (``contract.lexical_stats``)."""
+        ...
+
+    def reading(self) -> AbstractContextManager[object]:
+        """A block whose reads see no write made by this process between them, so the
+        legs of one query see one state of a document an ingestion in another thread is
+        switching (embedded: the index's lock; a server orders nothing across requests,
+        so there it is a no-op)."""
         ...
 
     def close(self) -> None:

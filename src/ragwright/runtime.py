@@ -11,14 +11,17 @@ import logging
 import os
 import subprocess
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from ragwright import __version__
 from ragwright.adapters.datasets import load_beir_cases, load_cases
 from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.embedders.onnx import MINILM_PROFILE, OnnxEmbedder
+from ragwright.adapters.held import HeldIndex
 from ragwright.adapters.keys import SqliteKeyStore
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.adapters.redis import (
@@ -45,7 +48,7 @@ from ragwright.chat.telemetry import Layer, Telemetry, TelemetryExport, export_t
 from ragwright.core.answers import SchemaStyle
 from ragwright.core.contracts import contract_for
 from ragwright.core.lexical import LexicalProfile
-from ragwright.errors import ConfigError
+from ragwright.errors import ConfigError, IndexNotFound, RagwrightError
 from ragwright.pipeline.retrieve import Retriever
 from ragwright.protocols import (
     CacheStore,
@@ -58,7 +61,7 @@ from ragwright.protocols import (
 )
 from ragwright.retry import RetryingEmbedder, RetryingReranker, RetryPolicy
 from ragwright.settings import Settings, load_settings
-from ragwright.types import EmbeddingProfile, EvalCase, SkippedDocument
+from ragwright.types import EmbeddingProfile, EvalCase, IndexState, SkippedDocument
 
 logger = logging.getLogger(__name__)
 
@@ -485,6 +488,10 @@ class SharedState:
     store: CacheStore
     pools: Mapping[str, CapacityPool]
 
+    def describe(self) -> dict[str, dict[str, Any]]:
+        """Each provider's pool as ``describe()`` reports it, by provider name."""
+        return {name: dict(pool.describe()) for name, pool in self.pools.items()}
+
 
 def open_shared_state(
     settings: Settings, names: Sequence[str], *, retry_interval: float = REDIS_RETRY_INTERVAL
@@ -531,7 +538,12 @@ def _ignore(_event: str) -> None:
 
 
 class RuntimeComponents:
-    """The adapters :class:`Settings` select, built lazily and at most once each."""
+    """The adapters :class:`Settings` select, built lazily and at most once each.
+
+    Inside :meth:`hold_index` (embedded backend) :meth:`open_index` hands out views of
+    one index the process keeps open (:mod:`ragwright.adapters.held`) instead of
+    opening it per use.
+    """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -539,6 +551,80 @@ class RuntimeComponents:
         self._counter: O200kCounter | None = None
         self._keys: SqliteKeyStore | None = None
         self._keys_lock = threading.Lock()
+        self._held: HeldIndex | None = None
+
+    @contextmanager
+    def hold_index(self) -> Iterator[None]:
+        """Keep one embedded index open for every request made inside (a service's
+        lifetime); it opens on first use and closes, committed, on exit.
+
+        The server backend passes through unchanged: several processes may write to a
+        server collection, so each use opens its own client as before. Nested use
+        holds the index once.
+        """
+        if self.settings.backend != "edge" or self._held is not None:
+            yield
+            return
+        held = HeldIndex("edge", str(self.settings.index_path), self._open_shared)
+        self._held = held
+        try:
+            yield
+        finally:
+            self._held = None
+            held.close()
+
+    def index_state(self) -> IndexState:
+        """The index as a readiness check sees it; never raises for an index that
+        cannot be opened (the reason is in the result).
+
+        Held: the shared index (opened now if it was not). Otherwise the index is
+        opened, counted and closed again.
+        """
+        if self._held is not None:
+            return self._held.state()
+        backend, location = self.settings.backend, self._index_location()
+        try:
+            index = self.open_index(
+                self.settings.chunking_policy().version, write=False, any_chunking_version=True
+            )
+        except (RagwrightError, OSError) as error:
+            return IndexState(
+                backend,
+                location,
+                held=False,
+                opened=False,
+                reason=" ".join(str(error).split()),
+                error=type(error).__name__,
+            )
+        try:
+            with index.reading():
+                points, committed = index.count(), index.committed_points
+        finally:
+            index.close()
+        return IndexState(
+            backend, location, held=False, opened=True, points=points, committed_points=committed
+        )
+
+    def _index_location(self) -> str:
+        if self.settings.backend == "edge":
+            return str(self.settings.index_path)
+        location = self.settings.qdrant_location or ""
+        if location.startswith(("http://", "https://")):
+            location = _without_credentials(location)
+        return f"{location} collection {self.settings.collection}"
+
+    def _open_shared(self, create_version: str | None) -> EdgeIndex:
+        """The held embedded index: an existing one under any chunking version (requests
+        check theirs), a new one with ``create_version``, none when that is ``None``."""
+        path = self.settings.index_path
+        profile, lexical = self.embedding_profile(), lexical_profile(self.settings)
+        if (path / "contract.json").is_file():
+            contract = dataclasses.replace(contract_for(profile, "", lexical), chunking_versions=())
+        elif create_version is None:
+            raise IndexNotFound(str(path))
+        else:
+            contract = contract_for(profile, create_version, lexical)
+        return EdgeIndex(path, contract, create=True, verify=True)
 
     def embedding_profile(self) -> EmbeddingProfile:
         return embedding_profile(self.settings)
@@ -561,6 +647,16 @@ class RuntimeComponents:
         rebuild: bool = False,
         verify: bool = True,
     ) -> VectorIndex:
+        held = self._held
+        if held is not None:
+            # Verified once when the held index opened; a request only checks its version.
+            return held.view(
+                chunking_version,
+                write=write,
+                add_chunking_version=add_chunking_version,
+                any_chunking_version=any_chunking_version,
+                rebuild=rebuild,
+            )
         return open_index(
             self.settings,
             self.embedding_profile(),
@@ -586,12 +682,14 @@ class RuntimeComponents:
     def chat(self, counter: TokenCounter) -> ChatSession:
         providers, close_providers = open_chat_providers(self.settings)
         telemetry = configure_telemetry(self.settings)
+        shared = open_shared_state(self.settings, [p.name for p in providers])
         pipeline = build_chat_pipeline(
             self.settings,
             providers,
             counter=counter,
             profiles=self.chat_profiles(),
             telemetry=telemetry,
+            shared=shared,
         )
 
         async def close() -> None:
@@ -599,7 +697,7 @@ class RuntimeComponents:
             if telemetry is not None:
                 telemetry.shutdown()
 
-        return ChatSession(pipeline, close)
+        return ChatSession(pipeline, close, capacity=shared.describe)
 
     def load_sources(
         self,

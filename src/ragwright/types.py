@@ -252,6 +252,44 @@ class IngestReport:
 
 
 @dataclass(frozen=True, slots=True)
+class IndexState:
+    """What a process knows of its index without failing: for readiness and status.
+
+    ``held`` says the process holds one open index for every request (the service's
+    held mode, embedded backend); ``opened`` that it is open now, ``points`` its exact
+    count then. ``committed_points`` is the count the last commit recorded (``None``
+    while an ingestion writes, or on a server). ``writing`` says an ingestion of this
+    process is running. ``reason`` is one line saying why the index is not readable,
+    else ``None``; ``error`` names the error's class so a caller can branch without
+    reading text (``IndexNotFound``: nothing ingested yet; ``IndexDamaged``,
+    ``IndexBusy``, ``ContractMismatch``, ``IndexUnavailable``, ``StorageError``, ...).
+    """
+
+    backend: str
+    location: str
+    held: bool
+    opened: bool
+    points: int | None = None
+    committed_points: int | None = None
+    writing: bool = False
+    reason: str | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "location": self.location,
+            "held": self.held,
+            "opened": self.opened,
+            "points": self.points,
+            "committed_points": self.committed_points,
+            "writing": self.writing,
+            "reason": self.reason,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class RelevantKey:
     """A labelled relevant item: a chunk (``chunk_id`` set) or a whole document."""
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -104,3 +105,30 @@ def test_word_cached_counts_equal_full_encoding_on_real_text(embedder: OnnxEmbed
     ]
     full = [len(embedder._tokenizer.encode(t).ids) for t in texts]
     assert embedder.count_tokens(texts) == full
+
+
+def test_counts_stay_exact_while_other_threads_clear_the_word_cache(
+    embedder: OnnxEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A service counts question tokens in worker threads while an ingestion counts
+    # chunks: a cache cleared by one thread between another's fill and read must not
+    # turn into a KeyError or a wrong count.
+    monkeypatch.setattr("ragwright.adapters.embedders.onnx._WORD_CACHE_LIMIT", 3)
+    texts = [f"worker{n} drains queue{n} before shutdown{n} of host{n}" for n in range(300)]
+    expected = [len(embedder._tokenizer.encode(t).ids) for t in texts]
+    failures: list[BaseException] = []
+    counted: list[list[int]] = []
+
+    def count() -> None:
+        try:
+            counted.append([embedder.count_tokens([t])[0] for t in texts])
+        except BaseException as error:
+            failures.append(error)
+
+    threads = [threading.Thread(target=count) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert counted == [expected] * 4

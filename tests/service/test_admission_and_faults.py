@@ -224,10 +224,13 @@ def test_provider_down_degrades_to_evidence_and_readiness_says_why(
     )
     application = Application(RealProviderComponents(settings))
     application.ingest(IngestRequest((CORPUS,)))
-    secret = application.add_key(AddKeyRequest(tenant=None, scopes=("answer",))).secret
+    secret = application.add_key(AddKeyRequest(tenant=None, scopes=("answer", "search"))).secret
     with caplog.at_level(logging.WARNING), TestClient(create_app(application)) as client:
         ready = client.get("/readyz").json()
         body = client.post("/v1/answers", json={"question": QUESTION}, headers=bearer(secret))
+        status = client.get("/v1/status", headers=bearer(secret)).json()
+    (pool,) = status["service"]["model_capacity"].values()
+    assert (pool["backend"], pool["limit"], pool["in_use"]) == ("local", 2, 0)
     assert ready["ready"] is True  # a declared degradation mode keeps it serving
     assert ready["checks"]["model"]["detail"].startswith("transient")
     assert "does not answer" in caplog.text

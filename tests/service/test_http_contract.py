@@ -108,6 +108,8 @@ def test_a_key_without_the_scope_gets_403_even_for_a_cached_answer(
             "history[0].role",
         ),
         ({}, "question"),
+        # The history must end with the assistant's reply (the question comes next).
+        ({"question": QUESTION, "history": [{"role": "user", "content": "hi"}]}, "history[0]"),
     ],
 )
 def test_invalid_input_is_422_problem_details_naming_the_field(

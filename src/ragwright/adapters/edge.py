@@ -44,6 +44,7 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -248,22 +249,57 @@ class EdgeIndex:
     def _begin_write(self) -> None:
         # Before the first change of a session: a writer that dies now leaves "writing",
         # and the next open trusts the WAL for the count instead of refusing the index.
+        # Nothing committed describes the index any more until the session commits.
         if not self._writing:
             _write_json_atomically(self.path / "manifest.json", {"state": "writing"})
             self._writing = True
+            self.committed_points = None
 
     def _commit_manifest(self) -> None:
-        sample = [p.point_id for p in self._first_points()]
-        _write_json_atomically(
-            self.path / "manifest.json",
-            {
-                "state": "clean",
-                "points": self.count(),
-                "sample": [str(i) for i in sample],
-                "digest": _payload_digest(self.read_part(sample, "payload")),
-            },
-        )
-        self._writing = False
+        with self._mutex:
+            sample = [p.point_id for p in self._first_points()]
+            points = self.count()
+            _write_json_atomically(
+                self.path / "manifest.json",
+                {
+                    "state": "clean",
+                    "points": points,
+                    "sample": [str(i) for i in sample],
+                    "digest": _payload_digest(self.read_part(sample, "payload")),
+                },
+            )
+            self._writing = False
+            self.committed_points = points
+
+    def commit(self) -> None:
+        """Make what was written so far durable and committed, keeping the index open.
+
+        Flushes the shard and records the manifest (count and sample) as a clean close
+        would, so a process that holds the index for its lifetime (``ragwright serve``)
+        leaves after each ingestion an index the next open verifies clean. Nothing to
+        do when nothing was written since the last commit.
+        """
+        with self._mutex:
+            if not self._writing:
+                return
+            self._shard.flush()
+            self._commit_manifest()
+
+    def add_chunking_version(self, version: str) -> None:
+        """Add ``version`` to the contract (and ``contract.json``), as opening with
+        ``add_chunking_version=True`` would, without reopening the index."""
+        with self._mutex:
+            wanted = dataclasses.replace(self.contract, chunking_versions=(version,))
+            contract = reconcile_contract(wanted, self.contract, add_chunking_version=True)
+            if contract != self.contract:
+                _write_json_atomically(self.path / "contract.json", contract_to_metadata(contract))
+                self.contract = contract
+
+    def reading(self) -> AbstractContextManager[object]:
+        """Reads made inside see no write of this process between them: the writes of
+        an ingestion running in another thread wait (each engine call is already
+        serialised by the same lock), so a query's dense and BM25 legs see one state."""
+        return self._mutex
 
     def read_part(self, ids: Sequence[uuid.UUID], part: IndexPart) -> dict[uuid.UUID, Any]:
         if not ids:

@@ -25,6 +25,7 @@ import dataclasses
 import math
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from qdrant_client import QdrantClient, models
@@ -322,6 +323,11 @@ class QdrantIndex:
             with_payload=True,
         )
         return [self._stored(p.id, p.payload, p.score, None) for p in response.points]
+
+    def reading(self) -> AbstractContextManager[object]:
+        """Nothing to hold: a server applies other processes' writes between any two
+        requests, and this client takes no lock of its own."""
+        return nullcontext()
 
     def close(self) -> None:
         self._client.close()

@@ -8,9 +8,10 @@ hashing embedder, a scripted chat model) and the use cases stay the same.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from ragwright.application.keys import KeyStore
 from ragwright.application.requests import SkippedFile
@@ -18,7 +19,13 @@ from ragwright.chat.contract import ChatModel, ModelProfile
 from ragwright.pipeline.retrieve import Retriever
 from ragwright.protocols import Embedder, SparseEncoder, TokenCounter, VectorIndex
 from ragwright.settings import Settings
-from ragwright.types import EmbeddingProfile, EvalCase, SkippedDocument, SourceDocument
+from ragwright.types import (
+    EmbeddingProfile,
+    EvalCase,
+    IndexState,
+    SkippedDocument,
+    SourceDocument,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +43,7 @@ class ChatSession:
 
     model: ChatModel
     close: Callable[[], Awaitable[None]]
+    capacity: Callable[[], dict[str, dict[str, Any]]] = dict
 
 
 class Components(Protocol):
@@ -68,6 +76,15 @@ class Components(Protocol):
         """The configured collection, its contract checked for ``chunking_version`` and
         its integrity verified on open (``verify=False``: not checked; ``rebuild``:
         emptied first, so it is recreated from the sources being ingested)."""
+        ...
+
+    def hold_index(self) -> AbstractContextManager[None]:
+        """Inside, :meth:`open_index` returns views of one index kept open (embedded
+        backend; a server backend is opened per use as before)."""
+        ...
+
+    def index_state(self) -> IndexState:
+        """Whether the index opens, its count, and why not (never raises for that)."""
         ...
 
     def retriever(self, index: VectorIndex, *, candidates: int | None = None) -> Retriever:

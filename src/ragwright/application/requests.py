@@ -17,7 +17,7 @@ from ragwright.chat.contract import ChatMessage
 from ragwright.core.answers import ANSWER_STYLES, AnswerStyle
 from ragwright.errors import RequestError
 from ragwright.pipeline.retrieve import Mode, Thresholds
-from ragwright.types import SharedDocumentId, SkippedDocument
+from ragwright.types import SharedDocumentId, SkippedDocument, SourceDocument
 
 ScoreKind = Literal["cosine", "bm25", "rrf", "rerank"]
 
@@ -154,6 +154,11 @@ class ChunkingOptions:
     max_tokens: int | None = None
     overlap: bool | None = None
 
+    @property
+    def overridden(self) -> bool:
+        """Whether any option overrides the configured policy."""
+        return self != ChunkingOptions()
+
 
 @dataclass(frozen=True, slots=True)
 class ChunksRequest:
@@ -218,7 +223,8 @@ class IngestRequest:
     only documents of the tenants in its scope (``IngestResult.tenants``).
     ``rebuild`` empties the collection first and ingests it again from the sources
     (the recovery for a damaged index); it is refused, leaving the index as it is, when
-    the sources hold no documents or any invalid one.
+    the sources hold no documents or any invalid one. ``documents`` (already validated,
+    e.g. sent to the HTTP service) are ingested instead of reading ``sources``.
     """
 
     sources: tuple[Path, ...]
@@ -230,6 +236,11 @@ class IngestRequest:
     skip_invalid: bool = False
     tenant: str | None = None
     rebuild: bool = False
+    documents: tuple[SourceDocument, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.documents and self.sources:
+            raise RequestError("documents", "give sources or documents, not both")
 
 
 @dataclass(frozen=True, slots=True)
@@ -414,10 +425,14 @@ class SearchRequest:
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
+    """One ranked chunk; ``revision`` is its document's revision as stored (every hit of
+    one document in one result carries the same one, even during an ingestion)."""
+
     rank: int
     document_id: str
     chunk_id: str
     chunking_version: str
+    revision: str
     document_type: str
     publication_state: str
     score: float

@@ -33,7 +33,7 @@ from ragwright.application.calibration import (
     read_calibration,
     write_calibration,
 )
-from ragwright.application.components import ChatSession, Components
+from ragwright.application.components import ChatSession, Components, LoadedSources
 from ragwright.application.keys import ApiKey
 from ragwright.application.outcomes import AnswerOutcome
 from ragwright.application.requests import (
@@ -107,7 +107,6 @@ from ragwright.errors import (
     RequestError,
     SourceError,
     StorageError,
-    VectorIndexError,
 )
 from ragwright.pipeline.answer import Budget, answer_question
 from ragwright.pipeline.answer_scoring import attach_answers, error_outcome, score_answer
@@ -132,7 +131,7 @@ from ragwright.pipeline.retrieve import Hit, Mode, Retriever, Thresholds
 from ragwright.protocols import IndexPart, VectorIndex
 from ragwright.report import render_report
 from ragwright.settings import Settings
-from ragwright.types import ChunkingPolicy, EvalCase, PointFilter
+from ragwright.types import ChunkingPolicy, EvalCase, IndexState, PointFilter
 
 # Points read back per request by ``verify``.
 VERIFY_PAGE = 256
@@ -163,6 +162,20 @@ class Application:
         finally:
             session, self._kept_chat = self._kept_chat, None
             await session.close()
+
+    @contextmanager
+    def hold_index(self) -> Iterator[None]:
+        """Use cases called inside share one open index (embedded backend), so a query
+        never meets ``IndexBusy`` while an ingestion runs in this process: a service
+        holds it for its lifetime. It opens on first use, verified once, and closes,
+        committed, on exit; see docs/ingestion.md ("Serving while ingesting")."""
+        with self.components.hold_index():
+            yield
+
+    def index_state(self) -> IndexState:
+        """The index as readiness and status report it: opened or not, its count, and
+        the one-line reason it does not open (damaged, absent, busy) instead of raising."""
+        return self.components.index_state()
 
     @property
     def settings(self) -> Settings:
@@ -205,12 +218,8 @@ class Application:
     ) -> IngestResult:
         """Bring the index in line with ``request.sources`` within the run's tenants."""
         policy = self.chunking_policy(request.chunking)
-        loaded = self.components.load_sources(
-            request.sources,
-            document_type=request.document_type,
-            publication_state=request.publication_state,
-            skip_invalid=request.skip_invalid,
-            tenant=request.tenant,
+        loaded = (
+            LoadedSources(request.documents) if request.documents else self.load_documents(request)
         )
         if request.rebuild and (loaded.invalid or not loaded.documents):
             # The sources are about to become the whole index: never on bad input.
@@ -255,6 +264,17 @@ class Application:
             skipped_documents=loaded.invalid,
             sources=tuple(str(path) for path in request.sources),
             pruned=request.prune,
+        )
+
+    def load_documents(self, request: IngestRequest) -> LoadedSources:
+        """The validated documents ``request.sources`` hold (what ``ingest`` would index;
+        ``ingest --server`` sends them to a service)."""
+        return self.components.load_sources(
+            request.sources,
+            document_type=request.document_type,
+            publication_state=request.publication_state,
+            skip_invalid=request.skip_invalid,
+            tenant=request.tenant,
         )
 
     def _refuse_rebuild_across_tenants(
@@ -360,8 +380,9 @@ class Application:
             self.chunking_policy().version, write=False, any_chunking_version=True, verify=False
         )
         try:
-            committed = index.committed_points
-            held = index.count()
+            with index.reading():  # no write of this process between the two
+                committed = index.committed_points
+                held = index.count()
             ids = [point.point_id for point in index.scroll(payload_fields=())]
             problems: list[VerifyProblem] = []
             if committed is not None and held != committed:
@@ -467,6 +488,7 @@ class Application:
         assembled context before any model call (the HTTP stream's ``evidence`` event).
         """
         self.check_question_tokens(request.question)
+        templates = self.templates()  # a broken file fails now, not during an outage
         eligibility = self.eligibility(request.evidence)
         applied = self.thresholds(request.thresholds)
         limits = applied.thresholds
@@ -556,7 +578,7 @@ class Application:
         return AnswerOutcome(
             result,
             options,
-            template=select_template(self.templates(), request.question) if degraded else None,
+            template=select_template(templates, request.question) if degraded else None,
             evidence_allowed=self.settings.evidence_only_on_model_failure,
             provenance={
                 "provider": result.provider,
@@ -576,16 +598,27 @@ class Application:
         )
 
     async def probe_model(self, timeout: float = 30.0) -> str | None:
-        """``None`` when the primary chat pipeline answers a one-token request, else why
-        not (one line, the failure category first). With the ``evidence`` style no model
-        is used, so there is nothing to probe."""
+        """``None`` when the primary chat pipeline answers a tiny schema-constrained
+        request, else why not (one line, the failure category first). With the
+        ``evidence`` style no model is used, so there is nothing to probe."""
         if self.answer_style() == "evidence":
             return None
         kept = self._kept_chat
         session = kept or self.components.chat(self.components.token_counter())
+        # Schema-constrained, as every answer is (the local model answers nothing else),
+        # and a few tokens long: it starts a local model and checks a hosted one.
         probe = ChatRequest(
-            (ChatMessage("user", "Reply with OK."),),
-            ChatOptions(max_output_tokens=1, temperature=0.0),
+            (ChatMessage("user", 'Reply with {"ok": true}.'),),
+            ChatOptions(
+                max_output_tokens=8,
+                temperature=0.0,
+                json_schema={
+                    "type": "object",
+                    "properties": {"ok": {"type": "boolean"}},
+                    "required": ["ok"],
+                    "additionalProperties": False,
+                },
+            ),
         )
         try:
             await session.model.complete(probe, Deadline.after(timeout))
@@ -607,22 +640,28 @@ class Application:
         """
         self.templates()
         self.components.embedder()
-        problem = self.index_problem()  # a ContractMismatch propagates
-        return [problem] if problem is not None else []
-
-    def index_problem(self) -> str | None:
-        """``None`` when the collection opens for queries, else why not (one line)."""
         version = self.chunking_policy().version
         try:
             index = self.components.open_index(version, write=False, any_chunking_version=True)
-        except IndexNotFound:
-            return "no index yet: ingest documents first (ragwright ingest, POST /v1/ingestions)"
-        except ContractMismatch:
-            raise
-        except (VectorIndexError, StorageError) as error:
-            return f"index: {error}"
+        except (IndexNotFound, IndexDamaged, StorageError):
+            problem = self.index_problem()
+            return [problem] if problem is not None else []
         index.close()
-        return None
+        return []
+
+    def capacity(self) -> dict[str, dict[str, Any]]:
+        """The model-capacity pools of the kept chat session, by provider (backend,
+        limit, leases in use, cooldown, degradation); empty outside ``chat_kept_open``."""
+        return self._kept_chat.capacity() if self._kept_chat is not None else {}
+
+    def index_problem(self) -> str | None:
+        """``None`` when the collection opens for queries, else why not (one line)."""
+        state = self.index_state()
+        if state.opened:
+            return None
+        if state.error == "IndexNotFound":
+            return "no index yet: ingest documents first (ragwright ingest, POST /v1/ingestions)"
+        return f"index: {state.reason}"
 
     def templates(self) -> tuple[ApprovedTemplate, ...]:
         """The approved templates ``RAGWRIGHT_TEMPLATES`` names (read once, validated)."""
@@ -1261,6 +1300,7 @@ def _search_hit(rank: int, hit: Hit, kind: ScoreKind) -> SearchHit:
         document_id=p.document_id,
         chunk_id=p.chunk_id,
         chunking_version=p.chunking_version,
+        revision=p.revision,
         document_type=p.document_type,
         publication_state=p.publication_state,
         score=hit.score,

@@ -25,7 +25,7 @@ from ragwright.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from ragwright.application import ChunkingOptions, SkippedFile
+    from ragwright.application import ChunkingOptions, IngestRequest, SkippedFile
     from ragwright.types import SkippedDocument
 
 CHUNKING_POLICIES = ("section-paragraphs", "sentence-blocks")
@@ -145,6 +145,16 @@ def ingest(
         ),
     ] = False,
     progress: ShowProgress = False,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server",
+            metavar="URL",
+            help="Send the documents to a running 'ragwright serve' at URL instead (key in "
+            "RAGWRIGHT_API_KEY, scope ingest; the tenant is the key's; the service chunks "
+            "and embeds with its own settings).",
+        ),
+    ] = None,
     as_json: AsJson = False,
 ) -> None:
     """Index SOURCES: chunk, embed what changed, upsert, switch, verify.
@@ -169,38 +179,88 @@ def ingest(
         tenant=tenant,
         rebuild=rebuild,
     )
-    with ProgressDisplay(force_lines=progress) as display:
-        result = application().ingest(request, progress=display)
+    if server is not None:
+        data = _ingest_remotely(server, request)
+    else:
+        with ProgressDisplay(force_lines=progress) as display:
+            data = application().ingest(request, progress=display).to_dict()
     if as_json:
-        print_json(result.to_dict())
+        print_json(data)
         return
     print(
-        f"{plural(result.documents, 'document')}, {plural(result.chunks, 'chunk')} "
-        f"({result.chunking_version}, {result.embedding_profile}): "
-        f"{result.embedded} embedded, {result.unchanged} unchanged, "
-        f"{result.payload_updated} payload updated, {result.deleted} deleted, "
-        f"{result.verified} verified; BM25 average length {result.bm25_avgdl or 0:.1f} terms"
+        f"{plural(data['documents'], 'document')}, {plural(data['chunks'], 'chunk')} "
+        f"({data['chunking_version']}, {data['embedding_profile']}): "
+        f"{data['embedded']} embedded, {data['unchanged']} unchanged, "
+        f"{data['payload_updated']} payload updated, {data['deleted']} deleted, "
+        f"{data['verified']} verified; BM25 average length {data['bm25_avgdl'] or 0:.1f} terms"
         + (
-            f" ({result.sparse_reencoded} sparse vectors re-encoded)"
-            if result.sparse_reencoded
+            f" ({data['sparse_reencoded']} sparse vectors re-encoded)"
+            if data["sparse_reencoded"]
             else ""
         )
     )
-    tenants = ", ".join(_tenant_name(t) for t in result.tenants) or "none"
+    tenants = ", ".join(_tenant_name(t) for t in data["tenants"]) or "none"
     action = (
-        f"pruned {plural(result.documents_pruned, 'document')} missing from"
-        if result.pruned
+        f"pruned {plural(data['documents_pruned'], 'document')} missing from"
+        if data["pruned"]
         else "not pruned (no --prune); sources"
     )
-    print(f"scope: tenants {tenants}; {action} {' '.join(result.sources)}")
-    for shared in result.shared_ids:
-        others = ", ".join(_tenant_name(t) for t in shared.other_tenants)
+    where = f" (through {server})" if server else ""
+    print(f"scope: tenants {tenants}; {action} {' '.join(data['sources'])}{where}")
+    for shared in data["shared_ids"]:
+        others = ", ".join(_tenant_name(t) for t in shared["other_tenants"])
         print(
-            f"  {shared.document_id!r} ({_tenant_name(shared.tenant)}) is also indexed for "
-            f"{others}: left as it is (a document is its tenant and id; ingest that "
+            f"  {shared['document_id']!r} ({_tenant_name(shared['tenant'])}) is also indexed "
+            f"for {others}: left as it is (a document is its tenant and id; ingest that "
             "tenant with --prune to remove it)"
         )
-    _print_skipped(result.skipped_files, result.skipped_documents)
+    skipped, invalid = data["skipped_files"], data["skipped_documents"]
+    if skipped:
+        print(f"skipped {plural(len(skipped), 'file')}:")
+        for item in skipped:
+            print(f"  {item['path']}: {item['reason']}")
+    if invalid:
+        print(f"skipped {plural(len(invalid), 'invalid document')} (--skip-invalid):")
+        for item in invalid:
+            print(
+                f"  {item['document_id']!r} ({item['source']}): {item['field']}: {item['reason']}"
+            )
+
+
+def _ingest_remotely(server: str, request: IngestRequest) -> dict[str, Any]:
+    """Read and validate the documents here, send them to the service, return its
+    summary. Options the service decides are refused rather than ignored."""
+    import os
+
+    from ragwright.service.client import submit_ingestion
+
+    refused = [
+        name
+        for name, used in (
+            ("--tenant", request.tenant is not None),
+            ("--rebuild", request.rebuild),
+            ("--add-chunking-version", request.add_chunking_version),
+            ("--policy/--max-words/--max-tokens/--no-overlap", request.chunking.overridden),
+        )
+        if used
+    ]
+    if refused:
+        raise typer.BadParameter(
+            f"{refused[0]} cannot be used with --server: the service decides it (the tenant "
+            "is the API key's; chunking follows the service's settings)",
+            param_hint="--server",
+        )
+    key = os.environ.get("RAGWRIGHT_API_KEY", "").strip()
+    if not key:
+        raise typer.BadParameter(
+            "set RAGWRIGHT_API_KEY to an API key with the ingest scope ('ragwright keys add')",
+            param_hint="--server",
+        )
+    loaded = application().load_documents(request)
+    _print_skipped(loaded.skipped, loaded.invalid)
+    data = submit_ingestion(server, key, loaded.documents, prune=request.prune)
+    data["sources"] = [str(path) for path in request.sources]
+    return data
 
 
 def _tenant_name(tenant: str | None) -> str:

@@ -295,6 +295,19 @@ def _print_answer(outcome: AnswerOutcome) -> None:
             print(message["content"])
     elif data["status"] == "unsupported":
         _print_unsupported(data)
+    elif data["mode"] == "unavailable":
+        print(
+            f"[unavailable] The model could not answer ({data['degraded']}) and evidence-only "
+            "results are off (RAGWRIGHT_EVIDENCE_ONLY_ON_MODEL_FAILURE=false)."
+        )
+    elif data["mode"] == "approved_template":
+        template = data["template"]
+        print(
+            f"[approved template {template['id']} v{template['version']}] NOT A GENERATED "
+            f"ANSWER (the model could not answer: {data['degraded']}):"
+        )
+        print(f"  {template['text']}")
+        _print_evidence_only(data)
     elif data["status"] == "evidence_only":
         _print_evidence_only(data)
     elif data["status"] == "insufficient" and data["quotes"]:

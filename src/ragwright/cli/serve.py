@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import socket
 import sys
 from typing import Annotated
 
@@ -33,6 +36,13 @@ def serve(
 
     from ragwright.service import create_app
 
+    try:  # before anything slow starts: a port in use is one line, not a late traceback
+        socket.create_server((host, port)).close()
+    except OSError as error:
+        raise ConfigError(
+            "--host/--port",
+            f"cannot listen on {host}:{port}: {os.strerror(error.errno) if error.errno else error}",
+        ) from error
     app_ = application()
     for warning in app_.check_serving():
         print(f"warning: {warning}", file=sys.stderr)
@@ -48,6 +58,13 @@ def serve(
             f"the chat model does not answer ({problem}) and no degradation mode is declared "
             "(RAGWRIGHT_EVIDENCE_ONLY_ON_MODEL_FAILURE=false and no RAGWRIGHT_TEMPLATES)",
         )
+    # One line per request and the mode of every answer, never a body (docs/service.md).
+    log = logging.getLogger("ragwright")
+    if not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s: %(name)s: %(message)s"))
+        log.addHandler(handler)
+    log.setLevel(logging.INFO)
     print(f"ragwright serving on http://{host}:{port} (OpenAPI at /openapi.json)", file=sys.stderr)
     uvicorn.run(
         create_app(app_),

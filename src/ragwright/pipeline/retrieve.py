@@ -174,10 +174,13 @@ class Retriever:
         started = time.perf_counter()
         dense: list[StoredPoint] = []
         sparse: list[StoredPoint] = []
-        if mode in ("dense", "hybrid"):
-            dense = self.index.search(vectors.dense, point_filter, limit=depth)
-        if mode in ("sparse", "hybrid"):
-            sparse = self.index.search_sparse(vectors.sparse, point_filter, limit=depth)
+        # Both legs read one state: a document switched between them would fuse its
+        # old revision's dense hits with its new revision's BM25 hits.
+        with self.index.reading():
+            if mode in ("dense", "hybrid"):
+                dense = self.index.search(vectors.dense, point_filter, limit=depth)
+            if mode in ("sparse", "hybrid"):
+                sparse = self.index.search_sparse(vectors.sparse, point_filter, limit=depth)
         timings["search"] = _elapsed(started)
 
         started = time.perf_counter()

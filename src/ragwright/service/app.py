@@ -32,15 +32,18 @@ from ragwright.application import (
     AnswerRequest,
     Application,
     EvidenceFilter,
+    IngestRequest,
     SearchRequest,
     StatusRequest,
 )
 from ragwright.application.keys import ApiKey
 from ragwright.chat.contract import ChatMessage
+from ragwright.core.documents import validate_document
 from ragwright.errors import (
     AnswerContractError,
     AssemblyError,
     ChatError,
+    DocumentError,
     EmbeddingError,
     IndexNotFound,
     ProviderError,
@@ -50,8 +53,9 @@ from ragwright.errors import (
 )
 from ragwright.service.admission import Admission
 from ragwright.service.problems import Problem, install_problem_handlers, invalid_field
-from ragwright.service.schemas import AnswerBody, SearchBody
+from ragwright.service.schemas import AnswerBody, IngestBody, SearchBody
 from ragwright.service.streaming import answer_stream
+from ragwright.types import SourceDocument, SourceSection
 
 logger = logging.getLogger("ragwright.service")
 T = TypeVar("T")
@@ -98,17 +102,20 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        async with application.chat_kept_open():
-            if probe_model:
-                state.model_problem = await application.probe_model()
-                if state.model_problem is not None:
-                    logger.warning(
-                        "warning: the chat model does not answer (%s); answers degrade "
-                        "to %s until it does",
-                        state.model_problem,
-                        degraded_mode(application),
-                    )
-            yield
+        # The process owns the embedded index for its lifetime (queries go on while it
+        # ingests) and keeps one warm chat session for every request.
+        with application.hold_index():
+            async with application.chat_kept_open():
+                if probe_model:
+                    state.model_problem = await application.probe_model()
+                    if state.model_problem is not None:
+                        logger.warning(
+                            "warning: the chat model does not answer (%s); answers degrade "
+                            "to %s until it does",
+                            state.model_problem,
+                            degraded_mode(application),
+                        )
+                yield
 
     app = FastAPI(
         title="ragwright",
@@ -279,12 +286,48 @@ def create_app(
                 "service": {
                     "version": __version__,
                     "admission": state.admission.describe(),
+                    "model_capacity": application.capacity(),
                     "answer_deadline_seconds": settings.answer_deadline,
                     "model": state.model_problem or "ok",
                     "degraded_mode": degraded_mode(application),
                 },
             }
         )
+
+    ingesting = asyncio.Lock()
+
+    @app.post("/v1/ingestions", tags=["ingestion"])
+    async def ingestions(
+        body: IngestBody, key: Annotated[ApiKey, Depends(caller("ingest"))]
+    ) -> JSONResponse:
+        """Ingest documents of the caller's tenant while queries go on; returns the run's
+        summary (the shape of ``ragwright ingest --json``). ``prune`` deletes only this
+        tenant's documents missing from the request. One ingestion at a time (409)."""
+        documents = documents_of(body, key, key.types or settings.document_types)
+        if ingesting.locked():
+            raise Problem(
+                409,
+                "ingestion-running",
+                "An ingestion is running",
+                "this service runs one ingestion at a time; submit again when it ends",
+            )
+        async with ingesting:
+            # Not cancelled with the client: a run is resumable, but stopping it halfway
+            # would only leave work for the next one.
+            result = await guarded(
+                asyncio.to_thread(
+                    application.ingest,
+                    IngestRequest((), documents=documents, tenant=key.tenant, prune=body.prune),
+                )
+            )
+        logger.info(
+            "ingestion key=%s documents=%d embedded=%d deleted=%d",
+            key.id,
+            result.documents,
+            result.embedded,
+            result.deleted,
+        )
+        return JSONResponse(result.to_dict())
 
     def build_answer_request(body: AnswerBody, key: ApiKey, deadline: float) -> AnswerRequest:
         allowed = check_scope(body.documents, key)
@@ -344,6 +387,44 @@ class EdgeClock:
             )
 
 
+def documents_of(
+    body: IngestBody, key: ApiKey, document_types: tuple[str, ...]
+) -> tuple[SourceDocument, ...]:
+    """The body's documents validated by the core rules, each of the key's tenant; a
+    document outside the key's allowlist or its types is refused (the key's scope applies
+    to writes as strictly as to reads)."""
+    documents = []
+    for index, item in enumerate(body.documents):
+        if key.documents and item.document_id not in key.documents:
+            raise Problem(
+                403,
+                "outside-allowlist",
+                "Not allowed",
+                f"documents[{index}].document_id: {item.document_id!r} is outside this "
+                "key's allowlist",
+            )
+        try:
+            documents.append(
+                validate_document(
+                    document_id=item.document_id,
+                    title=item.title,
+                    document_type=item.document_type,
+                    publication_state=item.publication_state,
+                    sections=[
+                        SourceSection(s.section_id, s.heading, tuple(s.paragraphs))
+                        for s in item.sections
+                    ],
+                    revision=item.revision,
+                    source_uri=item.source_uri or "",
+                    tenant=key.tenant,
+                    document_types=document_types,
+                )
+            )
+        except DocumentError as error:
+            raise invalid_field(f"documents[{index}].{error.field}", error.rule) from error
+    return tuple(documents)
+
+
 def check_scope(documents: list[str], key: ApiKey) -> tuple[str, ...] | None:
     """The key's allowlist (``None``: all of its tenant's documents); a requested document
     outside it is refused (403) rather than silently dropped."""
@@ -378,6 +459,17 @@ def degraded_mode(application: Application) -> str:
     return "evidence_only" if application.settings.evidence_only_on_model_failure else "unavailable"
 
 
+def assembly_field(reason: str) -> tuple[str, str]:
+    """The request field an assembly refusal is about: the history (``history[3]: ...``)
+    or the question (it alone exceeds the model's window)."""
+    head, _, rest = reason.partition(": ")
+    if head.startswith("history") and rest:
+        return head, rest
+    if reason.startswith("instructions and question"):
+        return "question", f"too long for the model's window ({reason})"
+    return "history" if "history" in reason else "question", reason
+
+
 def checked(build: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Build a typed request; a rule it breaks is invalid input naming the field."""
     try:
@@ -405,7 +497,7 @@ async def guarded(work: Awaitable[T]) -> T:
     except RequestError as error:
         raise invalid_field(error.field, error.rule) from error
     except AssemblyError as error:
-        raise invalid_field("history", str(error)) from error
+        raise invalid_field(*assembly_field(error.reason)) from error
     except IndexNotFound as error:
         raise unavailable("retrieval_unavailable", "no documents have been ingested yet") from error
     except (VectorIndexError, StorageError, EmbeddingError) as error:

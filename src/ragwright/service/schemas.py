@@ -17,7 +17,7 @@ from ragwright.application.requests import MAX_QUESTION_CHARS
 MAX_HISTORY = 32
 MAX_HISTORY_CHARS = 8000
 MAX_SCOPE_DOCUMENTS = 100
-MAX_INGEST_DOCUMENTS = 1000
+MAX_INGEST_DOCUMENTS = 100_000
 
 
 def _question() -> Any:

@@ -143,13 +143,21 @@ class OnnxEmbedder:
         try:
             return 2 + sum(map(cache.__getitem__, words))
         except KeyError:
-            if len(cache) > _WORD_CACHE_LIMIT:
-                cache.clear()
-            # Single-word encodes (~9 µs) beat encode_batch's per-call pool overhead.
-            encode = self._tokenizer.encode
-            for word in {w for w in words if w not in cache}:
-                cache[word] = len(encode(word, add_special_tokens=False).ids)
-            return 2 + sum(map(cache.__getitem__, words))
+            pass
+        # Counted from a local table: another thread (a query while an ingestion runs in
+        # one process) may clear the shared cache between filling it and reading it.
+        # Single-word encodes (~9 µs) beat encode_batch's per-call pool overhead.
+        encode = self._tokenizer.encode
+        counts: dict[str, int] = {}
+        for word in set(words):
+            known = cache.get(word)
+            counts[word] = (
+                known if known is not None else len(encode(word, add_special_tokens=False).ids)
+            )
+        if len(cache) > _WORD_CACHE_LIMIT:
+            cache.clear()
+        cache.update(counts)
+        return 2 + sum(map(counts.__getitem__, words))
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:

@@ -68,6 +68,17 @@ class VectorIndexConformance:
         assert stored.payload["text"] == 'Zwölf Boxkämpfer "jagen" Viktor'
         assert stored.payload["positions"] == nested
 
+    def test_reads_inside_reading_work_and_see_earlier_writes(self, index: VectorIndex) -> None:
+        # Retrieval runs both legs of a query inside ``reading()``; it must not block
+        # this process's own reads (a reentrant lock on the embedded index, nothing on
+        # a server).
+        index.upsert([_point(1), _point(2)])
+        with index.reading():
+            assert index.count() == 2
+            assert len(index.search(_vector(1), PointFilter(), limit=2)) == 2
+        index.upsert([_point(3)])
+        assert index.count() == 3
+
     def test_retrieve_skips_missing_ids(self, index: VectorIndex) -> None:
         index.upsert([_point(1)])
         found = index.retrieve([uuid.UUID(int=2), uuid.UUID(int=999)])

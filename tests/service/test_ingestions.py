@@ -1,0 +1,241 @@
+"""Ingesting through the service while it serves: ``POST /v1/ingestions`` and
+``ragwright ingest --server``, with tenant scope on writes and concurrent queries over
+real HTTP during a real ingestion."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi.testclient import TestClient
+
+from ragwright.application import IngestRequest, StatusRequest
+from ragwright.protocols import Embedder
+from ragwright.service.client import document_body
+from tests.service.conftest import CORPUS, LiveServer, Service, bearer
+
+Client = Callable[[Service], TestClient]
+DOCUMENTS = 30
+
+
+def write_corpus(root: Path, marker: str) -> Path:
+    """``DOCUMENTS`` runbooks of three sections; every paragraph names its document and
+    carries ``marker`` (the revision a hit came from)."""
+    root.mkdir(parents=True, exist_ok=True)
+    for number in range(DOCUMENTS):
+        sections = "\n\n".join(
+            f"## {name}\n\nFor service{number:02d} {marker}: {name.lower()} the worker queue "
+            f"and check the deadline before the restart of service{number:02d}."
+            for name in ("Drain", "Restart", "Verify")
+        )
+        (root / f"service{number:02d}.md").write_text(
+            f"---\ndocument_id: service{number:02d}\ndocument_type: runbook\n"
+            "publication_state: published\n---\n"
+            f"# Service {number:02d} operations\n\n{sections}\n"
+        )
+    return root
+
+
+def ragwright(*args: str, home: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ragwright", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "RAGWRIGHT_HOME": str(home), **env},
+        check=False,
+    )
+
+
+def test_ingest_server_sends_the_documents_and_the_service_indexes_them(
+    make_service: Callable[..., Service], tmp_path: Path
+) -> None:
+    service = make_service(ingest=False)
+    secret = service.key("writer", scopes=("ingest", "search"))
+    with LiveServer(service.app) as url:
+        result = ragwright(
+            "ingest",
+            str(CORPUS),
+            "--server",
+            url,
+            "--json",
+            home=tmp_path / "client",
+            RAGWRIGHT_API_KEY=secret,
+        )
+        assert result.returncode == 0, result.stderr
+        summary = json.loads(result.stdout)
+        search = httpx.post(
+            url + "/v1/search", json={"question": "drain queued work"}, headers=bearer(secret)
+        )
+        text = ragwright(
+            "ingest",
+            str(CORPUS),
+            "--server",
+            url,
+            home=tmp_path / "client",
+            RAGWRIGHT_API_KEY=secret,
+        )
+    assert summary["documents"] == len(list(CORPUS.glob("*.md")))
+    assert summary["embedded"] == summary["chunks"] > 0
+    assert search.status_code == 200 and search.json()["hits"]
+    assert "0 embedded" in text.stdout and f"(through {url})" in text.stdout
+    # The client never opened an index of its own: the service's process holds it.
+    assert not (tmp_path / "client" / "index").exists()
+
+
+def test_ingest_server_needs_the_ingest_scope_and_refuses_what_the_service_decides(
+    make_service: Callable[..., Service], tmp_path: Path
+) -> None:
+    service = make_service(ingest=False)
+    reader = service.key("reader", scopes=("search",))
+    writer = service.key("writer", scopes=("ingest",))
+    with LiveServer(service.app) as url:
+        forbidden = ragwright(
+            "ingest", str(CORPUS), "--server", url, home=tmp_path, RAGWRIGHT_API_KEY=reader
+        )
+        tenant = ragwright(
+            "ingest",
+            str(CORPUS),
+            "--server",
+            url,
+            "--tenant",
+            "acme",
+            home=tmp_path,
+            RAGWRIGHT_API_KEY=writer,
+        )
+        no_key = ragwright("ingest", str(CORPUS), "--server", url, home=tmp_path)
+    assert forbidden.returncode == 1
+    assert "answered 403" in forbidden.stderr and "'ingest' scope" in forbidden.stderr
+    assert len(forbidden.stderr.strip().splitlines()) == 1
+    assert tenant.returncode == 2 and "--tenant cannot be used with --server" in tenant.stderr
+    assert no_key.returncode == 2 and "RAGWRIGHT_API_KEY" in no_key.stderr
+    assert service.application.index_state().error == "IndexNotFound"  # nothing written
+
+
+def test_an_ingestion_writes_and_prunes_only_the_keys_tenant(
+    make_service: Callable[..., Service], client_for: Client, tmp_path: Path
+) -> None:
+    service = make_service()  # the sample corpus, untenanted
+    acme = service.key("acme", tenant="acme", scopes=("ingest",))
+    loaded = service.application.load_documents(IngestRequest((CORPUS,)))
+    one = [document_body(loaded.documents[0])]
+    client = client_for(service)
+    response = client.post(
+        "/v1/ingestions", json={"documents": one, "prune": True}, headers=bearer(acme)
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["tenants"] == ["acme"]
+    status = service.application.status(StatusRequest())
+    untenanted = [d for d in status.documents if d.tenant is None]
+    assert len(untenanted) == len(loaded.documents)  # the prune never reached them
+    assert [d.document_id for d in status.documents if d.tenant == "acme"] == [
+        loaded.documents[0].document_id
+    ]
+
+
+def test_an_ingestion_outside_the_keys_allowlist_or_invalid_is_refused_with_nothing_written(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    service = make_service(ingest=False)
+    narrow = service.key("narrow", scopes=("ingest",), documents=("only-this",))
+    writer = service.key("writer", scopes=("ingest",))
+    loaded = service.application.load_documents(IngestRequest((CORPUS,)))
+    body = document_body(loaded.documents[0])
+    client = client_for(service)
+    outside = client.post("/v1/ingestions", json={"documents": [body]}, headers=bearer(narrow))
+    assert outside.status_code == 403
+    assert outside.json()["detail"].startswith("documents[0].document_id")
+    bad = {**body, "publication_state": "secret"}
+    invalid = client.post("/v1/ingestions", json={"documents": [bad]}, headers=bearer(writer))
+    assert invalid.status_code == 422
+    assert invalid.json()["errors"][0]["field"] == "documents[0].publication_state"
+    assert service.application.index_state().error == "IndexNotFound"
+
+
+class SlowEmbedder:
+    """Delegates to the hashing embedder, sleeping per document batch, so an ingestion
+    lasts long enough for queries to overlap it."""
+
+    def __init__(self, inner: Embedder, delay: float) -> None:
+        self.inner = inner
+        self.delay = delay
+        self.profile = inner.profile
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        time.sleep(self.delay)
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.inner.embed_query(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_queries_during_an_http_ingestion_never_fail_and_never_mix_revisions(
+    make_service: Callable[..., Service], tmp_path: Path
+) -> None:
+    service = make_service(ingest=False, batch_size=4)
+    service.application.ingest(IngestRequest((write_corpus(tmp_path / "a", "rev-a"),)))
+    service.components._hashing = SlowEmbedder(service.components._hashing, 0.02)  # type: ignore[assignment]
+    secret = service.key("ops", scopes=("ingest", "search"))
+    revised = service.application.load_documents(
+        IngestRequest((write_corpus(tmp_path / "b", "rev-b"),))
+    )
+    body = {"documents": [document_body(d) for d in revised.documents]}
+    responses: list[dict[str, Any]] = []
+    failures: list[str] = []
+    during = threading.Event()
+    done = threading.Event()
+
+    def read(url: str) -> None:
+        with httpx.Client(base_url=url, headers=bearer(secret), timeout=30) as client:
+            while not done.is_set():
+                response = client.post(
+                    "/v1/search", json={"question": "drain the worker queue deadline", "k": 20}
+                )
+                if response.status_code != 200:
+                    failures.append(f"{response.status_code} {response.text[:200]}")
+                    continue
+                if during.is_set():
+                    responses.append(response.json())
+
+    with LiveServer(service.app) as url:
+        readers = [threading.Thread(target=read, args=(url,)) for _ in range(3)]
+        for reader in readers:
+            reader.start()
+        during.set()
+        ingestion = httpx.post(
+            url + "/v1/ingestions", json=body, headers=bearer(secret), timeout=120
+        )
+        during.clear()
+        done.set()
+        for reader in readers:
+            reader.join(30)
+        after = httpx.post(
+            url + "/v1/search",
+            json={"question": "drain the worker queue deadline", "k": 20},
+            headers=bearer(secret),
+        ).json()
+    assert ingestion.status_code == 200, ingestion.text
+    assert ingestion.json()["embedded"] > 0
+    assert failures == []
+    assert len(responses) >= 10  # the readers really overlapped the ingestion
+    seen: set[str] = set()
+    for response in responses:
+        markers: dict[str, set[str]] = defaultdict(set)
+        for hit in response["hits"]:
+            markers[hit["document_id"]].add("rev-b" if "rev-b" in hit["text"] else "rev-a")
+        for document, found in markers.items():
+            assert len(found) == 1, f"{document} mixed revisions in one response: {found}"
+            seen |= found
+    assert seen == {"rev-a", "rev-b"}  # queries saw the old and the new revisions
+    assert all("rev-b" in hit["text"] for hit in after["hits"])

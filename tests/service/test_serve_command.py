@@ -1,0 +1,152 @@
+"""``ragwright serve`` on the embedded defaults (bundled embedder, local model, embedded
+index) as a real process, and the one-line refusals of a broken configuration."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.service.conftest import CORPUS, QUESTION, bearer, free_port
+
+
+def ragwright(*args: str, home: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ragwright", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "RAGWRIGHT_HOME": str(home), **env},
+        check=False,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("serve") / "home"
+    assert ragwright("ingest", str(CORPUS), home=home).returncode == 0
+    return home
+
+
+@pytest.fixture(scope="module")
+def idle_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An indexed home no server holds."""
+    home = tmp_path_factory.mktemp("idle") / "home"
+    assert ragwright("ingest", str(CORPUS), home=home).returncode == 0
+    return home
+
+
+@pytest.fixture(scope="module")
+def served(home: Path) -> Iterator[tuple[str, str]]:
+    added = ragwright(
+        "keys",
+        "add",
+        "--no-tenant",
+        "--scope",
+        "answer",
+        "--scope",
+        "search",
+        "--json",
+        home=home,
+    )
+    secret = json.loads(added.stdout)["key"]
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ragwright", "serve", "--port", str(port)],
+        env={**os.environ, "RAGWRIGHT_HOME": str(home)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url + "/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            time.sleep(0.25)
+        yield url, secret
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)  # waits and closes the pipe
+
+
+@pytest.mark.slow
+def test_serve_answers_on_the_embedded_defaults(served: tuple[str, str]) -> None:
+    url, secret = served
+    ready = httpx.get(url + "/readyz").json()
+    assert ready == {
+        "ready": True,
+        "checks": {"index": {"ok": True, "detail": "ok"}, "model": {"ok": True, "detail": "ok"}},
+        "reasons": [],
+    }
+    body = httpx.post(
+        url + "/v1/answers", json={"question": QUESTION}, headers=bearer(secret), timeout=120
+    ).json()
+    assert body["mode"] in ("generated", "insufficient")
+    assert body["provenance"]["provider"] == "local"
+    assert body["provenance"]["index_contract"]["embedding_digest"].startswith("sha256:")
+    if body["mode"] == "generated":
+        assert body["citations"] and body["quotes"]
+
+
+@pytest.mark.slow
+def test_serve_streams_evidence_then_the_outcome(served: tuple[str, str]) -> None:
+    url, secret = served
+    with httpx.stream(
+        "POST",
+        url + "/v1/answers/stream",
+        json={"question": QUESTION},
+        headers=bearer(secret),
+        timeout=120,
+    ) as response:
+        names = [
+            line.removeprefix("event: ")
+            for line in response.iter_lines()
+            if line.startswith("event: ")
+        ]
+    assert names[0] == "evidence"
+    assert names[-2:] == ["citations", "outcome"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("env", "starts"),
+    [
+        ({"RAGWRIGHT_TEMPLATES": "/nonexistent/templates.yaml"}, "setting 'RAGWRIGHT_TEMPLATES'"),
+        ({"RAGWRIGHT_BM25_K1": "1.5"}, "collection contract"),
+        ({"RAGWRIGHT_SERVE_CONCURRENCY": "0"}, "setting 'RAGWRIGHT_SERVE_CONCURRENCY'"),
+    ],
+)
+def test_serve_refuses_a_broken_configuration_with_one_line(
+    idle_home: Path, env: dict[str, str], starts: str
+) -> None:
+    result = ragwright("serve", "--port", str(free_port()), home=idle_home, **env)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert starts in lines[0]
+
+
+def test_serve_refuses_a_port_in_use_before_starting_anything(tmp_path: Path) -> None:
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = ragwright("serve", "--port", str(port), home=tmp_path / "home")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"error: setting '--host/--port': cannot listen on 127.0.0.1:{port}: "
+        "Address already in use"
+    ]
