@@ -123,17 +123,25 @@ def test_invalid_input_is_422_problem_details_naming_the_field(
     assert problem["detail"].startswith(field)
 
 
-def test_a_body_that_is_not_json_is_400(
-    make_service: Callable[..., Service], client_for: Client
+@pytest.mark.parametrize(
+    "content",
+    [b"{not json", b"\xa7a\xe5\xc3R"],  # the second is not even UTF-8 (found by the fuzzer)
+    ids=["not-json", "not-utf8"],
+)
+def test_a_body_that_is_not_json_is_a_400_malformed_request_about_the_body(
+    make_service: Callable[..., Service], client_for: Client, content: bytes
 ) -> None:
     service = make_service()
     secret = service.key("alice")
     response = client_for(service).post(
         "/v1/answers",
-        content=b"{not json",
+        content=content,
         headers={**bearer(secret), "content-type": "application/json"},
     )
-    assert_problem(response, 400)
+    problem = assert_problem(response, 400)
+    assert problem["type"] == "/problems/malformed-request"
+    assert problem["errors"][0]["field"] == "body"
+    assert problem["detail"].startswith("body: ")
 
 
 def test_unknown_routes_and_methods_are_problem_details(

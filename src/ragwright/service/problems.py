@@ -97,14 +97,28 @@ def _validation_problem(error: RequestValidationError) -> Problem:
         errors = [{"field": "body", "rule": "invalid"}]
     # A body that is not JSON at all is a malformed request (400); a JSON body that
     # breaks the schema is unprocessable content (422).
-    malformed = any(e.get("type") == "json_invalid" for e in error.errors())
+    for e in error.errors():
+        if e.get("type") == "json_invalid":
+            return malformed_body(str(e.get("msg", "JSON decode error")))
     first = errors[0]
     return Problem(
-        400 if malformed else 422,
-        "malformed-request" if malformed else "invalid-request",
-        "The request body is not JSON" if malformed else "The request is invalid",
+        422,
+        "invalid-request",
+        "The request is invalid",
         f"{first['field']}: {first['rule']}",
         errors=errors,
+    )
+
+
+def malformed_body(rule: str) -> Problem:
+    """A body that cannot be read as JSON (400), whichever layer noticed: the field is
+    the body itself (a decode error's position is not a field of the request)."""
+    return Problem(
+        400,
+        "malformed-request",
+        "The request body is not JSON",
+        f"body: {rule}",
+        errors=[{"field": "body", "rule": rule}],
     )
 
 
@@ -122,6 +136,13 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        if error.status_code == 400:
+            # The framework's only 400 is a body it could not parse at all (bytes that
+            # are not UTF-8 under a JSON content type): the documented malformed request,
+            # not a kind of its own.
+            return malformed_body("not JSON (the body cannot be decoded)").response(
+                request.url.path
+            )
         titles = {404: "Not found", 405: "Method not allowed"}
         problem = Problem(
             error.status_code,
