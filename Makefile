@@ -84,6 +84,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/assembly.py
 	$(BIN)/python benchmarks/answer_contract.py
 	$(BIN)/python benchmarks/support_check.py
+	$(BIN)/python benchmarks/service_load.py
 
 clean:
 	rm -rf $(VENV) .ragwright

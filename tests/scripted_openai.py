@@ -5,13 +5,16 @@ For tests that drive the real command line (a subprocess) and need a known answe
 ``RAGWRIGHT_CHAT_BASE_URL``. ``reply`` receives the request's evidence list (the ``id``,
 ``title``, ``heading`` and ``text`` the assembler rendered) and returns the answer
 object, or a string sent as the completion's text as it is (a malformed answer); every
-request body is recorded.
+request body is recorded. A request without evidence (``ragwright serve``'s startup
+probe) gets ``{"ok": true}``. ``delay`` holds each reply that many seconds (a slow provider,
+for the service's load benchmark); each request is answered on its own thread.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,7 +24,9 @@ Reply = Callable[[list[dict[str, Any]]], dict[str, Any] | str]
 
 
 @contextmanager
-def scripted_openai(reply: Reply) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+def scripted_openai(
+    reply: Reply, *, delay: float = 0.0
+) -> Iterator[tuple[str, list[dict[str, Any]]]]:
     """A running endpoint: its base URL (ending in ``/v1``) and the recorded requests."""
     seen: list[dict[str, Any]] = []
 
@@ -29,8 +34,13 @@ def scripted_openai(reply: Reply) -> Iterator[tuple[str, list[dict[str, Any]]]]:
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append({"path": self.path, "body": body})
-            evidence = json.loads(body["messages"][-1]["content"])["evidence"]
-            answer = reply(evidence)
+            try:
+                evidence = json.loads(body["messages"][-1]["content"])["evidence"]
+            except (ValueError, KeyError, TypeError):
+                evidence = None  # no evidence: the service's startup probe
+            answer = {"ok": True} if evidence is None else reply(evidence)
+            if delay:
+                time.sleep(delay)
             content = answer if isinstance(answer, str) else json.dumps(answer)
             completion = {
                 "id": "scripted-1",
