@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import typer
@@ -47,19 +49,21 @@ def _chunking(
     )
 
 
-def _print_skipped(
-    skipped: tuple[SkippedFile, ...], invalid: tuple[SkippedDocument, ...] = ()
-) -> None:
+def _print_skipped(skipped: Sequence[SkippedFile], invalid: Sequence[SkippedDocument] = ()) -> None:
+    _print_skipped_forms([asdict(s) for s in skipped], [asdict(d) for d in invalid])
+
+
+def _print_skipped_forms(skipped: list[dict[str, Any]], invalid: list[dict[str, Any]]) -> None:
+    """The files and invalid documents a run left out, from their JSON forms."""
     if skipped:
         print(f"skipped {plural(len(skipped), 'file')}:")
         for item in skipped:
-            print(f"  {item.path}: {item.reason}")
+            print(f"  {item['path']}: {item['reason']}")
     if invalid:
         print(f"skipped {plural(len(invalid), 'invalid document')} (--skip-invalid):")
-        for document in invalid:
+        for item in invalid:
             print(
-                f"  {document.document_id!r} ({document.source}): "
-                f"{document.field}: {document.reason}"
+                f"  {item['document_id']!r} ({item['source']}): {item['field']}: {item['reason']}"
             )
 
 
@@ -214,17 +218,7 @@ def ingest(
             f"for {others}: left as it is (a document is its tenant and id; ingest that "
             "tenant with --prune to remove it)"
         )
-    skipped, invalid = data["skipped_files"], data["skipped_documents"]
-    if skipped:
-        print(f"skipped {plural(len(skipped), 'file')}:")
-        for item in skipped:
-            print(f"  {item['path']}: {item['reason']}")
-    if invalid:
-        print(f"skipped {plural(len(invalid), 'invalid document')} (--skip-invalid):")
-        for item in invalid:
-            print(
-                f"  {item['document_id']!r} ({item['source']}): {item['field']}: {item['reason']}"
-            )
+    _print_skipped_forms(data["skipped_files"], data["skipped_documents"])
 
 
 def _ingest_remotely(server: str, request: IngestRequest) -> dict[str, Any]:
