@@ -3,8 +3,9 @@ with schema-valid and schema-breaking requests (schemathesis) and with every kin
 caller (keys of each scope, an allowlisted key, a revoked key, a garbage key, none).
 
 Whatever arrives, the service never fails with 500, and every error it returns is
-problem details (RFC 9457) whose ``status`` is the HTTP status (docs/service.md,
-"Errors"). The service runs on a real loopback socket (uvicorn, lifespan included) over
+problem details (RFC 9457) whose ``status`` is the HTTP status and whose kind is in
+docs/service.md's problem table with that status; a stream always ends with its
+``outcome``. The service runs on a real loopback socket (uvicorn, lifespan included) over
 the real index with the hashing embedder and a scripted model that never runs out.
 
 Bounded and repeatable for CI: a fixed number of examples per operation and mode,
