@@ -33,6 +33,9 @@ class Recorded(Exception):
 
 
 class RecordingApplication:
+    def __init__(self, settings: Any = None) -> None:
+        self.built_with = settings
+
     def __getattr__(self, method: str) -> Any:
         def record(request: Any = None, **extra: Any) -> Any:
             raise Recorded(method, request, **extra)
@@ -290,13 +293,21 @@ def test_serve_host_and_port_reach_the_server(
     from tests.application.components import fake_application
 
     application, _ = fake_application(tmp_path)
-    monkeypatch.setattr(ragwright.runtime, "build_application", lambda: application)
+    built: list[Any] = []
+    monkeypatch.setattr(
+        ragwright.runtime,
+        "build_application",
+        lambda settings=None: built.append(settings) or application,
+    )
+    monkeypatch.delenv("RAGWRIGHT_EMBEDDING_THREADS", raising=False)
     served: dict[str, Any] = {}
     monkeypatch.setattr(uvicorn, "run", lambda app, **options: served.update(options, app=app))
     result = CliRunner().invoke(app, ["serve", "--host", "0.0.0.0", "--port", "8123"])
     assert result.exit_code == 0, result.output
     assert (served["host"], served["port"]) == ("0.0.0.0", 8123)
     assert served["app"].state.ragwright.application is application
+    # A service runs one intra-op thread per query embedding unless told otherwise.
+    assert built[0].embedding_threads == 1
 
 
 def test_keys_list_asks_for_every_key(invoke: Any) -> None:

@@ -147,6 +147,5 @@ def test_serve_refuses_a_port_in_use_before_starting_anything(tmp_path: Path) ->
         result = ragwright("serve", "--port", str(port), home=tmp_path / "home")
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
-        f"error: setting '--host/--port': cannot listen on 127.0.0.1:{port}: "
-        "Address already in use"
+        f"error: setting '--host/--port': cannot listen on 127.0.0.1:{port}: Address already in use"
     ]

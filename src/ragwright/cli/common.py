@@ -23,6 +23,7 @@ from ragwright.errors import RagwrightError, StorageError
 
 if TYPE_CHECKING:
     from ragwright.application import Application, EvidenceFilter, ThresholdOverrides
+    from ragwright.settings import Settings
 
 app = typer.Typer(
     add_completion=False,
@@ -161,12 +162,13 @@ eval_app = typer.Typer(
 app.add_typer(eval_app, name="eval")
 
 
-def application() -> Application:
-    """The application over the adapters the settings select (built by the composition
-    root; imported here lazily so ``--help`` starts fast)."""
+def application(settings: Settings | None = None) -> Application:
+    """The application over the adapters the settings (default: the environment and
+    ``ragwright.toml``) select, built by the composition root; imported here lazily so
+    ``--help`` starts fast."""
     from ragwright.runtime import build_application
 
-    return build_application()
+    return build_application(settings)
 
 
 def evidence_filter(

@@ -43,10 +43,16 @@ def serve(
             "--host/--port",
             f"cannot listen on {host}:{port}: {os.strerror(error.errno) if error.errno else error}",
         ) from error
-    app_ = application()
+    from ragwright.settings import load_settings
+
+    settings = load_settings()
+    if settings.embedding_threads is None:
+        # Concurrent requests use the cores better than one request's intra-op threads,
+        # and a free core keeps the event loop's refusals fast (benchmarks/service_load.py).
+        settings = settings.with_overrides(embedding_threads=1)
+    app_ = application(settings)
     for warning in app_.check_serving():
         print(f"warning: {warning}", file=sys.stderr)
-    settings = app_.settings
     if (
         not settings.evidence_only_on_model_failure
         and not app_.templates()
