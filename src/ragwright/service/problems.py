@@ -3,8 +3,10 @@
 A problem is ``application/problem+json`` with ``type``, ``title``, ``status`` and
 ``detail``, plus extension members where they help a client act: ``errors`` (each
 ``{field, rule}``) for invalid input, ``mode`` and ``reason`` when an answer was
-unavailable. ``detail`` names the field and the rule; it never echoes the request body
-(a question is customer data).
+unavailable. ``detail`` names the field and the rule; it never quotes a question,
+history or answer (customer data). A refused ingestion may quote the offending metadata
+value back to the caller who sent it (``'secret' is not one of [...]``); logs carry none
+of it.
 """
 
 from __future__ import annotations
