@@ -46,6 +46,9 @@ typecheck: $(STAMP)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 REDIS_DIR := $(CURDIR)/.ragwright/redis
 REDIS_PORT ?= 6379
+# The machine's PostgreSQL on loopback (trust authentication); tests make and drop their
+# own schemas in it.
+POSTGRES_URL ?= postgresql://postgres@127.0.0.1:5432/postgres
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq -o=Dpkg::Use-Pty=0
 
 test-deps:
@@ -72,7 +75,8 @@ test-deps:
 	fi
 
 pytest: $(STAMP) test-deps
-	RAGWRIGHT_TEST_REDIS_URL=redis://127.0.0.1:$(REDIS_PORT)/15 $(BIN)/pytest -q
+	RAGWRIGHT_TEST_REDIS_URL=redis://127.0.0.1:$(REDIS_PORT)/15 \
+	  RAGWRIGHT_TEST_POSTGRES_URL=$(POSTGRES_URL) $(BIN)/pytest -q
 
 test: lint typecheck pytest
 
