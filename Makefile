@@ -73,6 +73,14 @@ test-deps:
 	  done; \
 	  redis-cli -h 127.0.0.1 -p $(REDIS_PORT) ping >/dev/null; \
 	fi
+	@# PostgreSQL (jobs, drafts and keys shared by replicas) runs on the machine; start it
+	@# when it is installed but stopped.
+	@if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then \
+	  echo "test-deps: starting PostgreSQL"; \
+	  $(SUDO) service postgresql start >/dev/null 2>&1 || true; \
+	  for _ in $$(seq 50); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.2; done; \
+	  pg_isready -h 127.0.0.1 -p 5432; \
+	fi
 
 pytest: $(STAMP) test-deps
 	RAGWRIGHT_TEST_REDIS_URL=redis://127.0.0.1:$(REDIS_PORT)/15 \
