@@ -36,7 +36,10 @@ Provider failures of every kind (chat, embedding, rerank) share one base and one
     ├── EvaluationError(reason)                 an evaluation cannot run or score a case
     │   └── MetricInputError                    a ranking or judgments cannot be scored
     ├── CalibrationError(path, field, rule)     a persisted calibration is unreadable or stale
-    └── ServiceError(url, status, detail)       a ragwright service refused or failed a call
+    ├── ServiceError(url, status, detail)       a ragwright service refused or failed a call
+    └── JobError                                a durable job operation was refused
+        ├── IdempotencyConflict(idempotency_key, job_id)  key reused for another input
+        └── JobNotFound(job_id)
 """
 
 from __future__ import annotations
@@ -368,3 +371,27 @@ class ServiceError(RagwrightError):
         self.detail = detail
         where = f"{url} answered {status}" if status else f"{url} cannot be reached"
         super().__init__(f"{where}: {detail}")
+
+
+class JobError(RagwrightError):
+    """A durable answer job operation was refused."""
+
+
+class IdempotencyConflict(JobError):
+    """The idempotency key was used (by this tenant) for a different input."""
+
+    def __init__(self, idempotency_key: str, job_id: str) -> None:
+        self.idempotency_key = idempotency_key
+        self.job_id = job_id
+        super().__init__(
+            f"Idempotency-Key {idempotency_key!r} was used for a different request "
+            f"(job {job_id}); use a new key for a new request"
+        )
+
+
+class JobNotFound(JobError):
+    """No job has this id (or the caller may not see it)."""
+
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+        super().__init__(f"no job {job_id!r}")

@@ -239,6 +239,12 @@ class Settings(BaseSettings):
         False,
         description="Record prompts, instructions and completions on spans (customer data).",
     )
+    database_url: SecretStr | None = Field(
+        None,
+        description="PostgreSQL URL (postgresql://user@host/db) for the state replicas "
+        "share: answer jobs, previous drafts and API keys. Unset: SQLite files under "
+        "RAGWRIGHT_HOME (one machine).",
+    )
     redis_url: str | None = Field(
         None,
         description="Shared cache and capacity pool across processes (e.g. redis://127.0.0.1:6379/0).",
