@@ -34,7 +34,13 @@ from ragwright.adapters.redis import (
 )
 from ragwright.adapters.sources import SourceDefaults, load_sources
 from ragwright.adapters.tokenizer import O200kCounter
-from ragwright.application import Application, ChatSession, LoadedSources, SkippedFile
+from ragwright.application import (
+    Application,
+    ChatSession,
+    LoadedSources,
+    SkippedFile,
+    Workload,
+)
 from ragwright.chat.budget import AttemptLimit, Budgeted
 from ragwright.chat.builder import ChatPipelineBuilder
 from ragwright.chat.cache import MemoryCacheStore, ResponseCache
@@ -487,16 +493,28 @@ class SharedState:
 
     store: CacheStore
     pools: Mapping[str, CapacityPool]
+    workload: Workload = "interactive"
 
     def describe(self) -> dict[str, dict[str, Any]]:
-        """Each provider's pool as ``describe()`` reports it, by provider name."""
-        return {name: dict(pool.describe()) for name, pool in self.pools.items()}
+        """Each provider's pool as ``describe()`` reports it, by ``workload/provider``."""
+        return {
+            f"{self.workload}/{name}": dict(pool.describe()) for name, pool in self.pools.items()
+        }
 
 
 def open_shared_state(
-    settings: Settings, names: Sequence[str], *, retry_interval: float = REDIS_RETRY_INTERVAL
+    settings: Settings,
+    names: Sequence[str],
+    *,
+    retry_interval: float = REDIS_RETRY_INTERVAL,
+    workload: Workload = "interactive",
 ) -> SharedState:
     """Redis-backed cache and pools with ``RAGWRIGHT_REDIS_URL``, else in-process.
+
+    ``workload`` picks the capacity pools: interactive answers use ``chat`` (and
+    ``chat:<name>`` per alternate) of ``RAGWRIGHT_CHAT_CAPACITY`` leases; answer jobs use
+    ``batch`` (``batch:<name>``) of ``RAGWRIGHT_BATCH_CAPACITY``, so a backlog of jobs
+    never takes the leases interactive answers need.
 
     Redis is optional even when configured: whenever it does not answer — at start or
     mid-run — the answer is still produced with the shared cache skipped (a miss) and an
@@ -506,10 +524,16 @@ def open_shared_state(
     """
     if not names:
         raise ValueError("names must list at least the primary provider")
+    prefix, limit = (
+        ("chat", settings.chat_capacity)
+        if workload == "interactive"
+        else ("batch", settings.batch_capacity)
+    )
     if not settings.redis_url:
         return SharedState(
             store=MemoryCacheStore(max_entries=settings.chat_cache_max_entries),
-            pools={name: LocalCapacityPool(settings.chat_capacity) for name in names},
+            pools={name: LocalCapacityPool(limit) for name in names},
+            workload=workload,
         )
     client = connect(settings.redis_url)
     outage = RedisOutage(
@@ -518,13 +542,11 @@ def open_shared_state(
     outage.check(client)
     pools: dict[str, CapacityPool] = {}
     for index, name in enumerate(names):
-        pool = RedisCapacityPool(
-            client, "chat" if index == 0 else f"chat:{name}", limit=settings.chat_capacity
-        )
-        pools[name] = ResilientCapacityPool(
-            pool, outage, fallback=LocalCapacityPool(settings.chat_capacity)
-        )
-    return SharedState(store=ResilientCacheStore(RedisCacheStore(client), outage), pools=pools)
+        pool = RedisCapacityPool(client, prefix if index == 0 else f"{prefix}:{name}", limit=limit)
+        pools[name] = ResilientCapacityPool(pool, outage, fallback=LocalCapacityPool(limit))
+    return SharedState(
+        store=ResilientCacheStore(RedisCacheStore(client), outage), pools=pools, workload=workload
+    )
 
 
 def _without_credentials(url: str) -> str:
@@ -679,10 +701,10 @@ class RuntimeComponents:
     def chat_profiles(self) -> tuple[ModelProfile, ...]:
         return chat_profiles(self.settings)
 
-    def chat(self, counter: TokenCounter) -> ChatSession:
+    def chat(self, counter: TokenCounter, workload: Workload = "interactive") -> ChatSession:
         providers, close_providers = open_chat_providers(self.settings)
         telemetry = configure_telemetry(self.settings)
-        shared = open_shared_state(self.settings, [p.name for p in providers])
+        shared = open_shared_state(self.settings, [p.name for p in providers], workload=workload)
         pipeline = build_chat_pipeline(
             self.settings,
             providers,

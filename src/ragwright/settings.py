@@ -245,6 +245,33 @@ class Settings(BaseSettings):
         "share: answer jobs, previous drafts and API keys. Unset: SQLite files under "
         "RAGWRIGHT_HOME (one machine).",
     )
+    job_workers: int = Field(
+        2,
+        ge=0,
+        description="Answer jobs this process runs at once (ragwright serve and ragwright "
+        "worker); 0: it accepts jobs but runs none.",
+    )
+    batch_capacity: int = Field(
+        2,
+        gt=0,
+        description="Answer jobs running at once across every worker of every replica, "
+        "and the batch model-capacity pool's size (separate from interactive answers).",
+    )
+    batch_tenant_capacity: int | None = Field(
+        None, gt=0, description="Answer jobs running at once per tenant; unset: no own limit."
+    )
+    job_ttl: float = Field(
+        3600.0, gt=0, description="Seconds an answer job may wait and run before it expires."
+    )
+    job_lease: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds a worker's claim on a job lasts unless renewed; a dead "
+        "worker's job is claimed again after it.",
+    )
+    job_deadline: float = Field(
+        300.0, gt=0, le=3600, description="Seconds one attempt at a job's answer may take."
+    )
     redis_url: str | None = Field(
         None,
         description="Shared cache and capacity pool across processes (e.g. redis://127.0.0.1:6379/0).",

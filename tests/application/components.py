@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ragwright.application import Application, ChatSession
+from ragwright.application import Application, ChatSession, Workload
 from ragwright.chat.contract import ChatModel
 from ragwright.protocols import Embedder, TokenCounter
 from ragwright.runtime import RuntimeComponents, build_chat_pipeline
@@ -40,6 +40,7 @@ class FakeComponents(RuntimeComponents):
         super().__init__(settings)
         self.model = model or ScriptedChatModel([answered("S1")] * 40)
         self.sessions = 0
+        self.workloads: list[Workload] = []
         self._hashing = HashingEmbedder()
 
     def embedding_profile(self) -> EmbeddingProfile:
@@ -48,8 +49,9 @@ class FakeComponents(RuntimeComponents):
     def embedder(self) -> Embedder:
         return self._hashing
 
-    def chat(self, counter: TokenCounter) -> ChatSession:
+    def chat(self, counter: TokenCounter, workload: Workload = "interactive") -> ChatSession:
         self.sessions += 1
+        self.workloads.append(workload)
         pipeline = build_chat_pipeline(self.settings, [self.model], counter=counter)
         return ChatSession(pipeline, _nothing)
 

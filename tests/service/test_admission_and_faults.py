@@ -15,7 +15,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from ragwright.application import Application, ChatSession
+from ragwright.application import Application, ChatSession, Workload
 from ragwright.errors import FailureCategory
 from ragwright.protocols import TokenCounter
 from ragwright.runtime import RuntimeComponents
@@ -197,8 +197,8 @@ def test_model_down_without_template_or_evidence_mode_is_unavailable(
 class RealProviderComponents(FakeComponents):
     """The hashing embedder, but the real chat pipeline and provider adapter."""
 
-    def chat(self, counter: TokenCounter) -> ChatSession:
-        return RuntimeComponents.chat(self, counter)
+    def chat(self, counter: TokenCounter, workload: Workload = "interactive") -> ChatSession:
+        return RuntimeComponents.chat(self, counter, workload)
 
 
 def closed_port() -> int:

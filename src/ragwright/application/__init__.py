@@ -4,7 +4,7 @@ Entry points (the ``ragwright`` command, the HTTP service) build an :class:`Appl
 with ``ragwright.runtime.build_application`` and call it; they hold no business logic.
 """
 
-from ragwright.application.components import ChatSession, Components, LoadedSources
+from ragwright.application.components import ChatSession, Components, LoadedSources, Workload
 from ragwright.application.keys import SCOPES, ApiKey, KeyStore
 from ragwright.application.outcomes import AnswerOutcome
 from ragwright.application.requests import (
@@ -102,5 +102,6 @@ __all__ = [
     "VerifyProblem",
     "VerifyRequest",
     "VerifyResult",
+    "Workload",
     "score_kind",
 ]

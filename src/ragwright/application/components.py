@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from ragwright.application.keys import KeyStore
 from ragwright.application.requests import SkippedFile
@@ -26,6 +26,8 @@ from ragwright.types import (
     SkippedDocument,
     SourceDocument,
 )
+
+Workload = Literal["interactive", "batch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,9 +101,11 @@ class Components(Protocol):
         """The primary model's profile, then each configured fallback's, in order."""
         ...
 
-    def chat(self, counter: TokenCounter) -> ChatSession:
+    def chat(self, counter: TokenCounter, workload: Workload = "interactive") -> ChatSession:
         """The configured chat pipeline over the primary and its fallbacks (providers
-        start on first use; ``close`` also flushes exported telemetry)."""
+        start on first use; ``close`` also flushes exported telemetry). ``workload``
+        picks its capacity pools: ``batch`` (answer jobs) never takes the leases
+        ``interactive`` answers need."""
         ...
 
     def load_sources(

@@ -33,7 +33,7 @@ from ragwright.application.calibration import (
     read_calibration,
     write_calibration,
 )
-from ragwright.application.components import ChatSession, Components, LoadedSources
+from ragwright.application.components import ChatSession, Components, LoadedSources, Workload
 from ragwright.application.keys import ApiKey
 from ragwright.application.outcomes import AnswerOutcome
 from ragwright.application.requests import (
@@ -147,20 +147,30 @@ class Application:
     def __init__(self, components: Components) -> None:
         self.components = components
         self._kept_chat: ChatSession | None = None
+        self._kept_batch: ChatSession | None = None
         self._templates: tuple[ApprovedTemplate, ...] | None = None
 
     @asynccontextmanager
-    async def chat_kept_open(self) -> AsyncIterator[None]:
+    async def chat_kept_open(self, workload: Workload = "interactive") -> AsyncIterator[None]:
         """Answers made inside share one chat session — one warm local model instead of a
-        start per answer — closed on exit (evaluation runs, benchmarks, a service)."""
-        if self._kept_chat is not None:
+        start per answer — closed on exit (evaluation runs, benchmarks, a service).
+        ``workload="batch"`` keeps the session answer jobs use (its own capacity pools)."""
+        batch = workload == "batch"
+        if (self._kept_batch if batch else self._kept_chat) is not None:
             yield
             return
-        self._kept_chat = self.components.chat(self.components.token_counter())
+        session = self.components.chat(self.components.token_counter(), workload)
+        if batch:
+            self._kept_batch = session
+        else:
+            self._kept_chat = session
         try:
             yield
         finally:
-            session, self._kept_chat = self._kept_chat, None
+            if batch:
+                self._kept_batch = None
+            else:
+                self._kept_chat = None
             await session.close()
 
     @contextmanager
@@ -478,6 +488,7 @@ class Application:
         request: AnswerRequest,
         *,
         on_evidence: Callable[[AssembledContext], None] | None = None,
+        workload: Workload = "interactive",
     ) -> AnswerOutcome:
         """Retrieve, assemble, generate, validate and cite; or say why not.
 
@@ -486,6 +497,7 @@ class Application:
         if one matches, else the evidence without an answer, else (with
         ``evidence_only_on_model_failure`` off) unavailable. ``on_evidence`` receives the
         assembled context before any model call (the HTTP stream's ``evidence`` event).
+        ``workload="batch"`` (answer jobs) draws model capacity from the batch pools.
         """
         self.check_question_tokens(request.question)
         templates = self.templates()  # a broken file fails now, not during an outage
@@ -509,11 +521,11 @@ class Application:
         )
         style = self.answer_style(request.style)
         answerability_threshold, answerability_source = self.answerability_threshold()
-        kept = self._kept_chat
+        kept = self._kept_batch if workload == "batch" else self._kept_chat
         session = (
             None
             if request.preview or style == "evidence"
-            else kept or self.components.chat(counter)
+            else kept or self.components.chat(counter, workload)
         )
         try:
             # One budget for the whole answer: the query embedding and reranking (remote
@@ -650,9 +662,14 @@ class Application:
         return []
 
     def capacity(self) -> dict[str, dict[str, Any]]:
-        """The model-capacity pools of the kept chat session, by provider (backend,
-        limit, leases in use, cooldown, degradation); empty outside ``chat_kept_open``."""
-        return self._kept_chat.capacity() if self._kept_chat is not None else {}
+        """The model-capacity pools of the kept chat sessions (interactive and batch), by
+        pool name (backend, limit, leases in use, cooldown, degradation); empty outside
+        ``chat_kept_open``."""
+        pools: dict[str, dict[str, Any]] = {}
+        for session in (self._kept_chat, self._kept_batch):
+            if session is not None:
+                pools.update(session.capacity())
+        return pools
 
     def index_problem(self) -> str | None:
         """``None`` when the collection opens for queries, else why not (one line)."""

@@ -31,13 +31,15 @@ from ragwright.application import (
     AnswerOutcome,
     AnswerRequest,
     Application,
-    EvidenceFilter,
     IngestRequest,
-    SearchRequest,
     StatusRequest,
 )
+from ragwright.application.callers import (
+    OutsideAllowlist,
+    answer_request_for,
+    search_request_for,
+)
 from ragwright.application.keys import ApiKey
-from ragwright.chat.contract import ChatMessage
 from ragwright.core.documents import validate_document
 from ragwright.errors import (
     AnswerContractError,
@@ -255,16 +257,12 @@ def create_app(
         """The ``k`` best eligible chunks (the same shape as ``ragwright search --json``)."""
         permit = state.admission.enter(key.tenant)
         try:
-            allowed = check_scope(body.documents, key)
             search_request = checked(
-                SearchRequest,
-                body.question,
+                search_request_for,
+                key,
+                question=body.question,
                 k=body.k,
-                evidence=EvidenceFilter(
-                    types=key.types, states=key.states, documents=tuple(body.documents)
-                ),
-                tenant=key.tenant,
-                allowed_documents=allowed,
+                documents=body.documents,
             )
             result = await until_disconnect(
                 request, guarded(asyncio.to_thread(application.search, search_request))
@@ -330,16 +328,12 @@ def create_app(
         return JSONResponse(result.to_dict())
 
     def build_answer_request(body: AnswerBody, key: ApiKey, deadline: float) -> AnswerRequest:
-        allowed = check_scope(body.documents, key)
         return checked(
-            AnswerRequest,
-            body.question,
-            evidence=EvidenceFilter(
-                types=key.types, states=key.states, documents=tuple(body.documents)
-            ),
-            tenant=key.tenant,
-            allowed_documents=allowed,
-            history=tuple(ChatMessage(m.role, m.content) for m in body.history),
+            answer_request_for,
+            key,
+            question=body.question,
+            history=[(m.role, m.content) for m in body.history],
+            documents=body.documents,
             deadline_seconds=deadline,
         )
 
@@ -425,23 +419,6 @@ def documents_of(
     return tuple(documents)
 
 
-def check_scope(documents: list[str], key: ApiKey) -> tuple[str, ...] | None:
-    """The key's allowlist (``None``: all of its tenant's documents); a requested document
-    outside it is refused (403) rather than silently dropped."""
-    if not key.documents:
-        return None
-    outside = [d for d in documents if d not in key.documents]
-    if outside:
-        raise Problem(
-            403,
-            "outside-allowlist",
-            "Not allowed",
-            f"documents: {len(outside)} requested document(s) are outside this key's "
-            f"allowlist (first: {outside[0]!r})",
-        )
-    return tuple(key.documents)
-
-
 def present(outcome: AnswerOutcome) -> dict[str, Any]:
     """The answer's JSON form for a caller: everything ``ask --json`` shows except the
     exact model request (instructions are server-side; their version is in provenance)."""
@@ -471,11 +448,14 @@ def assembly_field(reason: str) -> tuple[str, str]:
 
 
 def checked(build: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Build a typed request; a rule it breaks is invalid input naming the field."""
+    """Build a typed request; a rule it breaks is invalid input naming the field, and
+    documents outside the key's allowlist are refused (403), never silently dropped."""
     try:
         return build(*args, **kwargs)
     except RequestError as error:
         raise invalid_field(error.field, error.rule) from error
+    except OutsideAllowlist as error:
+        raise Problem(403, "outside-allowlist", "Not allowed", str(error)) from error
 
 
 def unavailable(reason: str, detail: str, **extensions: Any) -> Problem:
