@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from ragwright.application.jobs import JobStore
 from ragwright.application.keys import KeyStore
 from ragwright.application.requests import SkippedFile
 from ragwright.chat.contract import ChatModel, ModelProfile
@@ -106,6 +107,10 @@ class Components(Protocol):
         start on first use; ``close`` also flushes exported telemetry). ``workload``
         picks its capacity pools: ``batch`` (answer jobs) never takes the leases
         ``interactive`` answers need."""
+        ...
+
+    def job_store(self) -> JobStore:
+        """The durable answer-job store the settings select, built once."""
         ...
 
     def load_sources(

@@ -103,3 +103,11 @@ class AnswerOutcome:
             # Nothing the system stands behind: no evidence, no selection.
             out["quotes"], out["citations"] = [], []
         return out
+
+    def public_dict(self) -> dict[str, Any]:
+        """The form a caller of the service receives (an HTTP answer, a job's result):
+        everything but the exact model request, whose instructions stay on the server
+        (their version is in ``provenance``)."""
+        out = self.to_dict()
+        out.pop("request", None)
+        return out

@@ -33,7 +33,9 @@ from ragwright.application.calibration import (
     read_calibration,
     write_calibration,
 )
+from ragwright.application.callers import evidence_for
 from ragwright.application.components import ChatSession, Components, LoadedSources, Workload
+from ragwright.application.jobs import JobStore
 from ragwright.application.keys import ApiKey
 from ragwright.application.outcomes import AnswerOutcome
 from ragwright.application.requests import (
@@ -1106,6 +1108,46 @@ class Application:
         revoked secrets alike). The caller's tenant, scopes and eligibility come from
         the key, never from the request."""
         return self.components.key_store().authenticate(secret)
+
+    def jobs(self) -> JobStore:
+        """The durable answer-job store (PostgreSQL with ``RAGWRIGHT_DATABASE_URL``, else
+        SQLite under ``RAGWRIGHT_HOME``), opened once."""
+        return self.components.job_store()
+
+    def key(self, key_id: str) -> ApiKey | None:
+        """The key with this id (revoked ones included), else ``None``: a job's worker
+        revalidates the submitting caller's current permissions with it."""
+        return next((k for k in self.components.key_store().list() if k.id == key_id), None)
+
+    def changed_citations(self, outcome: AnswerOutcome, key: ApiKey) -> list[str]:
+        """The cited documents no longer eligible for ``key``'s caller at the revision the
+        answer cited (changed, unpublished, deleted, or out of the key's reach): a result
+        is published as current only when this is empty."""
+        result = outcome.result
+        if not result.citations:
+            return []
+        by_label = {s.label: s.candidate for s in result.context.sources}
+        cited = {c.document_id: by_label[c.label].revision for c in result.citations}
+        version = result.citations[0].chunking_version
+        eligibility = dataclasses.replace(
+            self.eligibility(evidence_for(key, ())),
+            chunking_version=version,
+            document_ids=tuple(sorted(cited)),
+        )
+        scope = CallerScope(tenant=key.tenant, allowed_documents=key.documents or None)
+        current: dict[str, set[str]] = {}
+        index = self.components.open_index(version, write=False, any_chunking_version=True)
+        try:
+            with index.reading():
+                for point in index.scroll(
+                    eligibility_filter(eligibility, scope),
+                    payload_fields=("document_id", "revision"),
+                ):
+                    document = str(point.payload.get("document_id"))
+                    current.setdefault(document, set()).add(str(point.payload.get("revision")))
+        finally:
+            index.close()
+        return sorted(d for d, revision in cited.items() if current.get(d) != {revision})
 
     # --- shared decisions -----------------------------------------------------------
 

@@ -1,10 +1,12 @@
-"""``ragwright serve``: the HTTP service (docs/service.md)."""
+"""``ragwright serve`` (the HTTP service) and ``ragwright worker`` (answer jobs without
+HTTP); docs/service.md."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
+import signal
 import socket
 import sys
 from typing import Annotated
@@ -64,13 +66,7 @@ def serve(
             f"the chat model does not answer ({problem}) and no degradation mode is declared "
             "(RAGWRIGHT_EVIDENCE_ONLY_ON_MODEL_FAILURE=false and no RAGWRIGHT_TEMPLATES)",
         )
-    # One line per request and the mode of every answer, never a body (docs/service.md).
-    log = logging.getLogger("ragwright")
-    if not log.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(levelname)s: %(name)s: %(message)s"))
-        log.addHandler(handler)
-    log.setLevel(logging.INFO)
+    _log_to_stderr()
     print(f"ragwright serving on http://{host}:{port} (OpenAPI at /openapi.json)", file=sys.stderr)
     uvicorn.run(
         create_app(app_),
@@ -79,3 +75,64 @@ def serve(
         log_level="info",
         access_log=False,  # the service logs one line per request, without bodies
     )
+
+
+@app.command()
+def worker(
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            min=1,
+            metavar="N",
+            help="Answer jobs this process runs at once (default RAGWRIGHT_JOB_WORKERS).",
+        ),
+    ] = None,
+) -> None:
+    """Run answer jobs (POST /v1/answer-jobs) without serving HTTP, until interrupted.
+
+    Claims jobs from the shared job store (PostgreSQL with RAGWRIGHT_DATABASE_URL, so
+    workers on several machines share one queue), within the batch pool. With the
+    embedded index the worker must own it: run workers beside a Qdrant server
+    (RAGWRIGHT_BACKEND=qdrant), or inside 'ragwright serve' (RAGWRIGHT_JOB_WORKERS).
+    """
+    from ragwright.application.job_runner import JobRunner
+    from ragwright.application.jobs import BatchLimits
+
+    app_ = application()
+    settings = app_.settings
+    concurrency = jobs or settings.job_workers or 1
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signal_number in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signal_number, stop.set)
+        runner = JobRunner(
+            app_,
+            app_.jobs(),
+            concurrency=concurrency,
+            limits=BatchLimits(settings.batch_capacity, settings.batch_tenant_capacity),
+            lease_seconds=settings.job_lease,
+            deadline_seconds=settings.job_deadline,
+        )
+        print(
+            f"ragwright worker {runner.worker_id}: up to {concurrency} jobs at once",
+            file=sys.stderr,
+        )
+        with app_.hold_index():
+            async with app_.chat_kept_open("batch"):
+                await runner.run(stop)
+
+    _log_to_stderr()
+    asyncio.run(run())
+
+
+def _log_to_stderr() -> None:
+    # One line per request, job step and answer mode, never a body (docs/service.md).
+    log = logging.getLogger("ragwright")
+    if not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s: %(name)s: %(message)s"))
+        log.addHandler(handler)
+    log.setLevel(logging.INFO)

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar
 
@@ -39,6 +39,8 @@ from ragwright.application.callers import (
     answer_request_for,
     search_request_for,
 )
+from ragwright.application.job_runner import JobRunner
+from ragwright.application.jobs import BatchLimits
 from ragwright.application.keys import ApiKey
 from ragwright.core.documents import validate_document
 from ragwright.errors import (
@@ -54,6 +56,7 @@ from ragwright.errors import (
     VectorIndexError,
 )
 from ragwright.service.admission import Admission
+from ragwright.service.jobs import job_routes
 from ragwright.service.problems import Problem, install_problem_handlers, invalid_field
 from ragwright.service.schemas import AnswerBody, IngestBody, SearchBody
 from ragwright.service.streaming import answer_stream
@@ -75,6 +78,7 @@ class ServiceState:
     admission: Admission
     model_problem: str | None = None
     started_at: float = field(default_factory=time.time)
+    runner: JobRunner | None = None
 
 
 def create_app(
@@ -105,19 +109,34 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         # The process owns the embedded index for its lifetime (queries go on while it
-        # ingests) and keeps one warm chat session for every request.
-        with application.hold_index():
-            async with application.chat_kept_open():
-                if probe_model:
-                    state.model_problem = await application.probe_model()
-                    if state.model_problem is not None:
-                        logger.warning(
-                            "warning: the chat model does not answer (%s); answers degrade "
-                            "to %s until it does",
-                            state.model_problem,
-                            degraded_mode(application),
-                        )
-                yield
+        # ingests) and keeps one warm chat session per workload for every request.
+        async with AsyncExitStack() as stack:
+            stack.enter_context(application.hold_index())
+            await stack.enter_async_context(application.chat_kept_open())
+            if probe_model:
+                state.model_problem = await application.probe_model()
+                if state.model_problem is not None:
+                    logger.warning(
+                        "warning: the chat model does not answer (%s); answers degrade "
+                        "to %s until it does",
+                        state.model_problem,
+                        degraded_mode(application),
+                    )
+            if settings.job_workers > 0:
+                await stack.enter_async_context(application.chat_kept_open("batch"))
+                stop = asyncio.Event()
+                runner = JobRunner(
+                    application,
+                    application.jobs(),
+                    concurrency=settings.job_workers,
+                    limits=BatchLimits(settings.batch_capacity, settings.batch_tenant_capacity),
+                    lease_seconds=settings.job_lease,
+                    deadline_seconds=settings.job_deadline,
+                )
+                state.runner = runner
+                dispatching = asyncio.create_task(runner.run(stop))
+                stack.push_async_callback(stopped, stop, dispatching)
+            yield
 
     app = FastAPI(
         title="ragwright",
@@ -163,6 +182,7 @@ def create_app(
         return authenticate
 
     app.add_middleware(EdgeClock)
+    app.include_router(job_routes(application, application.jobs, caller, checked))
 
     def remaining(request: Request) -> float:
         spent = time.monotonic() - float(request.state.arrived)
@@ -224,7 +244,7 @@ def create_app(
                 "the model is unavailable and no approved template applies",
                 timings=outcome.to_dict()["timings"],
             )
-        return JSONResponse(present(outcome))
+        return JSONResponse(outcome.public_dict())
 
     @app.post("/v1/answers/stream", tags=["answers"])
     async def answers_stream(
@@ -241,7 +261,7 @@ def create_app(
                 request,
                 permit,
                 lambda on_evidence: answer_or_problem(answer_request, on_evidence),
-                present=present,
+                present=AnswerOutcome.public_dict,
                 record=lambda outcome: record(outcome, key, "answers/stream"),
             )
         except BaseException:
@@ -381,6 +401,13 @@ class EdgeClock:
             )
 
 
+async def stopped(stop: asyncio.Event, dispatching: asyncio.Task[None]) -> None:
+    """Stop claiming jobs and let the ones in progress finish (a job cut off by a hard
+    stop is claimed again once its lease expires)."""
+    stop.set()
+    await dispatching
+
+
 def documents_of(
     body: IngestBody, key: ApiKey, document_types: tuple[str, ...]
 ) -> tuple[SourceDocument, ...]:
@@ -417,14 +444,6 @@ def documents_of(
         except DocumentError as error:
             raise invalid_field(f"documents[{index}].{error.field}", error.rule) from error
     return tuple(documents)
-
-
-def present(outcome: AnswerOutcome) -> dict[str, Any]:
-    """The answer's JSON form for a caller: everything ``ask --json`` shows except the
-    exact model request (instructions are server-side; their version is in provenance)."""
-    body = outcome.to_dict()
-    body.pop("request", None)
-    return body
 
 
 def degraded_mode(application: Application) -> str:

@@ -1,0 +1,245 @@
+"""Running durable answer jobs: claim, revalidate, answer, revalidate, publish once.
+
+One :class:`JobRunner` per process (``ragwright serve`` and ``ragwright worker`` start
+one) dispatches up to ``concurrency`` jobs at a time; the store's claim enforces the
+batch pool across every process and replica (``BatchLimits``), and model attempts draw
+from the batch capacity pools, never the interactive ones.
+
+Each job:
+
+1. **Revalidate before execution.** The submitting key must still be active, with the
+   same tenant and the ``answer`` scope; otherwise the job fails ``permission_revoked``.
+2. **Answer** with the key's eligibility, under ``RAGWRIGHT_JOB_DEADLINE``, while a
+   task renews the lease every third of it. A renewal refused (the job was cancelled,
+   expired, or taken over after this worker stalled) stops the answer: nothing is
+   published.
+3. **The model unavailable** (the answer degraded): a job is work that still matters
+   later, so it goes back to the queue instead of publishing evidence only, and the
+   dispatch ramp drops to one job at a time (:class:`DispatchRamp`).
+4. **Revalidate before publishing.** The key again, and every cited document must still
+   be eligible for the caller at the revision the answer cited; otherwise the job runs
+   again (up to ``MAX_ATTEMPTS`` claims), then fails ``inputs_changed``.
+5. **Publish** through the store's guarded write: at most once per job, only by the
+   worker holding the current lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ragwright.application.callers import OutsideAllowlist, answer_request_for
+from ragwright.application.jobs import AnswerJob, BatchLimits, JobStore
+from ragwright.application.keys import ApiKey
+from ragwright.errors import RagwrightError, RequestError
+
+if TYPE_CHECKING:
+    from ragwright.application.service import Application
+
+logger = logging.getLogger("ragwright.jobs")
+
+# Claims of one job before a changing input fails it instead of running it again.
+MAX_ATTEMPTS = 3
+DEGRADED = ("model_unavailable", "request_deadline_exceeded")
+
+
+@dataclass
+class DispatchRamp:
+    """How many jobs this process may run at once: ``limit`` normally; after an outage
+    one, then doubling with each success (slow start), so a backlog is released at a
+    bounded rate instead of all at once. An outage also pauses dispatch for
+    ``backoff`` seconds, doubling up to ``max_backoff`` while outages repeat."""
+
+    limit: int
+    allowed: int = 0
+    backoff: float = 1.0
+    max_backoff: float = 30.0
+    paused_until: float = 0.0
+    clock: Callable[[], float] = time.monotonic
+    _next_backoff: float = field(default=0.0, init=False)
+
+    def __post_init__(self) -> None:
+        self.allowed = self.allowed or self.limit
+        self._next_backoff = self.backoff
+
+    def may_start(self, running: int) -> bool:
+        return running < self.allowed and self.clock() >= self.paused_until
+
+    def outage(self) -> None:
+        self.allowed = 1
+        self.paused_until = self.clock() + self._next_backoff
+        self._next_backoff = min(self._next_backoff * 2, self.max_backoff)
+
+    def success(self) -> None:
+        self.allowed = min(self.allowed * 2, self.limit)
+        self._next_backoff = self.backoff
+
+
+class JobRunner:
+    """Claims and runs answer jobs until stopped; ``events`` receives one line per step
+    (``claimed:<id>``, ``published:<id>``, ``released:<id>:<reason>``, ``failed:<id>:
+    <reason>``, ``lost:<id>``), never content."""
+
+    def __init__(
+        self,
+        application: Application,
+        store: JobStore,
+        *,
+        concurrency: int,
+        limits: BatchLimits,
+        lease_seconds: float,
+        deadline_seconds: float,
+        poll_seconds: float = 0.5,
+        worker_id: str | None = None,
+        events: Callable[[str], None] | None = None,
+        ramp: DispatchRamp | None = None,
+    ) -> None:
+        self.application = application
+        self.store = store
+        self.concurrency = concurrency
+        self.limits = limits
+        self.lease_seconds = lease_seconds
+        self.deadline_seconds = deadline_seconds
+        self.poll_seconds = poll_seconds
+        self.worker_id = worker_id or f"worker-{uuid.uuid4().hex[:12]}"
+        self.events = events or (lambda _event: None)
+        self.ramp = ramp or DispatchRamp(concurrency)
+        self._running: set[asyncio.Task[None]] = set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Dispatch until ``stop`` is set, then wait for the jobs in progress."""
+        try:
+            while not stop.is_set():
+                if self.ramp.may_start(len(self._running)):
+                    job = await asyncio.to_thread(
+                        self.store.claim,
+                        self.worker_id,
+                        lease_seconds=self.lease_seconds,
+                        limits=self.limits,
+                    )
+                    if job is not None:
+                        self.events(f"claimed:{job.id}")
+                        task = asyncio.create_task(self.execute(job))
+                        self._running.add(task)
+                        task.add_done_callback(self._running.discard)
+                        continue
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=self.poll_seconds)
+        finally:
+            if self._running:
+                await asyncio.gather(*self._running, return_exceptions=True)
+
+    async def execute(self, job: AnswerJob) -> None:
+        """Run one claimed job to a published outcome, a release, or a lost lease."""
+        key = self.application.key(job.key_id)
+        if not _still_allowed(key, job):
+            await self._publish_failure(job, "permission_revoked")
+            return
+        assert key is not None
+        try:
+            request = answer_request_for(
+                key,
+                question=str(job.request["question"]),
+                history=[(m["role"], m["content"]) for m in job.request.get("history", [])],
+                documents=list(job.request.get("documents", [])),
+                deadline_seconds=self.deadline_seconds,
+            )
+        except (RequestError, OutsideAllowlist) as error:
+            await self._publish_failure(job, f"invalid_request: {error}")
+            return
+        answer = asyncio.ensure_future(self.application.answer(request, workload="batch"))
+        renewing = asyncio.create_task(self._renew_until(answer, job))
+        try:
+            outcome = await answer
+        except asyncio.CancelledError:
+            if renewing.done() and renewing.result() is False:
+                self.events(f"lost:{job.id}")
+                return  # cancelled, expired or taken over: publish nothing
+            raise
+        except RagwrightError as error:
+            # Retrieval or the index failed: the work still matters; try again later.
+            await self._release(job, f"unavailable: {type(error).__name__}", outage=True)
+            return
+        finally:
+            renewing.cancel()
+        if outcome.reason in DEGRADED:
+            await self._release(job, outcome.reason or "model_unavailable", outage=True)
+            return
+        key = self.application.key(job.key_id)
+        if not _still_allowed(key, job):
+            await self._publish_failure(job, "permission_revoked")
+            return
+        assert key is not None
+        changed = await asyncio.to_thread(self.application.changed_citations, outcome, key)
+        if changed:
+            reason = f"inputs_changed: {', '.join(changed)}"
+            if job.attempts < MAX_ATTEMPTS:
+                await self._release(job, reason, outage=False)
+            else:
+                await self._publish_failure(job, reason)
+            return
+        published = await asyncio.to_thread(
+            self.store.publish,
+            job.id,
+            self.worker_id,
+            state="succeeded",
+            result=outcome.public_dict(),
+        )
+        self.events(f"published:{job.id}" if published else f"lost:{job.id}")
+        if published:
+            self.ramp.success()
+            logger.info("job %s succeeded mode=%s attempts=%d", job.id, outcome.mode, job.attempts)
+
+    async def _renew_until(self, answer: asyncio.Future[Any], job: AnswerJob) -> bool:
+        while not answer.done():
+            await asyncio.sleep(self.lease_seconds / 3)
+            if answer.done():
+                break
+            renewed = await asyncio.to_thread(
+                self.store.renew, job.id, self.worker_id, lease_seconds=self.lease_seconds
+            )
+            if not renewed:
+                answer.cancel()
+                return False
+        return True
+
+    async def _release(self, job: AnswerJob, reason: str, *, outage: bool) -> None:
+        released = await asyncio.to_thread(
+            self.store.release, job.id, self.worker_id, reason=reason
+        )
+        self.events(f"released:{job.id}:{reason}" if released else f"lost:{job.id}")
+        if outage:
+            self.ramp.outage()
+        logger.info("job %s released (%s)", job.id, reason)
+
+    async def _publish_failure(self, job: AnswerJob, reason: str) -> None:
+        published = await asyncio.to_thread(
+            self.store.publish, job.id, self.worker_id, state="failed", failure=reason
+        )
+        self.events(f"failed:{job.id}:{reason}" if published else f"lost:{job.id}")
+        logger.info("job %s failed (%s)", job.id, reason.split(":", maxsplit=1)[0])
+
+
+def _still_allowed(key: ApiKey | None, job: AnswerJob) -> bool:
+    """The submitting key is still active, for the job's tenant, with the answer scope."""
+    return key is not None and key.active and key.tenant == job.tenant and key.allows("answer")
+
+
+def job_status(job: AnswerJob) -> Mapping[str, Any]:
+    """A job's JSON form for its caller (``GET /v1/answer-jobs/{id}``)."""
+    return {
+        "id": job.id,
+        "state": job.state,
+        "created_at": job.created_at,
+        "expires_at": job.expires_at,
+        "finished_at": job.finished_at,
+        "attempts": job.attempts,
+        "result": dict(job.result) if job.result is not None else None,
+        "failure": job.failure,
+    }

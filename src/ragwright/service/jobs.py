@@ -1,0 +1,173 @@
+"""``/v1/answer-jobs``: durable answer jobs (202 Accepted, idempotency keys).
+
+A submission is validated like an answer request, persisted, and only then acknowledged
+with 202, the job's ``id`` and its status URL (also in ``Location``). The
+``Idempotency-Key`` header is required: the same key (for the caller's tenant) with the
+same input is the same job; with another input it is 409. Status, result and
+cancellation are authorised against the caller's current permissions: another tenant's
+job does not exist for it (404), and a result citing documents outside its allowlist is
+refused (403). If the store cannot durably accept the job, the answer is 503: never a
+202 for work that might be lost. docs/service.md ("Durable answer jobs").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header
+from fastapi.responses import JSONResponse
+
+from ragwright.application import Application
+from ragwright.application.callers import answer_request_for
+from ragwright.application.job_runner import job_status
+from ragwright.application.jobs import AnswerJob, JobStore, canonical_input
+from ragwright.application.keys import ApiKey
+from ragwright.errors import IdempotencyConflict, JobNotFound, RagwrightError
+from ragwright.service.problems import Problem, invalid_field
+from ragwright.service.schemas import AnswerBody
+
+# An Idempotency-Key is an opaque token the client makes (a UUID, typically).
+_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
+
+
+def job_routes(
+    application: Application,
+    store: Callable[[], JobStore],
+    caller: Callable[[str], Callable[..., Awaitable[ApiKey]]],
+    checked: Callable[..., Any],
+) -> APIRouter:
+    """The job routes over ``store`` (opened on first use), authenticated by ``caller``."""
+    router = APIRouter(tags=["answer jobs"])
+    settings = application.settings
+
+    @router.post("/v1/answer-jobs", status_code=202)
+    async def submit(
+        body: AnswerBody,
+        key: Annotated[ApiKey, Depends(caller("answer"))],
+        idempotency_key: Annotated[
+            str | None,
+            Header(
+                alias="Idempotency-Key",
+                description="A token the client makes for this request (e.g. a UUID); "
+                "the same token with the same body is the same job.",
+            ),
+        ] = None,
+    ) -> JSONResponse:
+        """Accept an answer job: persisted before this returns 202 with its status URL."""
+        if idempotency_key is None:
+            raise invalid_field(
+                "Idempotency-Key", "required: a token you make per request", status=400
+            )
+        if not _IDEMPOTENCY_KEY.match(idempotency_key):
+            raise invalid_field("Idempotency-Key", "1 to 200 visible ASCII characters", status=400)
+        checked(  # the same rules as an interactive answer, refused now, not later
+            answer_request_for,
+            key,
+            question=body.question,
+            history=[(m.role, m.content) for m in body.history],
+            documents=body.documents,
+        )
+        request = body.model_dump(mode="json")
+        try:
+            submitted = await asyncio.to_thread(
+                store().submit,
+                tenant=key.tenant,
+                key_id=key.id,
+                idempotency_key=idempotency_key,
+                input_hash=canonical_input(request),
+                request=request,
+                ttl_seconds=settings.job_ttl,
+            )
+        except IdempotencyConflict as error:
+            raise Problem(
+                409,
+                "idempotency-conflict",
+                "Idempotency key reused",
+                "Idempotency-Key: already used for a different request body; use a new key",
+                job_id=error.job_id,
+            ) from error
+        except RagwrightError as error:
+            raise not_accepted(error) from error
+        job = submitted.job
+        url = f"/v1/answer-jobs/{job.id}"
+        return JSONResponse(
+            {**job_status(job), "status_url": url, "replayed": not submitted.created},
+            status_code=202,
+            headers={"Location": url},
+        )
+
+    @router.get("/v1/answer-jobs/{job_id}")
+    async def status(
+        job_id: str, key: Annotated[ApiKey, Depends(caller("answer"))]
+    ) -> JSONResponse:
+        """The job's state and, once it succeeded, its answer (the shape of
+        ``POST /v1/answers``)."""
+        job = visible(await read(job_id), key)
+        return JSONResponse(dict(job_status(job)))
+
+    @router.delete("/v1/answer-jobs/{job_id}")
+    async def cancel(
+        job_id: str, key: Annotated[ApiKey, Depends(caller("answer"))]
+    ) -> JSONResponse:
+        """Cancel a job that has not finished (a finished one is returned as it is)."""
+        visible(await read(job_id), key)
+        try:
+            job = await asyncio.to_thread(store().cancel, job_id)
+        except JobNotFound as error:
+            raise missing() from error
+        except RagwrightError as error:
+            raise store_unavailable(error) from error
+        return JSONResponse(dict(job_status(job)))
+
+    async def read(job_id: str) -> AnswerJob | None:
+        try:
+            return await asyncio.to_thread(store().get, job_id)
+        except RagwrightError as error:
+            raise store_unavailable(error) from error
+
+    return router
+
+
+def visible(job: AnswerJob | None, key: ApiKey) -> AnswerJob:
+    """The job, if the caller may see it now: its tenant's, and a result within the
+    key's allowlist. Another tenant's job is indistinguishable from none."""
+    if job is None or job.tenant != key.tenant:
+        raise missing()
+    if key.documents and job.result is not None:
+        cited = {c["document_id"] for c in job.result.get("citations", [])}
+        outside = sorted(cited - set(key.documents))
+        if outside:
+            raise Problem(
+                403,
+                "outside-allowlist",
+                "Not allowed",
+                f"the job's result cites {len(outside)} document(s) outside this key's "
+                f"allowlist (first: {outside[0]!r})",
+            )
+    return job
+
+
+def missing() -> Problem:
+    return Problem(404, "job-not-found", "No such job", "no job with this id for this caller")
+
+
+def not_accepted(error: Exception) -> Problem:
+    return Problem(
+        503,
+        "jobs-unavailable",
+        "Jobs cannot be accepted now",
+        f"the job store cannot durably accept the job ({type(error).__name__}); "
+        "nothing was accepted: submit again with the same Idempotency-Key",
+    )
+
+
+def store_unavailable(error: Exception) -> Problem:
+    return Problem(
+        503,
+        "jobs-unavailable",
+        "Jobs cannot be read now",
+        f"the job store is unavailable ({type(error).__name__})",
+    )

@@ -1,0 +1,280 @@
+"""Durable answer jobs through the service: 202 + idempotency, authorisation on reads,
+revalidation before running and before publishing, and degraded answers requeued."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from ragwright.application import IngestRequest, RevokeKeyRequest
+from ragwright.application.job_runner import DispatchRamp, JobRunner
+from ragwright.application.jobs import BatchLimits
+from ragwright.errors import FailureCategory
+from ragwright.testing.scripted import Fail, ScriptedChatModel
+from tests.application.components import answered
+from tests.service.conftest import CORPUS, QUESTION, RecordingModel, Service, bearer
+
+Client = Callable[[Service], TestClient]
+BODY = {"question": QUESTION}
+ANSWER = '{"status": "answered", "answer": "Drain while the deadline allows.", "sourceIds": ["S1"]}'
+
+
+def submit(client: TestClient, secret: str, key: str = "k-1", body: Any = BODY) -> Any:
+    return client.post(
+        "/v1/answer-jobs", json=body, headers={**bearer(secret), "Idempotency-Key": key}
+    )
+
+
+def wait_for_state(client: TestClient, secret: str, job_id: str, *states: str) -> Any:
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        job = client.get(f"/v1/answer-jobs/{job_id}", headers=bearer(secret)).json()
+        if job["state"] in states:
+            return job
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} never reached {states}: {job}")
+
+
+def runner(service: Service, events: list[str], **kwargs: Any) -> JobRunner:
+    options: dict[str, Any] = {
+        "concurrency": 1,
+        "limits": BatchLimits(2),
+        "lease_seconds": 5.0,
+        "deadline_seconds": 10.0,
+        "poll_seconds": 0.05,
+        "events": events.append,
+    }
+    options.update(kwargs)
+    return JobRunner(service.application, service.application.jobs(), **options)
+
+
+def test_a_job_is_accepted_with_202_and_runs_to_a_published_answer(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    service = make_service(job_workers=1)
+    secret = service.key("alice")
+    client = client_for(service)
+    response = submit(client, secret)
+    assert response.status_code == 202
+    job = response.json()
+    assert response.headers["location"] == job["status_url"] == f"/v1/answer-jobs/{job['id']}"
+    assert job["replayed"] is False
+    done = wait_for_state(client, secret, job["id"], "succeeded", "failed")
+    assert done["state"] == "succeeded", done
+    assert done["result"]["mode"] == "generated"
+    assert done["result"]["citations"]
+    assert "request" not in done["result"]
+    assert "batch" in service.components.workloads  # its own model-capacity pools
+
+
+def test_the_same_idempotency_key_is_the_same_job_and_another_body_is_409(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    service = make_service(job_workers=0)
+    alice = service.key("alice")
+    acme = service.key("acme", tenant="acme")
+    client = client_for(service)
+    first = submit(client, alice).json()
+    again = submit(client, alice)
+    assert again.status_code == 202
+    assert again.json()["id"] == first["id"] and again.json()["replayed"] is True
+    conflict = submit(client, alice, body={"question": "Another question?"})
+    assert conflict.status_code == 409
+    assert conflict.json()["detail"].startswith("Idempotency-Key")
+    other_tenant = submit(client, acme).json()  # keys are scoped to the caller's tenant
+    assert other_tenant["id"] != first["id"]
+
+
+@pytest.mark.parametrize(
+    ("headers", "field"),
+    [({}, "Idempotency-Key"), ({"Idempotency-Key": "has space"}, "Idempotency-Key")],
+)
+def test_a_submission_needs_a_well_formed_idempotency_key(
+    make_service: Callable[..., Service],
+    client_for: Client,
+    headers: dict[str, str],
+    field: str,
+) -> None:
+    service = make_service(job_workers=0)
+    secret = service.key("alice")
+    response = client_for(service).post(
+        "/v1/answer-jobs", json=BODY, headers={**bearer(secret), **headers}
+    )
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == field
+
+
+def test_invalid_input_is_refused_at_submission_not_later(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    service = make_service(job_workers=0)
+    secret = service.key("alice")
+    response = submit(client_for(service), secret, body={"question": "   "})
+    assert response.status_code == 422
+    assert service.application.jobs().counts().states.get("queued", 0) == 0
+
+
+def test_reads_and_cancellation_follow_the_callers_current_permissions(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    service = make_service(job_workers=0)
+    alice = service.key("alice")
+    colleague = service.key("colleague")  # same (untenanted) tenant
+    acme = service.key("acme", tenant="acme")
+    client = client_for(service)
+    job_id = submit(client, alice).json()["id"]
+    assert client.get(f"/v1/answer-jobs/{job_id}", headers=bearer(colleague)).status_code == 200
+    other = client.get(f"/v1/answer-jobs/{job_id}", headers=bearer(acme))
+    assert other.status_code == 404  # another tenant's job does not exist for it
+    assert client.delete(f"/v1/answer-jobs/{job_id}", headers=bearer(acme)).status_code == 404
+    key_id = next(k.id for k in service.application.list_keys().keys if k.name == "alice")
+    service.application.revoke_key(RevokeKeyRequest(key_id))
+    assert client.get(f"/v1/answer-jobs/{job_id}", headers=bearer(alice)).status_code == 401
+    cancelled = client.delete(f"/v1/answer-jobs/{job_id}", headers=bearer(colleague))
+    assert cancelled.json()["state"] == "cancelled"
+
+
+def test_a_result_citing_documents_outside_the_readers_allowlist_is_refused(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    service = make_service(job_workers=1)
+    alice = service.key("alice")
+    narrow = service.key("narrow", documents=("refund-policy",))
+    client = client_for(service)
+    job_id = submit(client, alice).json()["id"]
+    done = wait_for_state(client, alice, job_id, "succeeded", "failed")
+    assert done["state"] == "succeeded"
+    refused = client.get(f"/v1/answer-jobs/{job_id}", headers=bearer(narrow))
+    assert refused.status_code == 403
+
+
+def test_a_revoked_submitter_fails_the_job_before_it_runs(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    service = make_service(job_workers=0)
+    secret = service.key("alice")
+    client = client_for(service)
+    job_id = submit(client, secret).json()["id"]
+    key_id = service.application.list_keys().keys[0].id
+    service.application.revoke_key(RevokeKeyRequest(key_id))
+    events: list[str] = []
+    calls = service.components.model.calls  # type: ignore[attr-defined]
+    asyncio.run(_run_until(runner(service, events), events, f"failed:{job_id}"))
+    assert f"failed:{job_id}:permission_revoked" in events
+    assert service.components.model.calls == calls  # type: ignore[attr-defined]
+    job = service.application.jobs().get(job_id)
+    assert job is not None and (job.state, job.failure) == ("failed", "permission_revoked")
+
+
+def test_a_cited_document_changed_during_generation_runs_the_job_again(
+    make_service: Callable[..., Service], client_for: Client, tmp_path: Any
+) -> None:
+    model = RecordingModel(ANSWER, hold=True)
+    service = make_service(model, job_workers=0)
+    secret = service.key("alice")
+    client = client_for(service)
+    job_id = submit(client, secret).json()["id"]
+    model.release.clear()
+    events: list[str] = []
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(runner(service, events).run(stop))
+        while model.events.count("call") < 2:  # the probe's, then the job's
+            await asyncio.sleep(0.01)
+        # Edit the corpus while the model writes: the cited revision is gone.
+        edited = tmp_path / "edited"
+        edited.mkdir()
+        for source in CORPUS.glob("*.md"):
+            (edited / source.name).write_text(source.read_text() + "\nA new closing line.\n")
+        await asyncio.to_thread(service.application.ingest, IngestRequest((edited,)))
+        model.release.set()
+        while not any(e.startswith(f"published:{job_id}") for e in events):
+            await asyncio.sleep(0.01)
+        stop.set()
+        await task
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+    released = [e for e in events if e.startswith(f"released:{job_id}:inputs_changed")]
+    assert released, events
+    job = service.application.jobs().get(job_id)
+    assert job is not None and job.state == "succeeded" and job.attempts == 2
+
+
+def test_a_model_outage_requeues_the_job_and_ramps_dispatch_down(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    model = ScriptedChatModel([answered("S1")] + [Fail(FailureCategory.TRANSIENT)] * 40)
+    service = make_service(model, job_workers=0)
+    secret = service.key("alice")
+    job_id = submit(client_for(service), secret).json()["id"]
+    events: list[str] = []
+    job_runner = runner(service, events, concurrency=4)
+    asyncio.run(_run_until(job_runner, events, f"released:{job_id}"))
+    assert any(e.startswith(f"released:{job_id}:model_unavailable") for e in events)
+    job = service.application.jobs().get(job_id)
+    assert job is not None and job.state == "queued"  # never published as evidence only
+    assert job_runner.ramp.allowed == 1
+
+
+def test_the_dispatch_ramp_drops_to_one_and_doubles_back_to_the_limit() -> None:
+    now = [0.0]
+    ramp = DispatchRamp(8, backoff=2.0, clock=lambda: now[0])
+    assert ramp.may_start(7) and not ramp.may_start(8)
+    ramp.outage()
+    assert not ramp.may_start(0)  # paused for the backoff
+    now[0] = 2.0
+    assert ramp.may_start(0) and not ramp.may_start(1)
+    ramp.outage()
+    now[0] = 5.0
+    assert not ramp.may_start(0)  # the backoff doubled to 4 s
+    now[0] = 6.0
+    steps = []
+    for _ in range(4):
+        ramp.success()
+        steps.append(ramp.allowed)
+    assert steps == [2, 4, 8, 8]
+
+
+def test_a_job_cancelled_while_it_runs_publishes_nothing(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    model = RecordingModel(ANSWER, hold=True)
+    service = make_service(model, job_workers=0)
+    secret = service.key("alice")
+    client = client_for(service)
+    job_id = submit(client, secret).json()["id"]
+    model.release.clear()
+    events: list[str] = []
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(runner(service, events, lease_seconds=0.3).run(stop))
+        while model.events.count("call") < 2:
+            await asyncio.sleep(0.01)
+        await asyncio.to_thread(service.application.jobs().cancel, job_id)
+        while f"lost:{job_id}" not in events:
+            await asyncio.sleep(0.01)
+        stop.set()
+        await task
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))
+    assert "cancelled" in model.events  # the model call was stopped
+    job = service.application.jobs().get(job_id)
+    assert job is not None and job.state == "cancelled" and job.result is None
+
+
+async def _run_until(job_runner: JobRunner, events: list[str], prefix: str) -> None:
+    stop = asyncio.Event()
+    task = asyncio.create_task(job_runner.run(stop))
+    for _ in range(3000):
+        if any(e.startswith(prefix) for e in events):
+            break
+        await asyncio.sleep(0.01)
+    stop.set()
+    await asyncio.wait_for(task, 30)
