@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from ragwright.application.jobs import JobStore
 from ragwright.application.keys import KeyStore
 from ragwright.application.requests import SkippedFile
 from ragwright.chat.contract import ChatModel, ModelProfile
@@ -129,4 +130,10 @@ class Components(Protocol):
     def key_store(self) -> KeyStore:
         """The API key store the settings name (built at most once and kept open for
         the components' life: the service authenticates every request against it)."""
+        ...
+
+    def job_store(self) -> JobStore:
+        """The durable answer job store the settings name: PostgreSQL when
+        ``database_url`` is set (shared by replicas), else SQLite in the home (built at
+        most once and kept open for the components' life, like :meth:`key_store`)."""
         ...
