@@ -22,6 +22,7 @@ from ragwright.adapters.datasets import load_beir_cases, load_cases
 from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.embedders.onnx import MINILM_PROFILE, OnnxEmbedder
 from ragwright.adapters.held import HeldIndex
+from ragwright.adapters.jobs import PostgresJobStore, SqliteJobStore
 from ragwright.adapters.keys import SqliteKeyStore
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.adapters.redis import (
@@ -41,6 +42,7 @@ from ragwright.application import (
     SkippedFile,
     Workload,
 )
+from ragwright.application.jobs import JobStore
 from ragwright.chat.budget import AttemptLimit, Budgeted
 from ragwright.chat.builder import ChatPipelineBuilder
 from ragwright.chat.cache import MemoryCacheStore, ResponseCache
@@ -573,6 +575,8 @@ class RuntimeComponents:
         self._counter: O200kCounter | None = None
         self._keys: SqliteKeyStore | None = None
         self._keys_lock = threading.Lock()
+        self._jobs: JobStore | None = None
+        self._jobs_lock = threading.Lock()
         self._held: HeldIndex | None = None
 
     @contextmanager
@@ -758,6 +762,18 @@ class RuntimeComponents:
             if self._keys is None:
                 self._keys = SqliteKeyStore(self.settings.key_store_path)
             return self._keys
+
+    def job_store(self) -> JobStore:
+        # Every worker thread and request shares one store (one connection pool).
+        with self._jobs_lock:
+            if self._jobs is None:
+                url = self.settings.database_url
+                self._jobs = (
+                    PostgresJobStore(url.get_secret_value())
+                    if url is not None
+                    else SqliteJobStore(self.settings.home / "jobs.sqlite3")
+                )
+            return self._jobs
 
 
 def build_application(settings: Settings | None = None) -> Application:

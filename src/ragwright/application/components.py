@@ -109,10 +109,6 @@ class Components(Protocol):
         ``interactive`` answers need."""
         ...
 
-    def job_store(self) -> JobStore:
-        """The durable answer-job store the settings select, built once."""
-        ...
-
     def load_sources(
         self,
         paths: Sequence[Path],
@@ -138,4 +134,10 @@ class Components(Protocol):
     def key_store(self) -> KeyStore:
         """The API key store the settings name (built at most once and kept open for
         the components' life: the service authenticates every request against it)."""
+        ...
+
+    def job_store(self) -> JobStore:
+        """The durable answer job store the settings name: PostgreSQL when
+        ``database_url`` is set (shared by replicas), else SQLite in the home (built at
+        most once and kept open for the components' life, like :meth:`key_store`)."""
         ...

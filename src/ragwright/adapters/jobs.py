@@ -1,0 +1,635 @@
+"""Job stores: ``SqliteJobStore`` (embedded default) and ``PostgresJobStore`` (replicas).
+
+Both hold one table, ``answer_jobs``, with the same columns, and a schema-version row in
+``ragwright_schema``. The rules live in SQL that both share (:class:`_SqlJobStore`); a
+backend supplies only its clock, its transactions, its JSON and timestamp encodings.
+
+- Idempotency: ``UNIQUE (tenant_key, idempotency_key)``, where ``tenant_key`` is ``''``
+  for an untenanted caller and ``'t:' + tenant`` otherwise (a NULL tenant would not
+  collide in a unique index). ``submit`` inserts with ``ON CONFLICT DO NOTHING`` and
+  then reads the row that holds the key: concurrent submits of one key make one job,
+  because the constraint decides, not a check before the insert.
+- Claim: one transaction that counts the live leases (the batch pool, per tenant) and
+  takes the oldest claimable row. SQLite serialises it with ``BEGIN IMMEDIATE``;
+  PostgreSQL with ``pg_advisory_xact_lock`` on a key per schema (so two replicas never
+  both see one free slot), then ``FOR UPDATE SKIP LOCKED`` on the row.
+- ``renew``, ``release`` and ``publish`` change a row only while ``lease_owner`` is the
+  worker and the state is ``running``: a worker whose lease was taken over, or whose job
+  was cancelled, changes nothing, so a result is published once.
+- "Now" is the database server's ``clock_timestamp()`` on PostgreSQL (replicas whose
+  clocks disagree agree on leases) and an injectable clock on SQLite (one machine).
+
+PostgreSQL connections come from a small pool that checks each connection before
+lending it, so after a server restart the next call gets a fresh connection. A call
+made while the server is down raises :class:`~ragwright.errors.StorageError` after at
+most ``connect_timeout`` seconds; it is not retried here (the worker loop decides).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+import psycopg
+import psycopg_pool
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.types.json import Jsonb
+
+from ragwright.application.jobs import AnswerJob, BatchLimits, JobCounts, Submitted
+from ragwright.errors import IdempotencyConflict, JobNotFound, RequestError, StorageError
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT = 5.0
+CONNECT_TIMEOUT = 5.0
+_TIMESTAMP = "%Y-%m-%dT%H:%M:%S.%fZ"  # fixed width: compares correctly as text
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+_COLUMNS = (
+    "id, tenant, key_id, idempotency_key, input_hash, request, state, created_at, "
+    "expires_at, attempts, lease_owner, lease_expires_at, result, failure, finished_at"
+)
+# A job a worker may take: waiting, or running under a lease that ran out (its worker
+# died), and in either case not past its own expiry.
+_CLAIMABLE = (
+    "(j.state = 'queued' OR (j.state = 'running' AND j.lease_expires_at <= ?)) AND j.expires_at > ?"
+)
+_LIVE = "state = 'running' AND lease_expires_at > ?"
+
+_SQLITE_SCHEMA = (
+    """CREATE TABLE ragwright_schema (
+        component TEXT PRIMARY KEY,
+        version INTEGER NOT NULL
+    ) STRICT""",
+    """CREATE TABLE answer_jobs (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        tenant TEXT,
+        tenant_key TEXT NOT NULL,
+        key_id TEXT NOT NULL,
+        idempotency_key TEXT NOT NULL,
+        input_hash TEXT NOT NULL,
+        request TEXT NOT NULL,
+        state TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        lease_owner TEXT,
+        lease_expires_at TEXT,
+        result TEXT,
+        failure TEXT,
+        finished_at TEXT,
+        UNIQUE (tenant_key, idempotency_key)
+    ) STRICT""",
+    "CREATE INDEX answer_jobs_state ON answer_jobs (state, created_at, seq)",
+)
+
+
+def _postgres_schema(schema: str) -> tuple[str, ...]:
+    return (
+        f"CREATE SCHEMA IF NOT EXISTS {schema}",
+        f"""CREATE TABLE IF NOT EXISTS {schema}.ragwright_schema (
+            component text PRIMARY KEY,
+            version integer NOT NULL
+        )""",
+        f"""CREATE TABLE IF NOT EXISTS {schema}.answer_jobs (
+            seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id text NOT NULL UNIQUE,
+            tenant text,
+            tenant_key text NOT NULL,
+            key_id text NOT NULL,
+            idempotency_key text NOT NULL,
+            input_hash text NOT NULL,
+            request jsonb NOT NULL,
+            state text NOT NULL,
+            created_at timestamptz NOT NULL,
+            expires_at timestamptz NOT NULL,
+            attempts integer NOT NULL DEFAULT 0,
+            lease_owner text,
+            lease_expires_at timestamptz,
+            result jsonb,
+            failure text,
+            finished_at timestamptz,
+            UNIQUE (tenant_key, idempotency_key)
+        )""",
+        f"CREATE INDEX IF NOT EXISTS answer_jobs_state ON {schema}.answer_jobs "
+        "(state, created_at, seq)",
+    )
+
+
+class _SqlJobStore:
+    """The job rules in SQL (``?`` placeholders); subclasses give the connection."""
+
+    _table = "answer_jobs"
+    _where: str  # names the store in errors, never a password
+
+    def submit(
+        self,
+        *,
+        tenant: str | None,
+        key_id: str,
+        idempotency_key: str,
+        input_hash: str,
+        request: Mapping[str, Any],
+        ttl_seconds: float,
+    ) -> Submitted:
+        if not idempotency_key:
+            raise RequestError("idempotency_key", "must not be empty")
+        if ttl_seconds <= 0:
+            raise RequestError("ttl_seconds", f"must be positive, got {ttl_seconds}")
+        job_id = uuid.uuid4().hex
+        tenant_key = _tenant_key(tenant)
+        with self._transaction(exclusive=False) as (run, now):
+            run(
+                f"INSERT INTO {self._table} (id, tenant, tenant_key, key_id, idempotency_key, "
+                "input_hash, request, state, created_at, expires_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?) "
+                "ON CONFLICT (tenant_key, idempotency_key) DO NOTHING",
+                (
+                    job_id,
+                    tenant,
+                    tenant_key,
+                    key_id,
+                    idempotency_key,
+                    input_hash,
+                    self._json(request),
+                    now,
+                    self._later(now, ttl_seconds),
+                ),
+            )
+            rows = run(
+                f"SELECT {_COLUMNS} FROM {self._table} "
+                "WHERE tenant_key = ? AND idempotency_key = ?",
+                (tenant_key, idempotency_key),
+            )
+        job = self._job(rows[0])
+        if job.input_hash != input_hash:
+            raise IdempotencyConflict(idempotency_key, job.id)
+        return Submitted(job, created=job.id == job_id)
+
+    def get(self, job_id: str) -> AnswerJob | None:
+        with self._transaction(exclusive=False) as (run, _):
+            rows = run(f"SELECT {_COLUMNS} FROM {self._table} WHERE id = ?", (job_id,))
+        return self._job(rows[0]) if rows else None
+
+    def cancel(self, job_id: str) -> AnswerJob:
+        with self._transaction(exclusive=False) as (run, now):
+            run(
+                f"UPDATE {self._table} SET state = 'cancelled', finished_at = ?, "
+                "lease_expires_at = NULL WHERE id = ? AND state IN ('queued', 'running')",
+                (now, job_id),
+            )
+            rows = run(f"SELECT {_COLUMNS} FROM {self._table} WHERE id = ?", (job_id,))
+        if not rows:
+            raise JobNotFound(job_id)
+        return self._job(rows[0])
+
+    def claim(self, worker: str, *, lease_seconds: float, limits: BatchLimits) -> AnswerJob | None:
+        if limits.pool < 1:
+            raise RequestError("limits.pool", f"must be at least 1, got {limits.pool}")
+        if limits.per_tenant is not None and limits.per_tenant < 1:
+            raise RequestError(
+                "limits.per_tenant", f"must be at least 1 or None, got {limits.per_tenant}"
+            )
+        with self._transaction(exclusive=True) as (run, now):
+            running = run(f"SELECT count(*) FROM {self._table} WHERE {_LIVE}", (now,))[0][0]
+            if running >= limits.pool:
+                return None
+            tenant_room = ""
+            params: tuple[Any, ...] = (now, now)
+            if limits.per_tenant is not None:
+                tenant_room = (
+                    f" AND (SELECT count(*) FROM {self._table} r WHERE r.tenant_key = "
+                    "j.tenant_key AND r.state = 'running' AND r.lease_expires_at > ?) < ?"
+                )
+                params = (now, now, now, limits.per_tenant)
+            found = run(
+                f"SELECT j.id FROM {self._table} j WHERE {_CLAIMABLE}{tenant_room} "
+                f"ORDER BY j.created_at, j.seq LIMIT 1{self._skip_locked}",
+                params,
+            )
+            if not found:
+                return None
+            rows = run(
+                f"UPDATE {self._table} SET state = 'running', lease_owner = ?, "
+                "lease_expires_at = ?, attempts = attempts + 1 "
+                f"WHERE id = ? RETURNING {_COLUMNS}",
+                (worker, self._later(now, lease_seconds), found[0][0]),
+            )
+        return self._job(rows[0])
+
+    def renew(self, job_id: str, worker: str, *, lease_seconds: float) -> bool:
+        with self._transaction(exclusive=False) as (run, now):
+            rows = run(
+                f"UPDATE {self._table} SET lease_expires_at = ? WHERE id = ? "
+                "AND lease_owner = ? AND state = 'running' AND expires_at > ? RETURNING id",
+                (self._later(now, lease_seconds), job_id, worker, now),
+            )
+        return bool(rows)
+
+    def release(self, job_id: str, worker: str, *, reason: str) -> bool:
+        with self._transaction(exclusive=False) as (run, _):
+            rows = run(
+                f"UPDATE {self._table} SET state = 'queued', lease_owner = NULL, "
+                "lease_expires_at = NULL WHERE id = ? AND lease_owner = ? "
+                "AND state = 'running' RETURNING id",
+                (job_id, worker),
+            )
+        if rows:
+            logger.info("job %s released by %s: %s", job_id, worker, reason)
+        return bool(rows)
+
+    def publish(
+        self,
+        job_id: str,
+        worker: str,
+        *,
+        state: Literal["succeeded", "failed"],
+        result: Mapping[str, Any] | None = None,
+        failure: str | None = None,
+    ) -> bool:
+        if state not in ("succeeded", "failed"):
+            raise RequestError("state", f"must be 'succeeded' or 'failed', got {state!r}")
+        with self._transaction(exclusive=False) as (run, now):
+            rows = run(
+                f"UPDATE {self._table} SET state = ?, result = ?, failure = ?, "
+                "finished_at = ?, lease_expires_at = NULL WHERE id = ? AND lease_owner = ? "
+                "AND state = 'running' RETURNING id",
+                (
+                    state,
+                    None if result is None else self._json(result),
+                    failure,
+                    now,
+                    job_id,
+                    worker,
+                ),
+            )
+        return bool(rows)
+
+    def expire(self) -> int:
+        with self._transaction(exclusive=False) as (run, now):
+            rows = run(
+                f"UPDATE {self._table} SET state = 'expired', finished_at = ?, "
+                "lease_expires_at = NULL WHERE state IN ('queued', 'running') "
+                "AND expires_at <= ? RETURNING id",
+                (now, now),
+            )
+        return len(rows)
+
+    def counts(self) -> JobCounts:
+        with self._transaction(exclusive=False) as (run, now):
+            states = run(f"SELECT state, count(*) FROM {self._table} GROUP BY state", ())
+            oldest = run(f"SELECT min(created_at) FROM {self._table} WHERE state = 'queued'", ())[
+                0
+            ][0]
+        age = None if oldest is None else max(0.0, self._seconds(now) - self._seconds(oldest))
+        return JobCounts({str(s): int(n) for s, n in states}, age)
+
+    # What a backend supplies.
+
+    _skip_locked = ""
+
+    def _transaction(
+        self, *, exclusive: bool
+    ) -> contextlib.AbstractContextManager[tuple[_Run, Any]]:
+        raise NotImplementedError
+
+    def _later(self, now: Any, seconds: float) -> Any:
+        raise NotImplementedError
+
+    def _seconds(self, moment: Any) -> float:
+        raise NotImplementedError
+
+    def _text(self, moment: Any) -> str:
+        raise NotImplementedError
+
+    def _json(self, value: Mapping[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def _mapping(self, value: Any) -> Mapping[str, Any]:
+        raise NotImplementedError
+
+    def _job(self, row: Sequence[Any]) -> AnswerJob:
+        try:
+            (
+                job_id,
+                tenant,
+                key_id,
+                idempotency_key,
+                input_hash,
+                request,
+                state,
+                created_at,
+                expires_at,
+                attempts,
+                lease_owner,
+                lease_expires_at,
+                result,
+                failure,
+                finished_at,
+            ) = row
+            return AnswerJob(
+                id=str(job_id),
+                tenant=tenant,
+                key_id=str(key_id),
+                idempotency_key=str(idempotency_key),
+                input_hash=str(input_hash),
+                request=self._mapping(request),
+                state=state,
+                created_at=self._text(created_at),
+                expires_at=self._text(expires_at),
+                attempts=int(attempts),
+                lease_owner=lease_owner,
+                lease_expires_at=None if lease_expires_at is None else self._text(lease_expires_at),
+                result=None if result is None else self._mapping(result),
+                failure=failure,
+                finished_at=None if finished_at is None else self._text(finished_at),
+            )
+        except (TypeError, ValueError) as error:
+            raise StorageError(
+                self._where, f"job {row[0]!r} does not read back: {error}"
+            ) from error
+
+
+_Run = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
+
+
+class SqliteJobStore(_SqlJobStore):
+    """A :class:`~ragwright.application.jobs.JobStore` in one SQLite file.
+
+    Threads share one connection under a lock; processes share the file in WAL mode,
+    each write waiting up to ``busy_timeout`` seconds for another's. ``clock`` gives
+    seconds since the epoch (tests pass a manual clock to make leases run out).
+
+    Raises:
+        StorageError: the file cannot be opened, holds other tables, or was written by
+            another schema version.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        clock: Callable[[], float] = time.time,
+        busy_timeout: float = BUSY_TIMEOUT,
+    ) -> None:
+        self.path = path
+        self._where = str(path)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._closed = False
+        _create_private(path)
+        try:
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as error:
+            raise StorageError(str(path), f"cannot open the job store: {error}") from error
+        try:
+            self._db.execute(f"PRAGMA busy_timeout = {round(busy_timeout * 1000)}")
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._migrate()
+        except sqlite3.Error as error:
+            self._db.close()
+            raise StorageError(str(path), f"not a readable job store ({error})") from error
+        except StorageError:
+            self._db.close()
+            raise
+
+    def _migrate(self) -> None:
+        with self._transaction(exclusive=True) as (run, _):
+            tables = {
+                row[0] for row in run("SELECT name FROM sqlite_master WHERE type = 'table'", ())
+            }
+            if not tables:
+                for statement in _SQLITE_SCHEMA:
+                    run(statement, ())
+                run("INSERT INTO ragwright_schema VALUES ('jobs', ?)", (SCHEMA_VERSION,))
+                return
+            if "ragwright_schema" not in tables or "answer_jobs" not in tables:
+                # Never add a table to a database something else owns.
+                raise StorageError(str(self.path), "holds other tables: not a job store")
+            _check_version(
+                run("SELECT version FROM ragwright_schema WHERE component = 'jobs'", ()),
+                self._where,
+            )
+
+    @contextlib.contextmanager
+    def _transaction(self, *, exclusive: bool) -> Iterator[tuple[_Run, Any]]:
+        # Every write is BEGIN IMMEDIATE: it takes the write lock up front and waits for
+        # it (busy_timeout) rather than failing when a read would have to upgrade; the
+        # claim's count and update are then one serialised step across processes.
+        del exclusive
+        with self._lock:
+            if self._closed:
+                raise StorageError(self._where, "the job store is closed")
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as error:
+                raise StorageError(self._where, f"job store busy or unwritable: {error}") from error
+            try:
+                yield self._run, _stamp(self._clock())
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+
+    def _run(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        try:
+            return self._db.execute(statement, tuple(params)).fetchall()
+        except sqlite3.OperationalError as error:
+            raise StorageError(self._where, f"job store refused a write: {error}") from error
+
+    def _later(self, now: Any, seconds: float) -> str:
+        return _stamp(self._seconds(now) + seconds)
+
+    def _seconds(self, moment: Any) -> float:
+        return datetime.strptime(str(moment), _TIMESTAMP).replace(tzinfo=UTC).timestamp()
+
+    def _text(self, moment: Any) -> str:
+        return str(moment)
+
+    def _json(self, value: Mapping[str, Any]) -> str:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+    def _mapping(self, value: Any) -> Mapping[str, Any]:
+        loaded = json.loads(str(value))
+        if not isinstance(loaded, dict):
+            raise ValueError(f"expected a JSON object, found {type(loaded).__name__}")
+        return loaded
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._db.close()
+
+
+class PostgresJobStore(_SqlJobStore):
+    """A :class:`~ragwright.application.jobs.JobStore` in PostgreSQL, for replicas.
+
+    ``url`` is a libpq connection string; the tables live in ``schema`` (created on
+    open, under an advisory lock so replicas starting together do not race on DDL).
+    Connections come from a pool of ``min_size``..``max_size``, each checked before it
+    is lent, so the store recovers by itself once a restarted server answers again.
+
+    Raises:
+        StorageError: the server is unreachable (within ``connect_timeout`` seconds), or
+            the schema was written by another schema version. Every method raises it,
+            without retrying, while the server is down.
+    """
+
+    _skip_locked = " FOR UPDATE SKIP LOCKED"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str = "ragwright",
+        min_size: int = 1,
+        max_size: int = 4,
+        connect_timeout: float = CONNECT_TIMEOUT,
+    ) -> None:
+        if not _SCHEMA_NAME.fullmatch(schema):
+            raise RequestError(
+                "schema", f"must be a lower-case SQL identifier ([a-z_][a-z0-9_]*), got {schema!r}"
+            )
+        self.schema = schema
+        self._table = f"{schema}.answer_jobs"
+        self._timeout = connect_timeout
+        try:
+            parts = conninfo_to_dict(url)
+        except psycopg.ProgrammingError as error:
+            raise StorageError("RAGWRIGHT_DATABASE_URL", f"not a connection URL: {error}") from None
+        self._where = "postgresql://{}:{}/{}".format(
+            parts.get("host", "localhost"), parts.get("port", 5432), parts.get("dbname", "")
+        )
+        # psycopg_pool logs each failed connection attempt itself; the caller sees ours.
+        self._pool = psycopg_pool.ConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            kwargs={
+                "connect_timeout": max(1, round(connect_timeout)),
+                "application_name": f"ragwright-jobs-{schema}",
+            },
+            check=psycopg_pool.ConnectionPool.check_connection,
+            timeout=connect_timeout,
+            reconnect_timeout=0,  # keep trying to refill for as long as the store lives
+            open=False,
+            name=f"ragwright-jobs-{schema}",
+        )
+        self._pool.open(wait=False)
+        try:
+            self._migrate()
+        except BaseException:
+            self._pool.close()
+            raise
+
+    def _migrate(self) -> None:
+        with self._connection() as conn:
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"ragwright.ddl:{self.schema}",)
+            )
+            for statement in _postgres_schema(self.schema):
+                conn.execute(statement)
+            conn.execute(
+                f"INSERT INTO {self.schema}.ragwright_schema VALUES ('jobs', %s) "
+                "ON CONFLICT (component) DO NOTHING",
+                (SCHEMA_VERSION,),
+            )
+            rows = conn.execute(
+                f"SELECT version FROM {self.schema}.ragwright_schema WHERE component = 'jobs'"
+            ).fetchall()
+        _check_version(rows, f"{self._where} schema {self.schema}")
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[Any]:
+        try:
+            # The pool's context commits on a clean exit and rolls back on an error.
+            with self._pool.connection(timeout=self._timeout) as conn:
+                yield conn
+        except psycopg_pool.PoolTimeout as error:
+            raise StorageError(
+                self._where, f"PostgreSQL did not answer within {self._timeout} s: {error}"
+            ) from error
+        except psycopg_pool.PoolClosed as error:
+            raise StorageError(self._where, "the job store is closed") from error
+        except psycopg.OperationalError as error:
+            raise StorageError(self._where, f"PostgreSQL connection failed: {error}") from error
+
+    @contextlib.contextmanager
+    def _transaction(self, *, exclusive: bool) -> Iterator[tuple[_Run, Any]]:
+        with self._connection() as conn:
+            if exclusive:
+                # The claim counts live leases and takes a slot: one claim at a time per
+                # schema across every replica, or two could both take the last slot.
+                conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtext(%s))",
+                    (f"ragwright.claim:{self.schema}",),
+                )
+            now = conn.execute("SELECT clock_timestamp()").fetchone()[0]
+
+            def run(statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+                cursor = conn.execute(statement.replace("?", "%s"), tuple(params))
+                return cursor.fetchall() if cursor.description is not None else []
+
+            yield run, now
+
+    def _later(self, now: Any, seconds: float) -> datetime:
+        moment: datetime = now + timedelta(seconds=seconds)
+        return moment
+
+    def _seconds(self, moment: Any) -> float:
+        return float(moment.timestamp())
+
+    def _text(self, moment: Any) -> str:
+        return str(moment.astimezone(UTC).strftime(_TIMESTAMP))
+
+    def _json(self, value: Mapping[str, Any]) -> Any:
+        return Jsonb(dict(value))
+
+    def _mapping(self, value: Any) -> Mapping[str, Any]:
+        if not isinstance(value, dict):
+            raise ValueError(f"expected a JSON object, found {type(value).__name__}")
+        return value
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+def _tenant_key(tenant: str | None) -> str:
+    return "" if tenant is None else f"t:{tenant}"
+
+
+def _check_version(rows: Sequence[Sequence[Any]], where: str) -> None:
+    version = rows[0][0] if rows else None
+    if version != SCHEMA_VERSION:
+        raise StorageError(
+            where,
+            f"job store schema version {version}, this ragwright reads {SCHEMA_VERSION}; "
+            "use the ragwright that wrote it",
+        )
+
+
+def _stamp(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime(_TIMESTAMP)
+
+
+def _create_private(path: Path) -> None:
+    """Create the file for its owner only before SQLite opens it (SQLite would use the
+    umask, typically world-readable; its ``-wal``/``-shm`` files take the same mode)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))

@@ -1,0 +1,168 @@
+"""The job stores against the conformance suite: SQLite in a temporary file, PostgreSQL
+on the loopback server (``RAGWRIGHT_TEST_POSTGRES_URL``), each test in its own schema."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from ragwright.adapters.jobs import PostgresJobStore, SqliteJobStore
+from ragwright.application.jobs import JobStore
+from ragwright.errors import StorageError
+from ragwright.testing.conformance.jobs import JobStoreConformance, submit
+
+URL = os.environ.get("RAGWRIGHT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class TestSqliteJobStore(JobStoreConformance):
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Iterator[JobStore]:
+        self.clock = ManualClock()
+        self.path = tmp_path / "jobs.sqlite3"
+        self.store_expression = (
+            f"__import__('ragwright.adapters.jobs').adapters.jobs.SqliteJobStore("
+            f"__import__('pathlib').Path({str(self.path)!r}))"
+        )
+        store = SqliteJobStore(self.path, clock=self.clock)
+        yield store
+        store.close()
+
+    def open_again(self, store: JobStore) -> JobStore:
+        return SqliteJobStore(self.path, clock=self.clock)
+
+    def elapse(self, seconds: float) -> None:
+        self.clock.now += seconds
+
+    def test_four_processes_run_sixty_jobs_exactly_once(
+        self, store: JobStore, tmp_path: Path
+    ) -> None:
+        # The children use the real clock: so must the jobs they claim.
+        store.close()
+        real = SqliteJobStore(self.path)
+        try:
+            super().test_four_processes_run_sixty_jobs_exactly_once(real, tmp_path)
+        finally:
+            real.close()
+
+
+class TestPostgresJobStore(JobStoreConformance):
+    @pytest.fixture
+    def store(self) -> Iterator[JobStore]:
+        self.schema = f"test_jobs_{uuid.uuid4().hex[:12]}"
+        self.store_expression = (
+            f"__import__('ragwright.adapters.jobs').adapters.jobs.PostgresJobStore("
+            f"{URL!r}, schema={self.schema!r})"
+        )
+        try:
+            store = PostgresJobStore(URL, schema=self.schema)
+        except StorageError as error:
+            pytest.fail(f"PostgreSQL is not reachable at {URL}: {error}")
+        yield store
+        store.close()
+        with psycopg.connect(URL, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
+
+    def open_again(self, store: JobStore) -> JobStore:
+        return PostgresJobStore(URL, schema=self.schema)
+
+    def elapse(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+def test_sqlite_file_is_private_to_its_owner(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.sqlite3"
+    SqliteJobStore(path).close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_sqlite_refuses_a_file_another_program_owns(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "other.sqlite3"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE notes (x)")
+    with pytest.raises(StorageError, match="not a job store"):
+        SqliteJobStore(path)
+
+
+def test_sqlite_refuses_another_schema_version(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "jobs.sqlite3"
+    SqliteJobStore(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE ragwright_schema SET version = 99")
+    with pytest.raises(StorageError, match="schema version 99"):
+        SqliteJobStore(path)
+
+
+def test_postgres_stores_opening_together_create_the_schema_once() -> None:
+    import threading
+
+    schema = f"test_jobs_{uuid.uuid4().hex[:12]}"
+    stores: list[PostgresJobStore] = []
+    errors: list[BaseException] = []
+
+    def open_one() -> None:
+        try:
+            stores.append(PostgresJobStore(URL, schema=schema))
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert errors == []
+        submit(stores[0], "key-1")
+        assert stores[3].counts().states == {"queued": 1}
+    finally:
+        for store in stores:
+            store.close()
+        with psycopg.connect(URL, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def test_postgres_unreachable_is_a_storage_error_without_the_password() -> None:
+    started = time.monotonic()
+    with pytest.raises(StorageError) as caught:
+        PostgresJobStore("postgresql://postgres:s3cret@127.0.0.1:1/postgres", connect_timeout=1.0)
+    assert "s3cret" not in str(caught.value)
+    assert time.monotonic() - started < 10
+
+
+def test_postgres_store_recovers_after_its_connections_are_killed() -> None:
+    schema = f"test_jobs_{uuid.uuid4().hex[:12]}"
+    store = PostgresJobStore(URL, schema=schema)
+    try:
+        submit(store, "key-1")
+        # What a server restart does to open connections: the server ends them.
+        with psycopg.connect(URL, autocommit=True) as conn:
+            killed = conn.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE application_name = %s",
+                (f"ragwright-jobs-{schema}",),
+            ).fetchone()
+        assert killed is not None and killed[0] >= 1
+        assert store.counts().states == {"queued": 1}
+    finally:
+        store.close()
+        with psycopg.connect(URL, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
