@@ -10,7 +10,6 @@ refused (403). If the store cannot durably accept the job, the answer is 503: ne
 202 for work that might be lost. docs/service.md ("Durable answer jobs").
 """
 
-from __future__ import annotations
 
 import asyncio
 import re
