@@ -50,6 +50,9 @@ OPERATIONS: dict[tuple[str, str], tuple[GenerationMode, ...]] = {
     ("POST", "/v1/answers/stream"): BOTH,
     ("POST", "/v1/search"): BOTH,
     ("GET", "/v1/status"): BOTH,
+    ("POST", "/v1/answer-jobs"): BOTH,
+    ("GET", "/v1/answer-jobs/{job_id}"): BOTH,
+    ("DELETE", "/v1/answer-jobs/{job_id}"): BOTH,
     # Last: an ingestion (with ``prune``) may replace the corpus the others answer from.
     ("POST", "/v1/ingestions"): BOTH,
 }

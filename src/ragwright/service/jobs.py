@@ -10,7 +10,6 @@ refused (403). If the store cannot durably accept the job, the answer is 503: ne
 202 for work that might be lost. docs/service.md ("Durable answer jobs").
 """
 
-
 import asyncio
 import re
 from collections.abc import Awaitable, Callable
@@ -25,7 +24,7 @@ from ragwright.application.job_runner import job_status
 from ragwright.application.jobs import AnswerJob, JobStore, canonical_input
 from ragwright.application.keys import ApiKey
 from ragwright.errors import IdempotencyConflict, JobNotFound, RagwrightError
-from ragwright.service.problems import Problem, invalid_field
+from ragwright.service.problems import Problem
 from ragwright.service.schemas import AnswerBody
 
 # An Idempotency-Key is an opaque token the client makes (a UUID, typically).
@@ -56,12 +55,19 @@ def job_routes(
         ] = None,
     ) -> JSONResponse:
         """Accept an answer job: persisted before this returns 202 with its status URL."""
-        if idempotency_key is None:
-            raise invalid_field(
-                "Idempotency-Key", "required: a token you make per request", status=400
+        if idempotency_key is None or not _IDEMPOTENCY_KEY.match(idempotency_key):
+            rule = (
+                "required: a token you make per request (e.g. a UUID)"
+                if idempotency_key is None
+                else "1 to 200 visible ASCII characters"
             )
-        if not _IDEMPOTENCY_KEY.match(idempotency_key):
-            raise invalid_field("Idempotency-Key", "1 to 200 visible ASCII characters", status=400)
+            raise Problem(
+                400,
+                "idempotency-key",
+                "Idempotency-Key needed",
+                f"Idempotency-Key: {rule}",
+                errors=[{"field": "Idempotency-Key", "rule": rule}],
+            )
         checked(  # the same rules as an interactive answer, refused now, not later
             answer_request_for,
             key,
