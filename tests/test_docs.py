@@ -29,6 +29,7 @@ from tests.conftest import REPO
         "keys list",
         "keys revoke",
         "serve",
+        "worker",
     ],
 )
 def test_every_option_is_documented(command: str) -> None:

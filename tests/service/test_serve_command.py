@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -149,3 +150,55 @@ def test_serve_refuses_a_port_in_use_before_starting_anything(tmp_path: Path) ->
     assert result.stderr.strip().splitlines() == [
         f"error: setting '--host/--port': cannot listen on 127.0.0.1:{port}: Address already in use"
     ]
+
+
+@pytest.mark.slow
+def test_worker_runs_answer_jobs_without_http_and_stops_on_sigterm(idle_home: Path) -> None:
+    import signal
+
+    from ragwright.application.jobs import canonical_input
+    from ragwright.runtime import build_application
+    from ragwright.settings import load_settings
+
+    application = build_application(load_settings(home=idle_home, answer_style="evidence"))
+    key = application.add_key(_grant()).key
+    request = {"question": QUESTION, "history": [], "documents": []}
+    job = (
+        application.jobs()
+        .submit(
+            tenant=None,
+            key_id=key.id,
+            idempotency_key="worker-test",
+            input_hash=canonical_input(request),
+            request=request,
+            ttl_seconds=600,
+        )
+        .job
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ragwright", "worker", "--jobs", "2"],
+        env={**os.environ, "RAGWRIGHT_HOME": str(idle_home), "RAGWRIGHT_ANSWER_STYLE": "evidence"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            done = application.jobs().get(job.id)
+            if done is not None and done.finished:
+                break
+            time.sleep(0.2)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 0, stderr
+    assert "up to 2 jobs at once" in stderr
+    assert done is not None and done.state == "succeeded", (done, stderr)
+    assert done.result is not None and done.result["mode"] == "evidence_only"
+
+
+def _grant() -> Any:
+    from ragwright.application import AddKeyRequest
+
+    return AddKeyRequest(tenant=None, scopes=("answer",))
