@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from ragwright.application import IngestRequest, RevokeKeyRequest
 from ragwright.application.job_runner import DispatchRamp, JobRunner
 from ragwright.application.jobs import BatchLimits
-from ragwright.errors import FailureCategory
+from ragwright.errors import FailureCategory, StorageError
 from ragwright.testing.scripted import Fail, ScriptedChatModel
 from tests.application.components import answered
 from tests.service.conftest import CORPUS, QUESTION, RecordingModel, Service, bearer
@@ -278,3 +278,52 @@ async def _run_until(job_runner: JobRunner, events: list[str], prefix: str) -> N
         await asyncio.sleep(0.01)
     stop.set()
     await asyncio.wait_for(task, 30)
+
+
+class StoreDownAtFirst:
+    """A job store whose first ``outages`` claims fail as a database restart does;
+    every other call goes to the real store. Records each claim's outcome."""
+
+    def __init__(self, store: Any, outages: int) -> None:
+        self.store = store
+        self.outages = outages
+        self.claims: list[str] = []
+
+    def claim(self, worker: str, **kwargs: Any) -> Any:
+        if self.outages > 0:
+            self.outages -= 1
+            self.claims.append("down")
+            raise StorageError("postgresql://127.0.0.1:5432/jobs", "connection refused")
+        self.claims.append("ok")
+        return self.store.claim(worker, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def test_the_runner_survives_a_job_store_outage_and_claims_again_when_it_is_back(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    # Regression (issue 12, PostgreSQL restart fault): a claim that raised while the
+    # database restarted ended the dispatch loop, so the process ran no job again.
+    service = make_service(job_workers=0)
+    secret = service.key("alice")
+    job_id = submit(client_for(service), secret).json()["id"]
+    store = StoreDownAtFirst(service.application.jobs(), outages=2)
+    events: list[str] = []
+    job_runner = JobRunner(
+        service.application,
+        store,  # type: ignore[arg-type]
+        concurrency=1,
+        limits=BatchLimits(2),
+        lease_seconds=5.0,
+        deadline_seconds=10.0,
+        poll_seconds=0.05,
+        events=events.append,
+        ramp=DispatchRamp(1, backoff=0.05),
+    )
+    asyncio.run(_run_until(job_runner, events, f"published:{job_id}"))
+    assert store.claims[:3] == ["down", "down", "ok"]
+    assert events[:2] == ["store_unavailable:StorageError"] * 2
+    job = service.application.jobs().get(job_id)
+    assert job is not None and job.state == "succeeded" and job.attempts == 1

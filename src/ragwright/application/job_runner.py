@@ -84,7 +84,7 @@ class DispatchRamp:
 class JobRunner:
     """Claims and runs answer jobs until stopped; ``events`` receives one line per step
     (``claimed:<id>``, ``published:<id>``, ``released:<id>:<reason>``, ``failed:<id>:
-    <reason>``, ``lost:<id>``), never content."""
+    <reason>``, ``lost:<id>``, ``store_unavailable:<error>``), never content."""
 
     def __init__(
         self,
@@ -117,12 +117,20 @@ class JobRunner:
         try:
             while not stop.is_set():
                 if self.ramp.may_start(len(self._running)):
-                    job = await asyncio.to_thread(
-                        self.store.claim,
-                        self.worker_id,
-                        lease_seconds=self.lease_seconds,
-                        limits=self.limits,
-                    )
+                    try:
+                        job = await asyncio.to_thread(
+                            self.store.claim,
+                            self.worker_id,
+                            lease_seconds=self.lease_seconds,
+                            limits=self.limits,
+                        )
+                    except RagwrightError as error:
+                        # The store is down (a database restart): keep the loop alive and
+                        # claim again once it answers; the jobs are safe in the store.
+                        self.events(f"store_unavailable:{type(error).__name__}")
+                        logger.warning("job store unavailable: %s", error)
+                        self.ramp.outage()
+                        job = None
                     if job is not None:
                         self.events(f"claimed:{job.id}")
                         task = asyncio.create_task(self.execute(job))

@@ -11,6 +11,7 @@ refused (403). If the store cannot durably accept the job, the answer is 503: ne
 """
 
 import asyncio
+import os
 import re
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
@@ -96,6 +97,11 @@ def job_routes(
             ) from error
         except RagwrightError as error:
             raise not_accepted(error) from error
+        if os.environ.get("RAGWRIGHT_FAILPOINT") == "after-job-persist":
+            # Test-only fault injection (docs/jobs.md, "Failpoint"): the process dies
+            # after the job is durable and before the client hears 202, as a crash
+            # there would; the client's retry with the same key must find the job.
+            os._exit(137)
         job = submitted.job
         url = f"/v1/answer-jobs/{job.id}"
         return JSONResponse(
