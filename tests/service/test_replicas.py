@@ -1,0 +1,165 @@
+"""Several ``ragwright serve`` replicas as real processes on loopback, sharing one
+PostgreSQL database (jobs), one Redis (capacity pools, cache) and one key store, each
+on its own copy of one ingested index: jobs accepted on either replica run once; a
+replica killed with jobs in flight loses none; a process that dies between persisting
+a job and answering 202 leaves a job the client's retry finds (issue 12).
+
+Keys: replicas share them through ``RAGWRIGHT_KEYS_PATH`` (one SQLite file on this
+machine) until the PostgreSQL key store is merged; then ``RAGWRIGHT_DATABASE_URL``
+alone carries them and the ``RAGWRIGHT_KEYS_PATH`` line below goes.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.replicas import (
+    add_key,
+    ingest_template,
+    published,
+    redis_server,
+    replicas,
+    scratch_database,
+    store_rows,
+    submit,
+    wait_finished,
+)
+from tests.scripted_openai import scripted_openai
+
+pytestmark = pytest.mark.slow
+
+QUESTION = "Should I drain all queued work during shutdown?"
+LEASE = 2.0
+
+
+def quote_s1(evidence: list[dict[str, Any]]) -> dict[str, Any]:
+    """A generated answer the support check accepts: S1's first sentence."""
+    if not evidence:
+        return {"status": "insufficient", "answer": "", "sourceIds": []}
+    sentence = evidence[0]["text"].split(". ")[0]
+    return {"status": "answered", "answer": sentence, "sourceIds": ["S1"]}
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return ingest_template(tmp_path_factory.mktemp("template"))
+
+
+@pytest.fixture
+def shared(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The servers replicas share: a scratch database, a throwaway Redis, one key file."""
+    with scratch_database() as database, redis_server() as redis:
+        yield {
+            "RAGWRIGHT_DATABASE_URL": database,
+            "RAGWRIGHT_REDIS_URL": redis.url,
+            "RAGWRIGHT_KEYS_PATH": str(tmp_path / "keys.sqlite3"),  # until PostgresKeyStore
+            "RAGWRIGHT_JOB_WORKERS": "2",
+            "RAGWRIGHT_BATCH_CAPACITY": "4",
+            "RAGWRIGHT_JOB_LEASE": str(LEASE),
+        }
+
+
+def model_env(base_url: str, style: str) -> dict[str, str]:
+    return {
+        "RAGWRIGHT_CHAT_PROVIDER": "openai",
+        "RAGWRIGHT_CHAT_MODEL": "scripted",
+        "RAGWRIGHT_CHAT_BASE_URL": base_url,
+        "RAGWRIGHT_CHAT_API_KEY": "sk-scripted",
+        "RAGWRIGHT_ANSWER_STYLE": style,
+    }
+
+
+def test_jobs_accepted_on_either_replica_complete_once_and_a_key_is_one_job_across_them(
+    template: Path, shared: dict[str, str], tmp_path: Path
+) -> None:
+    with scripted_openai(quote_s1) as (base_url, _):
+        env = {**shared, **model_env(base_url, "evidence")}
+        secret = add_key(env, tmp_path / "admin")
+        with replicas(template, tmp_path, 2, env) as (a, b):
+            ids = []
+            for n in range(8):
+                replica = (a, b)[n % 2]
+                response = submit(replica.url, secret, f"job-{n}", f"{QUESTION} ({n})")
+                assert response.status_code == 202, response.text
+                ids.append(response.json()["id"])
+            first = submit(a.url, secret, "same-key", QUESTION)
+            again = submit(b.url, secret, "same-key", QUESTION)
+            assert (first.status_code, again.status_code) == (202, 202)
+            assert again.json()["id"] == first.json()["id"]
+            assert (first.json()["replayed"], again.json()["replayed"]) == (False, True)
+            ids.append(first.json()["id"])
+            done = wait_finished(b.url, secret, ids, timeout=60)
+            fleet = [a, b]
+            counts = published(fleet)
+    assert {job_id: done[job_id]["state"] for job_id in ids} == dict.fromkeys(ids, "succeeded")
+    assert {counts[job_id] for job_id in ids} == {1}
+    assert len(store_rows(shared["RAGWRIGHT_DATABASE_URL"])) == 9
+    # Both replicas ran jobs: the queue is shared, not per process.
+    assert all(published([replica]) for replica in fleet)
+
+
+def test_a_replica_killed_with_jobs_in_flight_loses_none_and_runs_none_twice(
+    template: Path, shared: dict[str, str], tmp_path: Path
+) -> None:
+    with scripted_openai(quote_s1, delay=1.5) as (base_url, _):
+        env = {**shared, **model_env(base_url, "generated")}
+        secret = add_key(env, tmp_path / "admin")
+        with replicas(template, tmp_path, 2, env) as (a, b):
+            ids = [
+                submit(a.url, secret, f"job-{n}", f"{QUESTION} ({n})").json()["id"]
+                for n in range(8)
+            ]
+            worker = a.worker_id()
+            assert worker is not None
+            held: list[str] = []
+            deadline = time.monotonic() + 30
+            while not held and time.monotonic() < deadline:
+                held = [
+                    row["id"]
+                    for row in store_rows(shared["RAGWRIGHT_DATABASE_URL"])
+                    if row["state"] == "running" and row["lease_owner"] == worker
+                ]
+                time.sleep(0.05)
+            assert held, "replica a never claimed a job"
+            a.kill()
+            done = wait_finished(b.url, secret, ids, timeout=90)
+            counts = published([a, b])
+    assert {job_id: done[job_id]["state"] for job_id in ids} == dict.fromkeys(ids, "succeeded")
+    assert {counts[job_id] for job_id in ids} == {1}, counts
+    # The killed replica's jobs ran again on the survivor, after the lease ran out.
+    assert all(done[job_id]["attempts"] >= 2 for job_id in held), done
+    assert all(done[job_id]["result"]["mode"] == "generated" for job_id in ids)
+
+
+def test_a_process_dying_after_persisting_leaves_the_job_for_the_retry_with_the_same_key(
+    template: Path, shared: dict[str, str], tmp_path: Path
+) -> None:
+    with scripted_openai(quote_s1) as (base_url, _):
+        env = {**shared, **model_env(base_url, "evidence")}
+        secret = add_key(env, tmp_path / "admin")
+        with replicas(template, tmp_path, 2, env) as (a, b):
+            a.stop()
+            a.start(RAGWRIGHT_FAILPOINT="after-job-persist", RAGWRIGHT_JOB_WORKERS="0")
+            a.wait_ready()
+            key = f"crash-{uuid.uuid4().hex}"
+            with pytest.raises(Exception) as crashed:  # the connection drops: no answer
+                submit(a.url, secret, key, QUESTION)
+            assert type(crashed.value).__module__.startswith("httpx")
+            assert a.process is not None and a.process.wait(10) == 137
+            rows = store_rows(shared["RAGWRIGHT_DATABASE_URL"])
+            assert [r["idempotency_key"] for r in rows] == [key]  # persisted before it died
+            retry = submit(b.url, secret, key, QUESTION)
+            assert retry.status_code == 202
+            assert retry.json()["id"] == rows[0]["id"]
+            assert retry.json()["replayed"] is True
+            done = wait_finished(b.url, secret, [rows[0]["id"]], timeout=60)
+            counts = published([a, b])
+    assert done[rows[0]["id"]]["state"] == "succeeded"
+    assert counts[rows[0]["id"]] == 1
+    assert len(store_rows(shared["RAGWRIGHT_DATABASE_URL"])) == 1
