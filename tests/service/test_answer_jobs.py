@@ -327,3 +327,22 @@ def test_the_runner_survives_a_job_store_outage_and_claims_again_when_it_is_back
     assert events[:2] == ["store_unavailable:StorageError"] * 2
     job = service.application.jobs().get(job_id)
     assert job is not None and job.state == "succeeded" and job.attempts == 1
+
+
+def test_a_freed_slot_is_taken_when_a_job_ends_not_at_the_next_poll(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    # Regression (issue 12, burst fault): the loop slept a whole poll interval after a
+    # job ended, so a backlog drained slower than the pool. With a poll interval longer
+    # than _run_until waits, the second job runs only if the first one's end wakes it.
+    service = make_service(job_workers=0)
+    secret = service.key("alice")
+    client = client_for(service)
+    first, second = (submit(client, secret, key).json()["id"] for key in ("k-1", "k-2"))
+    events: list[str] = []
+    job_runner = runner(service, events, concurrency=1, poll_seconds=120.0)
+    asyncio.run(_run_until(job_runner, events, f"published:{second}"))
+    assert [e for e in events if e.startswith("published:")] == [
+        f"published:{first}",
+        f"published:{second}",
+    ]

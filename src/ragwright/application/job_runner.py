@@ -26,7 +26,6 @@ Each job:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -111,11 +110,15 @@ class JobRunner:
         self.events = events or (lambda _event: None)
         self.ramp = ramp or DispatchRamp(concurrency)
         self._running: set[asyncio.Task[None]] = set()
+        # Set when a job ends, so a freed slot is taken at once, not at the next poll
+        # (the backlog then drains at the pool's rate; benchmarks/job_faults.py).
+        self._freed = asyncio.Event()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Dispatch until ``stop`` is set, then wait for the jobs in progress."""
         try:
             while not stop.is_set():
+                self._freed.clear()
                 if self.ramp.may_start(len(self._running)):
                     try:
                         job = await asyncio.to_thread(
@@ -135,13 +138,25 @@ class JobRunner:
                         self.events(f"claimed:{job.id}")
                         task = asyncio.create_task(self.execute(job))
                         self._running.add(task)
-                        task.add_done_callback(self._running.discard)
+                        task.add_done_callback(self._ended)
                         continue
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=self.poll_seconds)
+                await self._idle(stop)
         finally:
             if self._running:
                 await asyncio.gather(*self._running, return_exceptions=True)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        self._freed.set()
+
+    async def _idle(self, stop: asyncio.Event) -> None:
+        """Wait for a poll interval, a job to end, or ``stop``, whichever comes first."""
+        waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._freed.wait())]
+        try:
+            await asyncio.wait(waits, timeout=self.poll_seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
 
     async def execute(self, job: AnswerJob) -> None:
         """Run one claimed job to a published outcome, a release, or a lost lease."""
