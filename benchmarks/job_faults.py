@@ -145,6 +145,14 @@ def rows(database_url: str) -> list[dict[str, Any]]:
     return [dict(zip(names, row, strict=True)) for row in found]
 
 
+def running(database_url: str) -> int:
+    with psycopg.connect(database_url, connect_timeout=2) as conn:
+        found = conn.execute(
+            "SELECT count(*) FROM ragwright.answer_jobs WHERE state = 'running'"
+        ).fetchone()
+    return int(found[0]) if found else 0
+
+
 def wait_drained(database_url: str, job_ids: set[str], timeout: float) -> list[dict[str, Any]]:
     """The store's rows once every accepted job finished (or ``timeout`` passed)."""
     deadline = time.monotonic() + timeout
@@ -169,9 +177,7 @@ def account(
     succeeded = [by_id[j] for j in job_ids if j in by_id and by_id[j]["state"] == "succeeded"]
     counts = published(fleet)
     per_key = Counter(r["idempotency_key"] for r in found)
-    seconds = [
-        (r["finished_at"] - r["created_at"]).total_seconds() for r in succeeded
-    ]
+    seconds = [(r["finished_at"] - r["created_at"]).total_seconds() for r in succeeded]
     attempts = Counter(str(r["attempts"]) for r in succeeded)
     return {
         "submitted": len(client.accepted),
@@ -223,14 +229,22 @@ def submit_all(client: Client, name: str, count: int, spacing: float = 0.0) -> N
 
 
 def baseline(setup: Setup) -> dict[str, Any]:
-    with scratch_database() as db, redis_server() as redis, setup.fleet("baseline", db, redis.url) as (fleet, secret):
+    with (
+        scratch_database() as db,
+        redis_server() as redis,
+        setup.fleet("baseline", db, redis.url) as (fleet, secret),
+    ):
         client = Client(fleet, secret)
         submit_all(client, "baseline", setup.args.jobs)
         return account(client, fleet, db, timeout=90)
 
 
 def worker_killed(setup: Setup) -> dict[str, Any]:
-    with scratch_database() as db, redis_server() as redis, setup.fleet("killed", db, redis.url) as (fleet, secret):
+    with (
+        scratch_database() as db,
+        redis_server() as redis,
+        setup.fleet("killed", db, redis.url) as (fleet, secret),
+    ):
         a = fleet[0]
         client = Client(fleet, secret)
         submit_all(client, "killed", setup.args.jobs)
@@ -255,8 +269,12 @@ def worker_killed(setup: Setup) -> dict[str, Any]:
 
 
 def killed_before_202(setup: Setup) -> dict[str, Any]:
-    with scratch_database() as db, redis_server() as redis, setup.fleet("crash", db, redis.url) as (fleet, secret):
-        a, b = fleet
+    with (
+        scratch_database() as db,
+        redis_server() as redis,
+        setup.fleet("crash", db, redis.url) as (fleet, secret),
+    ):
+        a = fleet[0]
         a.stop()
         a.start(RAGWRIGHT_FAILPOINT="after-job-persist")
         a.wait_ready()
@@ -287,6 +305,7 @@ def postgres_restart(setup: Setup) -> dict[str, Any]:
 
         def restart() -> None:
             time.sleep(1.5)
+            restarted["running"] = running(cluster.url)
             began = time.monotonic()
             cluster.stop()
             time.sleep(setup.args.outage)
@@ -300,18 +319,26 @@ def postgres_restart(setup: Setup) -> dict[str, Any]:
         record = account(client, fleet, cluster.url, timeout=120)
         warned = sum(r.log().count("job store unavailable") for r in fleet)
         record["fault"] = (
-            f"PostgreSQL stopped (fast) and started again; down {restarted.get('down_s')} s; "
+            f"PostgreSQL stopped (fast) with {restarted.get('running')} job(s) running and "
+            f"started again; down {restarted.get('down_s')} s; "
             f"'job store unavailable' warnings in the logs: {warned}"
         )
         return record
 
 
 def redis_down(setup: Setup) -> dict[str, Any]:
-    with scratch_database() as db, redis_server() as redis, setup.fleet("redis", db, redis.url) as (fleet, secret):
+    with (
+        scratch_database() as db,
+        redis_server() as redis,
+        setup.fleet("redis", db, redis.url) as (fleet, secret),
+    ):
         client = Client(fleet, secret)
+
+        at_kill: list[int] = []
 
         def kill() -> None:
             time.sleep(1.0)
+            at_kill.append(running(db))
             redis.stop()
 
         fault = threading.Thread(target=kill)
@@ -320,7 +347,9 @@ def redis_down(setup: Setup) -> dict[str, Any]:
         fault.join()
         record = account(client, fleet, db, timeout=90)
         warned = [r.name for r in fleet if REDIS_WARNING in r.log()]
-        record["fault"] = f"redis-server killed mid-run; replicas that warned: {warned}"
+        record["fault"] = (
+            f"redis-server killed with {at_kill[0]} job(s) running; replicas that warned: {warned}"
+        )
         record["warned"] = len(warned)
         return record
 
@@ -345,7 +374,11 @@ def interactive(url: str, secret: str, stop: Callable[[], bool], tag: str) -> li
 
 def burst(setup: Setup) -> dict[str, Any]:
     count = 10 * BATCH_CAPACITY
-    with scratch_database() as db, redis_server() as redis, setup.fleet("burst", db, redis.url) as (fleet, secret):
+    with (
+        scratch_database() as db,
+        redis_server() as redis,
+        setup.fleet("burst", db, redis.url) as (fleet, secret),
+    ):
         a = fleet[0]
         quiet_until = time.monotonic() + setup.args.quiet_seconds
         quiet = interactive(a.url, secret, lambda: time.monotonic() > quiet_until, "quiet")

@@ -34,7 +34,9 @@ import psycopg
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "samples" / "corpus"
-POSTGRES_SERVER = os.environ.get("RAGWRIGHT_TEST_POSTGRES_SERVER", "postgresql://postgres@127.0.0.1:5432")
+POSTGRES_SERVER = os.environ.get(
+    "RAGWRIGHT_TEST_POSTGRES_SERVER", "postgresql://postgres@127.0.0.1:5432"
+)
 POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
 # The job runner's line when it published a result (application/job_runner.py).
 PUBLISHED = re.compile(r"job ([0-9a-f]{32}) succeeded")
@@ -171,14 +173,26 @@ class RedisServer:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no"],
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2):
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), 0.2),
+            ):
                 return
             time.sleep(0.05)
         raise RuntimeError(f"redis-server did not listen on {self.port}")
@@ -285,7 +299,12 @@ def replicas(
 def add_key(env: Mapping[str, str], home: Path) -> str:
     """One API key every replica accepts: made once, in the key store they share."""
     out = ragwright(
-        "keys", "add", "--no-tenant", "--scope", "answer", "--json",
+        "keys",
+        "add",
+        "--no-tenant",
+        "--scope",
+        "answer",
+        "--json",
         env={**env, "RAGWRIGHT_HOME": str(home)},
     )
     import json

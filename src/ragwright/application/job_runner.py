@@ -153,7 +153,9 @@ class JobRunner:
         """Wait for a poll interval, a job to end, or ``stop``, whichever comes first."""
         waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._freed.wait())]
         try:
-            await asyncio.wait(waits, timeout=self.poll_seconds, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                waits, timeout=self.poll_seconds, return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
             for wait in waits:
                 wait.cancel()

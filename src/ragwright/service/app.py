@@ -136,7 +136,9 @@ def create_app(
                 state.runner = runner
                 # Names the worker in the process log, so a job's lease owner (in the
                 # store) can be traced to its process.
-                logger.info("job runner %s: up to %d jobs at once", runner.worker_id, runner.concurrency)
+                logger.info(
+                    "job runner %s: up to %d jobs at once", runner.worker_id, runner.concurrency
+                )
                 dispatching = asyncio.create_task(runner.run(stop))
                 stack.push_async_callback(stopped, stop, dispatching)
             yield
