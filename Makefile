@@ -97,6 +97,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/answer_contract.py
 	$(BIN)/python benchmarks/support_check.py
 	$(BIN)/python benchmarks/service_load.py
+	$(BIN)/python benchmarks/job_faults.py
 
 clean:
 	rm -rf $(VENV) .ragwright
