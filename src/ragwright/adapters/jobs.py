@@ -526,7 +526,6 @@ class PostgresJobStore(_SqlJobStore):
             },
             check=psycopg_pool.ConnectionPool.check_connection,
             timeout=connect_timeout,
-            reconnect_timeout=0,  # keep trying to refill for as long as the store lives
             open=False,
             name=f"ragwright-jobs-{schema}",
         )
