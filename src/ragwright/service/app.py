@@ -448,6 +448,12 @@ def documents_of(
 
 def degraded_mode(application: Application) -> str:
     """What answers become while the model is unavailable."""
+    if application.settings.draft_max_age > 0:
+        return "previous_draft, else " + _without_draft_mode(application)
+    return _without_draft_mode(application)
+
+
+def _without_draft_mode(application: Application) -> str:
     if application.templates():
         return "approved_template, else evidence_only" + (
             "" if application.settings.evidence_only_on_model_failure else " (off: unavailable)"
@@ -544,7 +550,8 @@ def readiness(state: ServiceState) -> dict[str, dict[str, Any]]:
     model = state.model_problem
     # A model that does not answer is not a readiness failure when a degradation mode
     # is declared: the service answers in that mode and says so in every result.
-    declared = degraded_mode(application) != "unavailable"
+    # A stored draft answers only questions asked before: not a mode that serves traffic.
+    declared = _without_draft_mode(application) != "unavailable"
     checks["model"] = {
         "ok": model is None or declared,
         "detail": "ok" if model is None else f"{model} (answering: {degraded_mode(application)})",

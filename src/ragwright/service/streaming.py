@@ -189,6 +189,7 @@ def _outcome_fields(body: dict[str, Any]) -> dict[str, Any]:
         "answer",
         "quotes",
         "template",
+        "draft",
         "degraded",
         "answerability",
         "provenance",
