@@ -344,9 +344,12 @@ class Application:
             per_document: dict[tuple[str, str | None, str], dict[str, Any]] = {}
             states: Counter[str] = Counter()
             tenants = request.tenants if request is not None else None
+            allowlist = request.documents if request is not None else None
             for point in index.scroll():
                 payload = read_payload(point.point_id, point.payload)
                 if tenants is not None and payload.tenant not in tenants:
+                    continue
+                if allowlist is not None and payload.document_id not in allowlist:
                     continue
                 states[payload.index_state] += 1
                 row = per_document.setdefault(
