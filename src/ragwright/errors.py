@@ -207,7 +207,13 @@ class IndexBusy(VectorIndexError):
     def __init__(self, path: str, holder: str = "another process") -> None:
         self.path = path
         self.holder = holder
-        super().__init__(f"the embedded index at {path} is in use by {holder}")
+        hint = (
+            " (if it is 'ragwright serve', ingest through it with 'ragwright ingest "
+            "--server URL' and query it over HTTP)"
+            if holder == "another process"
+            else ""
+        )
+        super().__init__(f"the embedded index at {path} is in use by {holder}{hint}")
 
 
 class IndexNotFound(VectorIndexError):

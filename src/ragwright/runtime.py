@@ -19,11 +19,12 @@ from urllib.parse import urlsplit
 
 from ragwright import __version__
 from ragwright.adapters.datasets import load_beir_cases, load_cases
+from ragwright.adapters.drafts import PostgresDraftStore, SqliteDraftStore
 from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.embedders.onnx import MINILM_PROFILE, OnnxEmbedder
 from ragwright.adapters.held import HeldIndex
 from ragwright.adapters.jobs import PostgresJobStore, SqliteJobStore
-from ragwright.adapters.keys import SqliteKeyStore
+from ragwright.adapters.keys import PostgresKeyStore, SqliteKeyStore
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.adapters.redis import (
     RedisCacheStore,
@@ -42,7 +43,9 @@ from ragwright.application import (
     SkippedFile,
     Workload,
 )
+from ragwright.application.drafts import DraftStore
 from ragwright.application.jobs import JobStore
+from ragwright.application.keys import KeyStore
 from ragwright.chat.budget import AttemptLimit, Budgeted
 from ragwright.chat.builder import ChatPipelineBuilder
 from ragwright.chat.cache import MemoryCacheStore, ResponseCache
@@ -573,10 +576,12 @@ class RuntimeComponents:
         self.settings = settings
         self._embedder: Embedder | None = None
         self._counter: O200kCounter | None = None
-        self._keys: SqliteKeyStore | None = None
+        self._keys: KeyStore | None = None
         self._keys_lock = threading.Lock()
         self._jobs: JobStore | None = None
         self._jobs_lock = threading.Lock()
+        self._drafts: DraftStore | None = None
+        self._drafts_lock = threading.Lock()
         self._held: HeldIndex | None = None
 
     @contextmanager
@@ -756,11 +761,16 @@ class RuntimeComponents:
     def code_revision(self) -> str:
         return code_revision()
 
-    def key_store(self) -> SqliteKeyStore:
+    def key_store(self) -> KeyStore:
         # A service's first requests may arrive together on several threads: one store.
         with self._keys_lock:
             if self._keys is None:
-                self._keys = SqliteKeyStore(self.settings.key_store_path)
+                url = self.settings.database_url
+                self._keys = (
+                    PostgresKeyStore(url.get_secret_value())
+                    if url is not None
+                    else SqliteKeyStore(self.settings.key_store_path)
+                )
             return self._keys
 
     def job_store(self) -> JobStore:
@@ -774,6 +784,17 @@ class RuntimeComponents:
                     else SqliteJobStore(self.settings.home / "jobs.sqlite3")
                 )
             return self._jobs
+
+    def draft_store(self) -> DraftStore:
+        with self._drafts_lock:
+            if self._drafts is None:
+                url = self.settings.database_url
+                self._drafts = (
+                    PostgresDraftStore(url.get_secret_value())
+                    if url is not None
+                    else SqliteDraftStore(self.settings.home / "drafts.sqlite3")
+                )
+            return self._drafts
 
 
 def build_application(settings: Settings | None = None) -> Application:

@@ -200,6 +200,13 @@ class Settings(BaseSettings):
         description="When the model is unavailable and no template applies, return the "
         "cited evidence without an answer (true) or the unavailable mode (false).",
     )
+    draft_max_age: float = Field(
+        86400.0,
+        ge=0,
+        description="Seconds a stored earlier answer to the same question may be shown "
+        "(labelled previous_draft, with its age) while the model is unavailable, if its "
+        "inputs still match; 0 stores and shows no drafts.",
+    )
     serve_concurrency: int = Field(
         8,
         gt=0,

@@ -232,7 +232,9 @@ class IngestReport:
     ``sparse_reencoded`` counts the points whose sparse vector was rebuilt because the
     corpus average drifted beyond the tolerance (docs/ingestion.md). ``tenants`` is the
     run's scope (``None`` for untenanted documents): the only tenants whose documents it
-    could change or prune.
+    could change or prune. ``changed_documents`` lists the (tenant, document id) pairs
+    whose indexed content the run replaced or deleted (previous drafts citing them are
+    purged).
     """
 
     documents: int
@@ -249,6 +251,7 @@ class IngestReport:
     sparse_reencoded: int = 0
     tenants: tuple[str | None, ...] = ()
     shared_ids: tuple[SharedDocumentId, ...] = ()
+    changed_documents: tuple[tuple[str | None, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,11 @@ on the loopback server (``RAGWRIGHT_TEST_POSTGRES_URL``), each test in its own s
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import stat
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -12,6 +15,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ragwright.adapters.jobs import PostgresJobStore, SqliteJobStore
 from ragwright.application.jobs import JobStore
@@ -112,8 +116,6 @@ def test_sqlite_refuses_another_schema_version(tmp_path: Path) -> None:
 
 
 def test_postgres_stores_opening_together_create_the_schema_once() -> None:
-    import threading
-
     schema = f"test_jobs_{uuid.uuid4().hex[:12]}"
     stores: list[PostgresJobStore] = []
     errors: list[BaseException] = []
@@ -164,5 +166,88 @@ def test_postgres_store_recovers_after_its_connections_are_killed() -> None:
         assert store.counts().states == {"queued": 1}
     finally:
         store.close()
+        with psycopg.connect(URL, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+class OutageProxy:
+    """A TCP relay to PostgreSQL that can go down and come back on the same port: what
+    the store sees when the server restarts (connections cut, new ones refused)."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.port = 0
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._listener: socket.socket | None = None
+
+    def start(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen()
+        self.port = listener.getsockname()[1]
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._listener is not None:
+                self._listener.close()
+                self._listener = None
+            for sock in self._sockets:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+            self._sockets.clear()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.target)
+            with self._lock:
+                self._sockets += [client, server]
+            for source, sink in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_RDWR)
+
+
+def test_postgres_outage_is_a_storage_error_and_the_store_recovers() -> None:
+    parts = conninfo_to_dict(URL)
+    proxy = OutageProxy((str(parts.get("host", "127.0.0.1")), int(parts.get("port", 5432))))
+    proxy.start()
+    schema = f"test_jobs_{uuid.uuid4().hex[:12]}"
+    store = PostgresJobStore(
+        make_conninfo(URL, host="127.0.0.1", port=proxy.port), schema=schema, connect_timeout=1.0
+    )
+    try:
+        submit(store, "key-1")
+        proxy.stop()
+        started = time.monotonic()
+        with pytest.raises(StorageError, match="PostgreSQL"):
+            store.counts()
+        assert time.monotonic() - started < 5  # refused at once, not hung
+        proxy.start()
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                assert store.counts().states == {"queued": 1}
+                break
+            except StorageError:
+                assert time.monotonic() < deadline, "the store did not reconnect in 15 s"
+                time.sleep(0.2)
+    finally:
+        store.close()
+        proxy.stop()
         with psycopg.connect(URL, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")

@@ -14,9 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
-from ragwright.adapters.keys import SqliteKeyStore
+from ragwright.adapters.keys import PostgresKeyStore, SqliteKeyStore
 from ragwright.application import (
     SCOPES,
     AddKeyRequest,
@@ -29,6 +30,7 @@ from ragwright.runtime import RuntimeComponents
 from ragwright.settings import load_settings
 from ragwright.testing.fakes import ManualClock
 from tests.application.components import fake_application
+from tests.application.postgres import POSTGRES_URL, fresh_schema
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 
@@ -39,10 +41,24 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def store(tmp_path: Path, clock: ManualClock) -> Iterator[SqliteKeyStore]:
+def sqlite_store(tmp_path: Path, clock: ManualClock) -> Iterator[SqliteKeyStore]:
     keys = SqliteKeyStore(tmp_path / "keys.sqlite3", clock=clock)
     yield keys
     keys.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path, clock: ManualClock) -> Iterator[KeyStore]:
+    """Each store-level test runs on both stores: one file, and a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        keys: KeyStore = SqliteKeyStore(tmp_path / "keys.sqlite3", clock=clock)
+        yield keys
+        keys.close()
+        return
+    with fresh_schema() as schema:
+        keys = PostgresKeyStore(POSTGRES_URL, schema, clock=clock)
+        yield keys
+        keys.close()
 
 
 def _stored_bytes(path: Path) -> bytes:
@@ -50,15 +66,15 @@ def _stored_bytes(path: Path) -> bytes:
     return b"".join(p.read_bytes() for p in (path, Path(f"{path}-wal")) if p.exists())
 
 
-def test_the_store_satisfies_the_protocol(store: SqliteKeyStore) -> None:
-    keys: KeyStore = store
-    assert keys.list() == []
+def test_the_store_satisfies_the_protocol(store: KeyStore) -> None:
+    assert store.list() == []
 
 
 # --- at rest ---------------------------------------------------------------------------
 
 
-def test_only_the_digest_of_the_secret_is_stored(store: SqliteKeyStore) -> None:
+def test_only_the_digest_of_the_secret_is_stored(sqlite_store: SqliteKeyStore) -> None:
+    store = sqlite_store
     key, secret = store.add(tenant="acme", scopes=("search",))
     random = secret.rsplit("_", 1)[1]
     digest = hashlib.sha256(secret.encode()).hexdigest().encode()
@@ -70,7 +86,20 @@ def test_only_the_digest_of_the_secret_is_stored(store: SqliteKeyStore) -> None:
         assert key.id.encode() in data
 
 
-def test_the_secret_has_the_documented_form(store: SqliteKeyStore) -> None:
+def test_postgres_stores_only_the_digest_of_the_secret(clock: ManualClock) -> None:
+    with fresh_schema() as schema:
+        store = PostgresKeyStore(POSTGRES_URL, schema, clock=clock)
+        key, secret = store.add(tenant="acme", scopes=("search",))
+        store.close()
+        with psycopg.connect(POSTGRES_URL) as db:
+            rows = db.execute(f'SELECT * FROM "{schema}".api_keys').fetchall()
+    text = repr(rows)
+    assert secret not in text and secret.rsplit("_", 1)[1] not in text
+    assert hashlib.sha256(secret.encode()).hexdigest() in text  # the right rows were read
+    assert key.id in text
+
+
+def test_the_secret_has_the_documented_form(store: KeyStore) -> None:
     key, secret = store.add(tenant=None, scopes=("answer",))
     prefix, key_id, random = secret.split("_", 2)
     assert (prefix, key_id) == ("rwk", key.id)
@@ -87,7 +116,7 @@ def test_the_store_file_is_private_to_its_owner(tmp_path: Path) -> None:
     keys.close()
 
 
-def test_a_key_json_form_never_holds_the_secret_or_digest(store: SqliteKeyStore) -> None:
+def test_a_key_json_form_never_holds_the_secret_or_digest(store: KeyStore) -> None:
     key, secret = store.add(tenant="acme", scopes=("search",), name="ops")
     text = json.dumps([key.to_dict(), *(k.to_dict() for k in store.list())])
     assert secret not in text
@@ -110,7 +139,7 @@ def test_a_key_json_form_never_holds_the_secret_or_digest(store: SqliteKeyStore)
 # --- authenticate ----------------------------------------------------------------------
 
 
-def test_a_secret_authenticates_as_its_key_with_its_grant(store: SqliteKeyStore) -> None:
+def test_a_secret_authenticates_as_its_key_with_its_grant(store: KeyStore) -> None:
     key, secret = store.add(
         tenant="acme",
         scopes=("search", "answer", "search"),
@@ -157,15 +186,13 @@ def _other_random(secret: str) -> str:
         pytest.param(lambda s: hashlib.sha256(s.encode()).hexdigest(), id="the digest"),
     ],
 )
-def test_unknown_and_malformed_secrets_authenticate_nothing(
-    store: SqliteKeyStore, forge: Any
-) -> None:
+def test_unknown_and_malformed_secrets_authenticate_nothing(store: KeyStore, forge: Any) -> None:
     _, secret = store.add(tenant="acme", scopes=("admin",))
     assert store.authenticate(forge(secret)) is None
     assert store.authenticate(secret) is not None
 
 
-def test_a_revoked_key_authenticates_nothing(store: SqliteKeyStore) -> None:
+def test_a_revoked_key_authenticates_nothing(store: KeyStore) -> None:
     key, secret = store.add(tenant="acme", scopes=("search",))
     kept, kept_secret = store.add(tenant="acme", scopes=("search",))
     revoked = store.revoke(key.id)
@@ -175,14 +202,14 @@ def test_a_revoked_key_authenticates_nothing(store: SqliteKeyStore) -> None:
     assert still is not None and still.id == kept.id and store.list()[1].id == kept.id
 
 
-def test_revoking_twice_keeps_the_first_date(store: SqliteKeyStore, clock: ManualClock) -> None:
+def test_revoking_twice_keeps_the_first_date(store: KeyStore, clock: ManualClock) -> None:
     key, _ = store.add(tenant=None, scopes=("search",))
     first = store.revoke(key.id).revoked_at
     clock.advance(3600)
     assert store.revoke(key.id).revoked_at == first == "2027-01-15T08:00:00Z"
 
 
-def test_revoking_an_unknown_id_is_refused_naming_it(store: SqliteKeyStore) -> None:
+def test_revoking_an_unknown_id_is_refused_naming_it(store: KeyStore) -> None:
     store.add(tenant=None, scopes=("search",))
     with pytest.raises(RequestError) as raised:
         store.revoke("0123456789ab")
@@ -190,9 +217,7 @@ def test_revoking_an_unknown_id_is_refused_naming_it(store: SqliteKeyStore) -> N
     assert all(k.active for k in store.list())
 
 
-def test_last_use_is_recorded_at_most_once_a_minute(
-    store: SqliteKeyStore, clock: ManualClock
-) -> None:
+def test_last_use_is_recorded_at_most_once_a_minute(store: KeyStore, clock: ManualClock) -> None:
     _, secret = store.add(tenant="acme", scopes=("search",))
     assert store.list()[0].last_used_at is None
     first = store.authenticate(secret)
@@ -308,7 +333,20 @@ def test_two_stores_on_one_file_see_each_others_writes(tmp_path: Path) -> None:
     second.close()
 
 
-def test_threads_share_one_store(store: SqliteKeyStore) -> None:
+def test_two_postgres_stores_like_two_replicas_see_each_others_writes() -> None:
+    with fresh_schema() as schema:
+        first = PostgresKeyStore(POSTGRES_URL, schema)
+        second = PostgresKeyStore(POSTGRES_URL, schema)  # the schema exists: not recreated
+        key, secret = first.add(tenant="acme", scopes=("search",))
+        assert second.authenticate(secret) is not None
+        second.revoke(key.id)
+        assert first.authenticate(secret) is None
+        assert first.list() == second.list()
+        first.close()
+        second.close()
+
+
+def test_threads_share_one_store(store: KeyStore) -> None:
     _, secret = store.add(tenant="acme", scopes=("search",))
     failures: list[BaseException] = []
 
@@ -332,7 +370,9 @@ def test_threads_share_one_store(store: SqliteKeyStore) -> None:
 ADD_MANY = """
 import sys
 from pathlib import Path
-from ragwright.adapters.keys import SqliteKeyStore
+import psycopg
+
+from ragwright.adapters.keys import PostgresKeyStore, SqliteKeyStore
 store = SqliteKeyStore(Path(sys.argv[1]))
 for _ in range(30):
     store.add(tenant=sys.argv[2], scopes=("search",))
@@ -420,12 +460,40 @@ def test_a_type_outside_the_configured_document_types_is_refused(tmp_path: Path)
 
 def test_the_key_store_lives_where_the_settings_say(tmp_path: Path) -> None:
     home = RuntimeComponents(load_settings(home=tmp_path / "home"))
-    assert home.key_store().path == tmp_path / "home" / "keys.sqlite3"
-    assert home.key_store() is home.key_store()
+    store = home.key_store()
+    assert isinstance(store, SqliteKeyStore)
+    assert store.path == tmp_path / "home" / "keys.sqlite3"
+    assert home.key_store() is store
     elsewhere = RuntimeComponents(
         load_settings(home=tmp_path / "home", keys_path=tmp_path / "secure" / "k.db")
     )
-    assert elsewhere.key_store().path == tmp_path / "secure" / "k.db"
+    other = elsewhere.key_store()
+    assert isinstance(other, SqliteKeyStore) and other.path == tmp_path / "secure" / "k.db"
     assert (tmp_path / "secure" / "k.db").is_file()
-    home.key_store().close()
-    elsewhere.key_store().close()
+    store.close()
+    other.close()
+
+
+def test_with_a_database_url_the_key_store_is_postgres(tmp_path: Path) -> None:
+    components = RuntimeComponents(load_settings(home=tmp_path / "home", database_url=POSTGRES_URL))
+    store = components.key_store()
+    try:
+        assert isinstance(store, PostgresKeyStore)
+        assert components.key_store() is store
+        assert not (tmp_path / "home" / "keys.sqlite3").exists()
+    finally:
+        # It wrote nothing: the default schema ("ragwright") and its tables may stay.
+        store.close()
+
+
+def test_a_newer_postgres_key_schema_is_refused_not_rewritten() -> None:
+    with fresh_schema() as schema:
+        PostgresKeyStore(POSTGRES_URL, schema).close()
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as db:
+            db.execute(
+                f"UPDATE \"{schema}\".schema_versions SET version = 2 WHERE component = 'api_keys'"
+            )
+        with pytest.raises(StorageError) as raised:
+            PostgresKeyStore(POSTGRES_URL, schema)
+        assert "api_keys schema version 2" in raised.value.reason
+        assert "127.0.0.1:5432" in raised.value.path and "postgres@" not in raised.value.path

@@ -229,8 +229,13 @@ def test_provider_down_degrades_to_evidence_and_readiness_says_why(
         ready = client.get("/readyz").json()
         body = client.post("/v1/answers", json={"question": QUESTION}, headers=bearer(secret))
         status = client.get("/v1/status", headers=bearer(secret)).json()
-    (pool,) = status["service"]["model_capacity"].values()
-    assert (pool["backend"], pool["limit"], pool["in_use"]) == ("local", 2, 0)
+    pools = status["service"]["model_capacity"]
+    assert sorted(pools) == ["batch/openai", "interactive/openai"]
+    assert (pools["interactive/openai"]["backend"], pools["interactive/openai"]["limit"]) == (
+        "local",
+        2,
+    )
+    assert pools["batch/openai"]["limit"] == application.settings.batch_capacity
     assert ready["ready"] is True  # a declared degradation mode keeps it serving
     assert ready["checks"]["model"]["detail"].startswith("transient")
     assert "does not answer" in caplog.text

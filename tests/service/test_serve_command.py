@@ -97,6 +97,7 @@ def test_serve_answers_on_the_embedded_defaults(served: tuple[str, str]) -> None
     ).json()
     assert body["mode"] in ("generated", "insufficient")
     assert body["provenance"]["provider"] == "local"
+    assert body["provenance"]["model"] == "qwen2.5-coder-0.5b-instruct-q4_k_m"  # never a path
     assert body["provenance"]["index_contract"]["embedding_digest"].startswith("sha256:")
     if body["mode"] == "generated":
         assert body["citations"] and body["quotes"]

@@ -151,7 +151,7 @@ class _SqlJobStore:
             raise RequestError("ttl_seconds", f"must be positive, got {ttl_seconds}")
         job_id = uuid.uuid4().hex
         tenant_key = _tenant_key(tenant)
-        with self._transaction(exclusive=False) as (run, now):
+        with self._transaction(mode="write") as (run, now):
             run(
                 f"INSERT INTO {self._table} (id, tenant, tenant_key, key_id, idempotency_key, "
                 "input_hash, request, state, created_at, expires_at) "
@@ -180,12 +180,12 @@ class _SqlJobStore:
         return Submitted(job, created=job.id == job_id)
 
     def get(self, job_id: str) -> AnswerJob | None:
-        with self._transaction(exclusive=False) as (run, _):
+        with self._transaction(mode="read") as (run, _):
             rows = run(f"SELECT {_COLUMNS} FROM {self._table} WHERE id = ?", (job_id,))
         return self._job(rows[0]) if rows else None
 
     def cancel(self, job_id: str) -> AnswerJob:
-        with self._transaction(exclusive=False) as (run, now):
+        with self._transaction(mode="write") as (run, now):
             run(
                 f"UPDATE {self._table} SET state = 'cancelled', finished_at = ?, "
                 "lease_expires_at = NULL WHERE id = ? AND state IN ('queued', 'running')",
@@ -203,7 +203,7 @@ class _SqlJobStore:
             raise RequestError(
                 "limits.per_tenant", f"must be at least 1 or None, got {limits.per_tenant}"
             )
-        with self._transaction(exclusive=True) as (run, now):
+        with self._transaction(mode="claim") as (run, now):
             running = run(f"SELECT count(*) FROM {self._table} WHERE {_LIVE}", (now,))[0][0]
             if running >= limits.pool:
                 return None
@@ -231,7 +231,7 @@ class _SqlJobStore:
         return self._job(rows[0])
 
     def renew(self, job_id: str, worker: str, *, lease_seconds: float) -> bool:
-        with self._transaction(exclusive=False) as (run, now):
+        with self._transaction(mode="write") as (run, now):
             rows = run(
                 f"UPDATE {self._table} SET lease_expires_at = ? WHERE id = ? "
                 "AND lease_owner = ? AND state = 'running' AND expires_at > ? RETURNING id",
@@ -240,7 +240,7 @@ class _SqlJobStore:
         return bool(rows)
 
     def release(self, job_id: str, worker: str, *, reason: str) -> bool:
-        with self._transaction(exclusive=False) as (run, _):
+        with self._transaction(mode="write") as (run, _):
             rows = run(
                 f"UPDATE {self._table} SET state = 'queued', lease_owner = NULL, "
                 "lease_expires_at = NULL WHERE id = ? AND lease_owner = ? "
@@ -262,7 +262,7 @@ class _SqlJobStore:
     ) -> bool:
         if state not in ("succeeded", "failed"):
             raise RequestError("state", f"must be 'succeeded' or 'failed', got {state!r}")
-        with self._transaction(exclusive=False) as (run, now):
+        with self._transaction(mode="write") as (run, now):
             rows = run(
                 f"UPDATE {self._table} SET state = ?, result = ?, failure = ?, "
                 "finished_at = ?, lease_expires_at = NULL WHERE id = ? AND lease_owner = ? "
@@ -279,7 +279,7 @@ class _SqlJobStore:
         return bool(rows)
 
     def expire(self) -> int:
-        with self._transaction(exclusive=False) as (run, now):
+        with self._transaction(mode="write") as (run, now):
             rows = run(
                 f"UPDATE {self._table} SET state = 'expired', finished_at = ?, "
                 "lease_expires_at = NULL WHERE state IN ('queued', 'running') "
@@ -289,7 +289,7 @@ class _SqlJobStore:
         return len(rows)
 
     def counts(self) -> JobCounts:
-        with self._transaction(exclusive=False) as (run, now):
+        with self._transaction(mode="read") as (run, now):
             states = run(f"SELECT state, count(*) FROM {self._table} GROUP BY state", ())
             oldest = run(f"SELECT min(created_at) FROM {self._table} WHERE state = 'queued'", ())[
                 0
@@ -301,9 +301,7 @@ class _SqlJobStore:
 
     _skip_locked = ""
 
-    def _transaction(
-        self, *, exclusive: bool
-    ) -> contextlib.AbstractContextManager[tuple[_Run, Any]]:
+    def _transaction(self, *, mode: _Mode) -> contextlib.AbstractContextManager[tuple[_Run, Any]]:
         raise NotImplementedError
 
     def _later(self, now: Any, seconds: float) -> Any:
@@ -363,6 +361,7 @@ class _SqlJobStore:
             ) from error
 
 
+_Mode = Literal["read", "write", "claim"]
 _Run = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
 
 
@@ -407,7 +406,7 @@ class SqliteJobStore(_SqlJobStore):
             raise
 
     def _migrate(self) -> None:
-        with self._transaction(exclusive=True) as (run, _):
+        with self._transaction(mode="claim") as (run, _):
             tables = {
                 row[0] for row in run("SELECT name FROM sqlite_master WHERE type = 'table'", ())
             }
@@ -425,16 +424,17 @@ class SqliteJobStore(_SqlJobStore):
             )
 
     @contextlib.contextmanager
-    def _transaction(self, *, exclusive: bool) -> Iterator[tuple[_Run, Any]]:
+    def _transaction(self, *, mode: _Mode) -> Iterator[tuple[_Run, Any]]:
         # Every write is BEGIN IMMEDIATE: it takes the write lock up front and waits for
         # it (busy_timeout) rather than failing when a read would have to upgrade; the
-        # claim's count and update are then one serialised step across processes.
-        del exclusive
+        # claim's count and update are then one serialised step across processes. A
+        # read (a status poll) takes no lock: WAL gives it a snapshot beside writers.
+        begin = "BEGIN" if mode == "read" else "BEGIN IMMEDIATE"
         with self._lock:
             if self._closed:
                 raise StorageError(self._where, "the job store is closed")
             try:
-                self._db.execute("BEGIN IMMEDIATE")
+                self._db.execute(begin)
             except sqlite3.OperationalError as error:
                 raise StorageError(self._where, f"job store busy or unwritable: {error}") from error
             try:
@@ -526,7 +526,6 @@ class PostgresJobStore(_SqlJobStore):
             },
             check=psycopg_pool.ConnectionPool.check_connection,
             timeout=connect_timeout,
-            reconnect_timeout=0,  # keep trying to refill for as long as the store lives
             open=False,
             name=f"ragwright-jobs-{schema}",
         )
@@ -570,9 +569,9 @@ class PostgresJobStore(_SqlJobStore):
             raise StorageError(self._where, f"PostgreSQL connection failed: {error}") from error
 
     @contextlib.contextmanager
-    def _transaction(self, *, exclusive: bool) -> Iterator[tuple[_Run, Any]]:
+    def _transaction(self, *, mode: _Mode) -> Iterator[tuple[_Run, Any]]:
         with self._connection() as conn:
-            if exclusive:
+            if mode == "claim":
                 # The claim counts live leases and takes a slot: one claim at a time per
                 # schema across every replica, or two could both take the last slot.
                 conn.execute(

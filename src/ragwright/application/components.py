@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from ragwright.application.drafts import DraftStore
 from ragwright.application.jobs import JobStore
 from ragwright.application.keys import KeyStore
 from ragwright.application.requests import SkippedFile
@@ -132,8 +133,14 @@ class Components(Protocol):
         ...
 
     def key_store(self) -> KeyStore:
-        """The API key store the settings name (built at most once and kept open for
-        the components' life: the service authenticates every request against it)."""
+        """The API key store the settings name: PostgreSQL when ``database_url`` is set,
+        else the SQLite file (built at most once and kept open for the components' life:
+        the service authenticates every request against it)."""
+        ...
+
+    def draft_store(self) -> DraftStore:
+        """The previous-draft store: PostgreSQL when ``database_url`` is set, else a
+        SQLite file in the home (built at most once, kept open like the key store)."""
         ...
 
     def job_store(self) -> JobStore:

@@ -6,6 +6,10 @@ Every answer states which mode served it and why (docs/service.md):
 mode                      when
 ========================  =====================================================
 ``generated``             the model answered and the answer passed validation
+``previous_draft``        the model was unavailable; an earlier answer to the same
+                          question, made from the same inputs (cited revisions,
+                          assembly policy, instructions version, tenant) and within
+                          ``draft_max_age``, is shown with its age (``draft``)
 ``approved_template``     the model was unavailable; a reviewed template for the
                           question's class is offered (``answer`` stays empty)
 ``evidence_only``         the most relevant evidence without an answer: the
@@ -16,6 +20,9 @@ mode                      when
                           turned off; nothing to stand behind is returned
 ========================  =====================================================
 
+While the model is unavailable the precedence is: previous draft, else approved
+template, else evidence only, else unavailable.
+
 ``reason`` is ``None`` in normal operation (a configured evidence-only style is not
 degraded traffic) and otherwise one of :data:`REASONS`.
 """
@@ -25,10 +32,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ragwright.application.drafts import ShownDraft
 from ragwright.core.templates import ApprovedTemplate
 from ragwright.pipeline.answer import AnswerResult
 
-Mode = Literal["generated", "approved_template", "evidence_only", "insufficient", "unavailable"]
+Mode = Literal[
+    "generated",
+    "previous_draft",
+    "approved_template",
+    "evidence_only",
+    "insufficient",
+    "unavailable",
+]
 REASONS = (
     "model_unavailable",
     "request_deadline_exceeded",
@@ -49,6 +64,9 @@ class AnswerOutcome:
     and ``provenance``. The same for ``ragwright ask --json`` and the HTTP service.
     ``template`` is the approved template offered because the model was unavailable;
     ``evidence_allowed`` false turns a degraded evidence-only result into ``unavailable``.
+    ``draft`` is the earlier answer shown because the model was unavailable: it takes
+    precedence over ``template``, and ``to_dict`` then carries the draft's answer,
+    citations, quotes, sources and provenance (who wrote it), with ``draft`` saying when.
     """
 
     result: AnswerResult
@@ -56,6 +74,7 @@ class AnswerOutcome:
     template: ApprovedTemplate | None = None
     evidence_allowed: bool = True
     provenance: dict[str, Any] = field(default_factory=dict)
+    draft: ShownDraft | None = None
 
     @property
     def status(self) -> str:
@@ -72,6 +91,8 @@ class AnswerOutcome:
         if status == "evidence_only":
             if self.result.degraded is None:
                 return "evidence_only"
+            if self.draft is not None:
+                return "previous_draft"
             if self.template is not None:
                 return "approved_template"
             return "evidence_only" if self.evidence_allowed else "unavailable"
@@ -99,6 +120,13 @@ class AnswerOutcome:
         out["options"] = {**(out.get("options") or {}), **self.options}
         out["template"] = self.template.to_dict() if self.template is not None else None
         out["provenance"] = dict(self.provenance)
+        out["draft"] = None
+        if self.mode == "previous_draft" and self.draft is not None:
+            earlier = self.draft.draft.result
+            for name in ("style", "answer", "citations", "quotes", "sources"):
+                out[name] = earlier.get(name)
+            out["provenance"] = dict(earlier.get("provenance") or {})
+            out["draft"] = self.draft.label()
         if self.mode == "unavailable":
             # Nothing the system stands behind: no evidence, no selection.
             out["quotes"], out["citations"] = [], []

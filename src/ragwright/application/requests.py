@@ -291,11 +291,13 @@ class StatusRequest:
     """What the index holds (every chunking version).
 
     ``tenants`` limits the documents and point counts to those tenants (``None`` in it
-    means untenanted documents); ``None`` shows every tenant (the operator's view). The
-    HTTP service passes the caller's tenant from its key.
+    means untenanted documents) and ``documents`` to those ids; ``None`` shows every
+    tenant or document (the operator's view). The HTTP service passes the caller's
+    tenant and allowlist from its key.
     """
 
     tenants: tuple[str | None, ...] | None = None
+    documents: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

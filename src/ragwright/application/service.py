@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import logging
 import math
 import time
 import uuid
@@ -35,6 +36,13 @@ from ragwright.application.calibration import (
 )
 from ragwright.application.callers import evidence_for
 from ragwright.application.components import ChatSession, Components, LoadedSources, Workload
+from ragwright.application.drafts import (
+    Draft,
+    ShownDraft,
+    cited_revisions,
+    input_version,
+    question_key,
+)
 from ragwright.application.jobs import JobStore
 from ragwright.application.keys import ApiKey
 from ragwright.application.outcomes import AnswerOutcome
@@ -110,7 +118,7 @@ from ragwright.errors import (
     SourceError,
     StorageError,
 )
-from ragwright.pipeline.answer import Budget, answer_question
+from ragwright.pipeline.answer import Budget, answer_question, instructions_version
 from ragwright.pipeline.answer_scoring import attach_answers, error_outcome, score_answer
 from ragwright.pipeline.answerability import (
     SignalCase,
@@ -133,7 +141,9 @@ from ragwright.pipeline.retrieve import Hit, Mode, Retriever, Thresholds
 from ragwright.protocols import IndexPart, VectorIndex
 from ragwright.report import render_report
 from ragwright.settings import Settings
-from ragwright.types import ChunkingPolicy, EvalCase, IndexState, PointFilter
+from ragwright.types import ChunkingPolicy, EvalCase, FieldMatch, IndexState, PointFilter
+
+logger = logging.getLogger(__name__)
 
 # Points read back per request by ``verify``.
 VERIFY_PAGE = 256
@@ -146,8 +156,9 @@ DEFAULT_HISTORY_SHARE = 0.25
 class Application:
     """Every use case of ragwright over one set of components."""
 
-    def __init__(self, components: Components) -> None:
+    def __init__(self, components: Components, *, clock: Callable[[], float] = time.time) -> None:
         self.components = components
+        self.clock = clock
         self._kept_chat: ChatSession | None = None
         self._kept_batch: ChatSession | None = None
         self._templates: tuple[ApprovedTemplate, ...] | None = None
@@ -267,9 +278,14 @@ class Application:
             )
         finally:
             index.close()
+        self._purge_drafts(report.changed_documents)
         return IngestResult(
             # Not asdict: it would turn the nested records into dicts.
-            **{f.name: getattr(report, f.name) for f in dataclasses.fields(report)},
+            **{
+                f.name: getattr(report, f.name)
+                for f in dataclasses.fields(report)
+                if f.name != "changed_documents"
+            },
             chunking_version=policy.version,
             embedding_profile=embedder.profile.profile_id,
             skipped_files=loaded.skipped,
@@ -328,9 +344,12 @@ class Application:
             per_document: dict[tuple[str, str | None, str], dict[str, Any]] = {}
             states: Counter[str] = Counter()
             tenants = request.tenants if request is not None else None
+            allowlist = request.documents if request is not None else None
             for point in index.scroll():
                 payload = read_payload(point.point_id, point.payload)
                 if tenants is not None and payload.tenant not in tenants:
+                    continue
+                if allowlist is not None and payload.document_id not in allowlist:
                     continue
                 states[payload.index_state] += 1
                 row = per_document.setdefault(
@@ -491,14 +510,19 @@ class Application:
         *,
         on_evidence: Callable[[AssembledContext], None] | None = None,
         workload: Workload = "interactive",
+        drafts: bool = True,
     ) -> AnswerOutcome:
         """Retrieve, assemble, generate, validate and cite; or say why not.
 
         The outcome states its mode and reason (:class:`AnswerOutcome`): when the model is
-        unavailable, the approved template for the question's class (``RAGWRIGHT_TEMPLATES``)
-        if one matches, else the evidence without an answer, else (with
-        ``evidence_only_on_model_failure`` off) unavailable. ``on_evidence`` receives the
-        assembled context before any model call (the HTTP stream's ``evidence`` event).
+        unavailable, the newest previous draft of this tenant for the question whose
+        inputs still match (``draft_max_age``), else the approved template for the
+        question's class (``RAGWRIGHT_TEMPLATES``) if one matches, else the evidence
+        without an answer, else (with ``evidence_only_on_model_failure`` off)
+        unavailable. A generated answer is kept as the draft for (tenant, question).
+        ``on_evidence`` receives the assembled context before any model call (the HTTP
+        stream's ``evidence`` event). ``drafts`` false neither keeps nor shows drafts
+        (an evaluation run measures the model, not earlier answers).
         ``workload="batch"`` (answer jobs) draws model capacity from the batch pools.
         """
         self.check_question_tokens(request.question)
@@ -564,6 +588,17 @@ class Application:
                     on_evidence=on_evidence,
                 )
             contract = index.contract
+            shown = None
+            use_drafts = drafts and self._drafts_apply(request)
+            if use_drafts and result.status == "evidence_only" and result.degraded:
+                shown = await asyncio.to_thread(
+                    self._find_draft,
+                    request,
+                    index,
+                    eligibility,
+                    result.context,
+                    instructions_version(style, result.context),
+                )
         finally:
             if session is not None and session is not kept:
                 await session.close()
@@ -589,11 +624,12 @@ class Application:
             **applied.origin.to_dict(),
         }
         degraded = result.status == "evidence_only" and result.degraded is not None
-        return AnswerOutcome(
+        outcome = AnswerOutcome(
             result,
             options,
             template=select_template(templates, request.question) if degraded else None,
             evidence_allowed=self.settings.evidence_only_on_model_failure,
+            draft=shown,
             provenance={
                 "provider": result.provider,
                 "model": result.model,
@@ -610,6 +646,103 @@ class Application:
                 },
             },
         )
+        if outcome.mode == "generated" and drafts and self._drafts_apply(request):
+            await asyncio.to_thread(self._keep_draft, request, outcome)
+        return outcome
+
+    # --- previous drafts ------------------------------------------------------------
+
+    def _drafts_apply(self, request: AnswerRequest) -> bool:
+        """Drafts are kept and shown for plain questions only: with drafts turned off
+        (``draft_max_age`` 0), a preview, or conversation history (the answer depended
+        on the conversation, which the question key does not hold), none is."""
+        return self.settings.draft_max_age > 0 and not request.preview and not request.history
+
+    def _keep_draft(self, request: AnswerRequest, outcome: AnswerOutcome) -> None:
+        """Store a generated answer as the draft for (tenant, question). A store that
+        refuses costs the draft, never the answer: the refusal is logged."""
+        body = outcome.to_dict()
+        body.pop("request", None)  # the exact model request stays out of the store
+        provenance = outcome.provenance
+        cited = cited_revisions(body["citations"])
+        if not cited:
+            return  # nothing to check it against later
+        draft = Draft(
+            tenant=request.tenant,
+            question_key=question_key(request.question),
+            input_version=input_version(
+                tenant=request.tenant,
+                assembly_policy=provenance.get("assembly_policy"),
+                instructions_version=provenance.get("instructions_version"),
+                cited=cited,
+            ),
+            cited=cited,
+            result=body,
+            created_at=self.clock(),
+        )
+        try:
+            self.components.draft_store().put(draft)
+        except StorageError as error:
+            logger.warning("previous draft not stored: %s", error.reason)
+
+    def _find_draft(
+        self,
+        request: AnswerRequest,
+        index: VectorIndex,
+        eligibility: Eligibility,
+        context: AssembledContext,
+        instructions: str,
+    ) -> ShownDraft | None:
+        """The newest draft of this tenant for the question whose input version matches
+        now and that is younger than ``draft_max_age``; ``None`` otherwise.
+
+        The input version is recomputed from the cited documents' current revisions as
+        this caller may see them (tenant, allowlist, eligibility in force), this
+        request's assembly policy and instructions version: a cited document that
+        changed, is gone or is no longer eligible makes the draft not match, even on a
+        replica that missed the purge."""
+        try:
+            drafts = self.components.draft_store().find(
+                request.tenant, question_key(request.question)
+            )
+        except StorageError as error:
+            logger.warning("previous drafts not read: %s", error.reason)
+            return None
+        now = self.clock()
+        scope = CallerScope(tenant=request.tenant, allowed_documents=request.allowed_documents)
+        for draft in drafts:
+            age = now - draft.created_at
+            if age > self.settings.draft_max_age:
+                break  # newest first: every later one is older still
+            revisions = _current_revisions(
+                index, eligibility, scope, sorted({d for d, _ in draft.cited})
+            )
+            if revisions is None:
+                continue
+            current = input_version(
+                tenant=request.tenant,
+                assembly_policy=context.policy,
+                instructions_version=instructions,
+                cited=((d, revisions[d]) for d, _ in draft.cited),
+            )
+            if current == draft.input_version:
+                return ShownDraft(draft, max(age, 0.0))
+        return None
+
+    def _purge_drafts(self, changed: Sequence[tuple[str | None, str]]) -> None:
+        """Delete drafts citing documents an ingestion changed or deleted, per tenant.
+        Best effort: a draft left behind still fails its revision check at lookup."""
+        if not changed or self.settings.draft_max_age <= 0:
+            return
+        by_tenant: dict[str | None, set[str]] = {}
+        for tenant, document_id in changed:
+            by_tenant.setdefault(tenant, set()).add(document_id)
+        try:
+            store = self.components.draft_store()
+            for tenant, document_ids in by_tenant.items():
+                store.purge_documents(tenant, document_ids)
+        except StorageError as error:
+            logger.warning("previous drafts not purged: %s", error.reason)
 
     async def probe_model(self, timeout: float = 30.0) -> str | None:
         """``None`` when the primary chat pipeline answers a tiny schema-constrained
@@ -787,7 +920,8 @@ class Application:
                         tenant=request.tenant,
                         thresholds=request.thresholds,
                         style=request.style,
-                    )
+                    ),
+                    drafts=False,
                 )
             ).to_dict()
         except ChatError as error:
@@ -1406,6 +1540,26 @@ def _read_part(
             except IndexDamaged as error:
                 problems.append(VerifyProblem(str(point_id), error.part, error.detail))
         return found
+
+
+def _current_revisions(
+    index: VectorIndex, eligibility: Eligibility, scope: CallerScope, document_ids: list[str]
+) -> dict[str, str] | None:
+    """Each document's revision among its live points this caller may see now; ``None``
+    when one is absent (gone or not eligible) or shows more than one revision."""
+    if scope.sees_nothing:
+        return None
+    base = eligibility_filter(eligibility, scope)
+    point_filter = dataclasses.replace(
+        base, must=(*base.must, FieldMatch("document_id", tuple(document_ids)))
+    )
+    seen: dict[str, set[str]] = {}
+    for point in index.scroll(point_filter, payload_fields=("document_id", "revision")):
+        payload = point.payload
+        seen.setdefault(str(payload.get("document_id")), set()).add(str(payload.get("revision")))
+    if any(len(seen.get(d, ())) != 1 for d in document_ids):
+        return None
+    return {d: next(iter(seen[d])) for d in document_ids}
 
 
 def _eligibility_filter(eligibility: Eligibility, tenant: str | None) -> PointFilter:

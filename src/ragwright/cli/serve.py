@@ -67,7 +67,11 @@ def serve(
             "(RAGWRIGHT_EVIDENCE_ONLY_ON_MODEL_FAILURE=false and no RAGWRIGHT_TEMPLATES)",
         )
     _log_to_stderr()
-    print(f"ragwright serving on http://{host}:{port} (OpenAPI at /openapi.json)", file=sys.stderr)
+    print(
+        f"ragwright starting on http://{host}:{port} (OpenAPI at /openapi.json; "
+        "ready when /readyz answers 200)",
+        file=sys.stderr,
+    )
     uvicorn.run(
         create_app(app_),
         host=host,

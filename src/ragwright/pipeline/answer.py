@@ -240,6 +240,14 @@ class AnswerResult:
         }
 
 
+def instructions_version(style: str, context: AssembledContext) -> str:
+    """The version of the instructions a model request carries (its ``prompt_version``):
+    the answer style, the assembly policy id and a digest of the instructions text. A
+    degraded result has no request; the previous-draft check recomputes it from this."""
+    digest = hashlib.sha256(context.instructions.encode()).hexdigest()[:12]
+    return f"{style}:{context.policy}:{digest}"
+
+
 def _request_dict(request: ChatRequest) -> dict[str, Any]:
     return {
         "messages": [{"role": m.role, "content": m.content} for m in request.messages],
@@ -514,10 +522,7 @@ async def answer_question(
                 json_schema=json_schema,
             ),
             scope=f"tenant:{scope.tenant}" if scope.tenant else "tenant:-",
-            prompt_version=(
-                f"{style}:{context.policy}:"
-                f"{hashlib.sha256(context.instructions.encode()).hexdigest()[:12]}"
-            ),
+            prompt_version=instructions_version(style, context),
         )
         return _Prepared(context, request, options, shown)
 

@@ -263,14 +263,16 @@ def ingest(
         verified += _switch(index, item, hook)
         notify("switched", len(item.plan.points))
 
+    touched = [(item.plan.document.tenant, item.plan.document.document_id) for item in work]
     pruned_documents = 0
     if prune:
-        for (tenant, _), stale in existing.items():
+        for (tenant, document_id), stale in existing.items():
             if tenant not in scope:
                 continue  # another tenant's document: outside this run's scope
             index.delete(list(stale))
             deleted += len(stale)
             pruned_documents += 1
+            touched.append((tenant, document_id))
     bm25_avgdl, reencoded = _refresh_lexical_stats(
         index, sparse_encoder, encoded_avgdl, avgdl_tolerance
     )
@@ -289,6 +291,7 @@ def ingest(
         sparse_reencoded=reencoded,
         tenants=tuple(sorted(scope, key=_tenant_order)),
         shared_ids=_shared_ids(work, held),
+        changed_documents=tuple(touched),
     )
 
 

@@ -66,7 +66,8 @@ class Admission:
                     429,
                     "tenant-limit",
                     "Too many requests for this tenant",
-                    f"this tenant already has {self.tenant_limit} requests in progress; "
+                    f"this tenant already has {self.tenant_limit} "
+                    f"request{'s' if self.tenant_limit != 1 else ''} in progress; "
                     "this request was not started",
                 )
             self._active += 1

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, FastAPI, Request
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from opentelemetry import metrics, trace
@@ -57,7 +58,14 @@ from ragwright.errors import (
 )
 from ragwright.service.admission import Admission
 from ragwright.service.jobs import job_routes
-from ragwright.service.problems import Problem, install_problem_handlers, invalid_field
+from ragwright.service.problems import (
+    INTERACTIVE_ERRORS,
+    Problem,
+    document_problems,
+    install_problem_handlers,
+    invalid_field,
+    problem_responses,
+)
 from ragwright.service.schemas import AnswerBody, IngestBody, SearchBody
 from ragwright.service.streaming import answer_stream
 from ragwright.types import SourceDocument, SourceSection
@@ -151,6 +159,17 @@ def create_app(
     )
     app.state.ragwright = state
     install_problem_handlers(app)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = document_problems(
+                get_openapi(
+                    title=app.title, version=app.version, summary=app.summary, routes=app.routes
+                )
+            )
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     bearer = HTTPBearer(auto_error=False, description="An API key from `ragwright keys add`.")
 
     def caller(scope: str) -> Callable[..., Awaitable[ApiKey]]:
@@ -219,7 +238,7 @@ def create_app(
         """Liveness: the process serves HTTP."""
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["operations"])
+    @app.get("/readyz", tags=["operations"], responses={503: {"description": "Not ready"}})
     async def readyz() -> JSONResponse:
         """Readiness, with every reason when not ready."""
         checks = await asyncio.to_thread(readiness, state)
@@ -229,7 +248,11 @@ def create_app(
             status_code=200 if ready else 503,
         )
 
-    @app.post("/v1/answers", tags=["answers"])
+    @app.post(
+        "/v1/answers",
+        tags=["answers"],
+        responses=INTERACTIVE_ERRORS,
+    )
     async def answers(
         body: AnswerBody,
         request: Request,
@@ -251,7 +274,11 @@ def create_app(
             )
         return JSONResponse(outcome.public_dict())
 
-    @app.post("/v1/answers/stream", tags=["answers"])
+    @app.post(
+        "/v1/answers/stream",
+        tags=["answers"],
+        responses=INTERACTIVE_ERRORS,
+    )
     async def answers_stream(
         body: AnswerBody,
         request: Request,
@@ -273,7 +300,11 @@ def create_app(
             permit.release()
             raise
 
-    @app.post("/v1/search", tags=["search"])
+    @app.post(
+        "/v1/search",
+        tags=["search"],
+        responses=INTERACTIVE_ERRORS,
+    )
     async def search(
         body: SearchBody,
         request: Request,
@@ -290,18 +321,19 @@ def create_app(
                 documents=body.documents,
             )
             result = await until_disconnect(
-                request, guarded(asyncio.to_thread(application.search, search_request))
+                request,
+                guarded(asyncio.to_thread(application.search, search_request), answering=False),
             )
         finally:
             permit.release()
         return JSONResponse(result.to_dict())
 
-    @app.get("/v1/status", tags=["operations"])
+    @app.get("/v1/status", tags=["operations"], responses=problem_responses(401, 403, 503))
     async def status(key: Annotated[ApiKey, Depends(caller("search"))]) -> JSONResponse:
         """What the index holds for the caller's tenant, and the service's capacity."""
-        result = await guarded(
-            asyncio.to_thread(application.status, StatusRequest(tenants=(key.tenant,)))
-        )
+        # The caller's view: its tenant, and its allowlist when the key has one.
+        scope = StatusRequest(tenants=(key.tenant,), documents=key.documents or None)
+        result = await guarded(asyncio.to_thread(application.status, scope), answering=False)
         return JSONResponse(
             {
                 **result.to_dict(),
@@ -319,7 +351,11 @@ def create_app(
 
     ingesting = asyncio.Lock()
 
-    @app.post("/v1/ingestions", tags=["ingestion"])
+    @app.post(
+        "/v1/ingestions",
+        tags=["ingestion"],
+        responses=problem_responses(400, 401, 403, 409, 415, 422, 503),
+    )
     async def ingestions(
         body: IngestBody, key: Annotated[ApiKey, Depends(caller("ingest"))]
     ) -> JSONResponse:
@@ -341,7 +377,8 @@ def create_app(
                 asyncio.to_thread(
                     application.ingest,
                     IngestRequest((), documents=documents, tenant=key.tenant, prune=body.prune),
-                )
+                ),
+                answering=False,
             )
         logger.info(
             "ingestion key=%s documents=%d embedded=%d deleted=%d",
@@ -453,6 +490,12 @@ def documents_of(
 
 def degraded_mode(application: Application) -> str:
     """What answers become while the model is unavailable."""
+    if application.settings.draft_max_age > 0:
+        return "previous_draft, else " + _without_draft_mode(application)
+    return _without_draft_mode(application)
+
+
+def _without_draft_mode(application: Application) -> str:
     if application.templates():
         return "approved_template, else evidence_only" + (
             "" if application.settings.evidence_only_on_model_failure else " (off: unavailable)"
@@ -494,8 +537,23 @@ def unavailable(reason: str, detail: str, **extensions: Any) -> Problem:
     )
 
 
-async def guarded(work: Awaitable[T]) -> T:
-    """Run a use case; turn the failures a caller can act on into problem details."""
+async def guarded(work: Awaitable[T], *, answering: bool = True) -> T:
+    """Run a use case; turn the failures a caller can act on into problem details
+    (``answering`` false: a search, status or ingestion, whose refusals are not about an
+    answer: kind ``retrieval-unavailable``, no ``mode``)."""
+
+    def down(reason: str, detail: str, **extensions: Any) -> Problem:
+        if answering:
+            return unavailable(reason, detail, **extensions)
+        return Problem(
+            503,
+            "retrieval-unavailable",
+            "The index cannot be used now",
+            detail,
+            reason=reason,
+            **extensions,
+        )
+
     try:
         return await work
     except RequestError as error:
@@ -503,21 +561,21 @@ async def guarded(work: Awaitable[T]) -> T:
     except AssemblyError as error:
         raise invalid_field(*assembly_field(error.reason)) from error
     except IndexNotFound as error:
-        raise unavailable("retrieval_unavailable", "no documents have been ingested yet") from error
+        raise down("retrieval_unavailable", "no documents have been ingested yet") from error
     except (VectorIndexError, StorageError, EmbeddingError) as error:
         logger.error("retrieval unavailable: %s", type(error).__name__)
-        raise unavailable(
+        raise down(
             "retrieval_unavailable", f"the evidence index cannot be read ({type(error).__name__})"
         ) from error
     except (ChatError, AnswerContractError) as error:
         category = error.category.value if isinstance(error, ChatError) else "invalid_output"
         logger.error("model failed: %s", category)
-        raise unavailable(
+        raise down(
             "model_unavailable", f"the model failed ({category})", failure_category=category
         ) from error
     except ProviderError as error:  # a remote embedder or reranker
         logger.error("retrieval provider failed: %s", error.category.value)
-        raise unavailable(
+        raise down(
             "retrieval_unavailable",
             f"a retrieval provider failed ({error.category.value})",
             failure_category=error.category.value,
@@ -549,7 +607,8 @@ def readiness(state: ServiceState) -> dict[str, dict[str, Any]]:
     model = state.model_problem
     # A model that does not answer is not a readiness failure when a degradation mode
     # is declared: the service answers in that mode and says so in every result.
-    declared = degraded_mode(application) != "unavailable"
+    # A stored draft answers only questions asked before: not a mode that serves traffic.
+    declared = _without_draft_mode(application) != "unavailable"
     checks["model"] = {
         "ok": model is None or declared,
         "detail": "ok" if model is None else f"{model} (answering: {degraded_mode(application)})",

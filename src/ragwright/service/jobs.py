@@ -25,7 +25,7 @@ from ragwright.application.job_runner import job_status
 from ragwright.application.jobs import AnswerJob, JobStore, canonical_input
 from ragwright.application.keys import ApiKey
 from ragwright.errors import IdempotencyConflict, JobNotFound, RagwrightError
-from ragwright.service.problems import Problem
+from ragwright.service.problems import Problem, problem_responses
 from ragwright.service.schemas import AnswerBody
 
 # An Idempotency-Key is an opaque token the client makes (a UUID, typically).
@@ -42,7 +42,11 @@ def job_routes(
     router = APIRouter(tags=["answer jobs"])
     settings = application.settings
 
-    @router.post("/v1/answer-jobs", status_code=202)
+    @router.post(
+        "/v1/answer-jobs",
+        status_code=202,
+        responses=problem_responses(400, 401, 403, 409, 415, 422, 503),
+    )
     async def submit(
         body: AnswerBody,
         key: Annotated[ApiKey, Depends(caller("answer"))],
@@ -110,7 +114,7 @@ def job_routes(
             headers={"Location": url},
         )
 
-    @router.get("/v1/answer-jobs/{job_id}")
+    @router.get("/v1/answer-jobs/{job_id}", responses=problem_responses(401, 403, 404, 503))
     async def status(
         job_id: str, key: Annotated[ApiKey, Depends(caller("answer"))]
     ) -> JSONResponse:
@@ -119,7 +123,7 @@ def job_routes(
         job = visible(await read(job_id), key)
         return JSONResponse(dict(job_status(job)))
 
-    @router.delete("/v1/answer-jobs/{job_id}")
+    @router.delete("/v1/answer-jobs/{job_id}", responses=problem_responses(401, 403, 404, 503))
     async def cancel(
         job_id: str, key: Annotated[ApiKey, Depends(caller("answer"))]
     ) -> JSONResponse:

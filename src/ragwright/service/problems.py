@@ -18,6 +18,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 PROBLEM_JSON = "application/problem+json"
@@ -124,6 +125,70 @@ def malformed_body(rule: str) -> Problem:
     )
 
 
+class FieldRule(BaseModel):
+    field: str
+    rule: str
+
+
+class ProblemDetails(BaseModel):
+    """RFC 9457 problem details as the service sends them (extension members vary)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field(description="/problems/<kind>; docs/service.md lists every kind.")
+    title: str
+    status: int
+    detail: str
+    instance: str | None = None
+    errors: list[FieldRule] | None = Field(None, description="Invalid input: field and rule.")
+    mode: str | None = Field(None, description="An unavailable answer: 'unavailable'.")
+    reason: str | None = None
+
+
+DESCRIPTIONS = {
+    400: "Malformed body or header",
+    401: "No, unknown or revoked API key",
+    403: "The key may not do this",
+    404: "No such resource for this caller",
+    409: "Conflict with an earlier request",
+    415: "The body is not sent as JSON",
+    422: "A field breaks a rule, or is unknown",
+    429: "The tenant's own limit",
+    503: "Capacity busy, or a dependency unavailable",
+}
+
+
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The error responses a route documents (their content: :func:`document_problems`)."""
+    return {status: {"description": DESCRIPTIONS[status]} for status in statuses}
+
+
+INTERACTIVE_ERRORS = problem_responses(400, 401, 403, 415, 422, 429, 503)
+SUBMISSION_ERRORS = problem_responses(400, 401, 403, 409, 415, 422, 503)
+
+
+def document_problems(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` (the OpenAPI document) with every error response of every operation
+    described as ``application/problem+json`` with the :class:`ProblemDetails` schema
+    (FastAPI's own 422 would say ``application/json`` with its validation model)."""
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    definition = ProblemDetails.model_json_schema(ref_template="#/components/schemas/{model}")
+    components.update(definition.pop("$defs", {}))
+    components["ProblemDetails"] = definition
+    for name in ("HTTPValidationError", "ValidationError"):
+        components.pop(name, None)
+    reference = {"schema": {"$ref": "#/components/schemas/ProblemDetails"}}
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            for status, response in operation.get("responses", {}).items():
+                if str(status)[0] in "45":
+                    response["content"] = {PROBLEM_JSON: reference}
+                    response["description"] = DESCRIPTIONS.get(
+                        int(status), response.get("description", "")
+                    )
+    return schema
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     """Every error, including the framework's own 404/405/422 and anything unexpected,
     leaves as problem details."""
@@ -134,6 +199,22 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        whole_body = any(tuple(e.get("loc", ())) == ("body",) for e in error.errors())
+        if (
+            whole_body
+            and request.method in ("POST", "PUT", "PATCH")
+            and (media_type not in ("application/json", "") and not media_type.endswith("+json"))
+        ):
+            # A JSON body sent as a form or text is read as no object at all: say why.
+            return Problem(
+                415,
+                "unsupported-media-type",
+                "The body must be JSON",
+                f"content-type: {media_type!r} is not application/json; send the body "
+                "with 'content-type: application/json'",
+                errors=[{"field": "content-type", "rule": "application/json"}],
+            ).response(request.url.path)
         return _validation_problem(error).response(request.url.path)
 
     @app.exception_handler(StarletteHTTPException)

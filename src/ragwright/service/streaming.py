@@ -36,11 +36,12 @@ from starlette.types import Receive, Scope, Send
 from ragwright.application import AnswerOutcome
 from ragwright.core.assembly import AssembledContext
 from ragwright.service.admission import Permit
-from ragwright.service.problems import Problem
+from ragwright.service.problems import Problem, logger
 
 KEEPALIVE_SECONDS = 15.0
 DISCONNECT_POLL = 0.25
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+# After a sentence's end and its whitespace, so the pieces keep every character.
+_SENTENCE_END = re.compile(r"(?<=[.!?]\s)")
 
 
 class PermitStream(StreamingResponse):
@@ -83,10 +84,24 @@ def evidence_data(context: AssembledContext) -> dict[str, Any]:
 
 
 def deltas(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """The validated answer in pieces: each quote of a quoted answer, or each sentence."""
-    if body.get("style") == "quoted" and body.get("quotes"):
-        return [{"text": q["text"], "quote": q["id"]} for q in body["quotes"]]
-    return [{"text": piece} for piece in _SENTENCE_END.split(body["answer"]) if piece]
+    """The validated answer in pieces whose texts join to exactly ``answer``: each quote
+    of a quoted answer (with the separator the answer has), or each sentence."""
+    answer: str = body["answer"]
+    quotes = body.get("quotes") or []
+    if body.get("style") == "quoted" and quotes:
+        pieces, at = [], 0
+        for number, quote in enumerate(quotes):
+            start = answer.find(quote["text"], at)
+            if start < 0:  # not how the answer was joined: fall back to sentences
+                break
+            end = start + len(quote["text"])
+            if number == len(quotes) - 1:
+                end = len(answer)
+            pieces.append({"text": answer[at:end], "quote": quote["id"]})
+            at = end
+        else:
+            return pieces
+    return [{"text": piece} for piece in _SENTENCE_END.split(answer) if piece]
 
 
 async def answer_stream(
@@ -135,11 +150,11 @@ async def _events(
             yield event("error", problem.body())
             yield event(
                 "outcome",
-                {
-                    "mode": problem.extensions.get("mode", "unavailable"),
-                    "reason": problem.extensions.get("reason"),
-                    "interrupted": began,
-                },
+                failed_outcome(
+                    problem.extensions.get("mode", "unavailable"),
+                    problem.extensions.get("reason"),
+                    interrupted=began,
+                ),
             )
             return
         record(outcome)
@@ -156,9 +171,7 @@ async def _events(
                     reason=outcome.reason,
                 ).body(),
             )
-            yield event(
-                "outcome", {"mode": "unavailable", "reason": outcome.reason, "interrupted": False}
-            )
+            yield event("outcome", {**_outcome_fields(body), "interrupted": began})
             return
         if outcome.mode == "generated":
             for piece in deltas(body):
@@ -166,7 +179,9 @@ async def _events(
         yield event("citations", {"citations": body["citations"]})
         yield event("outcome", {**_outcome_fields(body), "interrupted": False})
     except asyncio.CancelledError:
-        raise  # the client left: the finally below stops the work
+        # The client left: the finally below stops the work (logged without content).
+        logger.info("stream closed by the client after %s", "evidence" if began else "nothing")
+        raise
     except Exception as error:  # after output began: end explicitly, never cut silently
         yield event(
             "error",
@@ -174,24 +189,39 @@ async def _events(
                 500, "internal", "Internal error", f"the answer failed ({type(error).__name__})"
             ).body(),
         )
-        yield event("outcome", {"mode": "unavailable", "reason": None, "interrupted": True})
+        yield event("outcome", failed_outcome("unavailable", None, interrupted=True))
     finally:
         if not task.done():
             task.cancel()
 
 
+def failed_outcome(mode: str, reason: str | None, *, interrupted: bool) -> dict[str, Any]:
+    """The ``outcome`` event of a stream that could not finish: every documented field,
+    empty but for the mode, the reason and whether output had begun."""
+    return {
+        **dict.fromkeys(OUTCOME_FIELDS),
+        "mode": mode,
+        "reason": reason,
+        "quotes": [],
+        "interrupted": interrupted,
+    }
+
+
+OUTCOME_FIELDS = (
+    "mode",
+    "reason",
+    "status",
+    "style",
+    "answer",
+    "quotes",
+    "template",
+    "draft",
+    "degraded",
+    "answerability",
+    "provenance",
+    "timings",
+)
+
+
 def _outcome_fields(body: dict[str, Any]) -> dict[str, Any]:
-    keep = (
-        "mode",
-        "reason",
-        "status",
-        "style",
-        "answer",
-        "quotes",
-        "template",
-        "degraded",
-        "answerability",
-        "provenance",
-        "timings",
-    )
-    return {k: body.get(k) for k in keep}
+    return {k: body.get(k) for k in OUTCOME_FIELDS}

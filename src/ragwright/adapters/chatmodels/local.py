@@ -16,6 +16,7 @@ JSON, so every call is schema-constrained.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import logging
@@ -177,7 +178,10 @@ class LocalChatModel:
 
     async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
         _require_schema(self.name, request)
-        return await self._client.complete(request, deadline)
+        response = await self._client.complete(request, deadline)
+        # llama.cpp reports the model file's path; results name the model, never a
+        # path of the machine that serves them.
+        return dataclasses.replace(response, model=MODEL_ID)
 
     async def stream(self, request: ChatRequest, deadline: Deadline) -> AsyncIterator[ChatUpdate]:
         _require_schema(self.name, request)

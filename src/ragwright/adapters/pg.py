@@ -1,0 +1,111 @@
+"""What every PostgreSQL store shares: a small connection pool in one schema, and tables
+created once under an advisory lock with a schema version per component.
+
+Replicas start together: each creates the schema and its tables if they do not exist,
+serialised by ``pg_advisory_xact_lock`` so two first starts never race on ``CREATE``.
+``schema_versions`` holds one row per component (``api_keys``, ``drafts``); a version
+newer than the code reads is refused, never rewritten, as the SQLite stores refuse a
+newer ``user_version``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from ragwright.errors import StorageError
+
+# Connections per process and store: the stores run one short statement group per call.
+POOL_MAX_SIZE = 4
+# How long opening the pool, or a call waiting for a connection, may take, seconds.
+CONNECT_TIMEOUT = 5.0
+
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def redacted(url: str) -> str:
+    """``url`` without user, password or query (errors and logs name the server only)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    where = f"{host}:{parts.port}" if parts.port else host
+    return f"{parts.scheme}://{where}{parts.path}"
+
+
+def open_pool(url: str, schema: str, *, what: str) -> ConnectionPool:
+    """A pool whose connections resolve unqualified names in ``schema``.
+
+    Raises:
+        StorageError: naming ``schema`` when it is not a plain lower-case identifier, or
+            the server (without credentials) when no connection opens in time.
+    """
+    if not _SCHEMA_NAME.fullmatch(schema):
+        raise StorageError(
+            redacted(url),
+            f"schema {schema!r} must be a lower-case identifier (letters, digits, _)",
+        )
+    pool = ConnectionPool(
+        url,
+        min_size=1,
+        max_size=POOL_MAX_SIZE,
+        kwargs={"options": f"-c search_path={schema}", "connect_timeout": 5},
+        timeout=CONNECT_TIMEOUT,
+        open=False,
+        name=f"ragwright-{what}",
+    )
+    try:
+        pool.open(wait=True, timeout=CONNECT_TIMEOUT)
+    except (PoolTimeout, psycopg.Error) as error:
+        pool.close()
+        raise StorageError(
+            redacted(url), f"cannot open the {what} store in PostgreSQL: {error}"
+        ) from error
+    return pool
+
+
+def create_schema(
+    pool: ConnectionPool,
+    url: str,
+    schema: str,
+    *,
+    component: str,
+    version: int,
+    create: Callable[[psycopg.Connection], None],
+) -> None:
+    """Create ``schema`` and (through ``create``) ``component``'s tables if absent, and
+    record or check its schema version, all under one advisory lock.
+
+    Raises:
+        StorageError: the stored version is not ``version`` (written by another
+            ragwright), or the server refuses.
+    """
+    try:
+        with pool.connection() as db, db.transaction():
+            db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"ragwright:{schema}",))
+            db.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS schema_versions "
+                "(component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
+            )
+            row = db.execute(
+                "SELECT version FROM schema_versions WHERE component = %s", (component,)
+            ).fetchone()
+            if row is None:
+                create(db)
+                db.execute(
+                    "INSERT INTO schema_versions (component, version) VALUES (%s, %s)",
+                    (component, version),
+                )
+            elif row[0] != version:
+                raise StorageError(
+                    f"{redacted(url)} schema {schema}",
+                    f"{component} schema version {row[0]}, this ragwright reads {version}; "
+                    "use the ragwright that wrote it",
+                )
+    except psycopg.Error as error:
+        raise StorageError(
+            f"{redacted(url)} schema {schema}", f"cannot create the {component} tables: {error}"
+        ) from error
