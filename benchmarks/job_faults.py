@@ -208,9 +208,6 @@ class Setup:
             **self.model_env,
             "RAGWRIGHT_DATABASE_URL": database_url,
             "RAGWRIGHT_REDIS_URL": redis_url,
-            # One key store for every replica: a file on this machine until the
-            # PostgreSQL key store is merged (then RAGWRIGHT_DATABASE_URL carries keys).
-            "RAGWRIGHT_KEYS_PATH": str(self.root / name / "keys.sqlite3"),
             "RAGWRIGHT_JOB_WORKERS": str(JOB_WORKERS),
             "RAGWRIGHT_BATCH_CAPACITY": str(BATCH_CAPACITY),
             "RAGWRIGHT_JOB_LEASE": str(LEASE),
@@ -493,7 +490,7 @@ def main() -> None:
             "jobs_per_scenario": args.jobs,
             "postgres_outage_s": args.outage,
             "index": "embedded, one copy of one ingested index per replica",
-            "keys": "one SQLite key file shared by the replicas (RAGWRIGHT_KEYS_PATH)",
+            "keys": "PostgreSQL key store shared by the replicas (RAGWRIGHT_DATABASE_URL)",
         },
         "scenarios": results,
         "run_seconds": round(time.perf_counter() - began, 1),

@@ -297,7 +297,8 @@ def replicas(
 
 
 def add_key(env: Mapping[str, str], home: Path) -> str:
-    """One API key every replica accepts: made once, in the key store they share."""
+    """One API key every replica accepts: made once, in the PostgreSQL key store they
+    share (``env`` carries their ``RAGWRIGHT_DATABASE_URL``)."""
     out = ragwright(
         "keys",
         "add",
@@ -366,3 +367,10 @@ def store_rows(database_url: str) -> list[dict[str, Any]]:
         ).fetchall()
     names = ("id", "idempotency_key", "state", "attempts", "lease_owner")
     return [dict(zip(names, row, strict=True)) for row in rows]
+
+
+def key_count(database_url: str) -> int:
+    """API keys in the PostgreSQL key store the replicas share."""
+    with psycopg.connect(database_url) as conn:
+        found = conn.execute("SELECT count(*) FROM ragwright.api_keys").fetchone()
+    return int(found[0]) if found else 0

@@ -4,9 +4,8 @@ on its own copy of one ingested index: jobs accepted on either replica run once;
 replica killed with jobs in flight loses none; a process that dies between persisting
 a job and answering 202 leaves a job the client's retry finds (issue 12).
 
-Keys: replicas share them through ``RAGWRIGHT_KEYS_PATH`` (one SQLite file on this
-machine) until the PostgreSQL key store is merged; then ``RAGWRIGHT_DATABASE_URL``
-alone carries them and the ``RAGWRIGHT_KEYS_PATH`` line below goes.
+Keys: made once (``ragwright keys add`` with the replicas' ``RAGWRIGHT_DATABASE_URL``),
+in the PostgreSQL key store every replica reads; no replica has a key file of its own.
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ import pytest
 from tests.replicas import (
     add_key,
     ingest_template,
+    key_count,
     published,
     redis_server,
     replicas,
@@ -52,13 +52,12 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def shared(tmp_path: Path) -> Iterator[dict[str, str]]:
-    """The servers replicas share: a scratch database, a throwaway Redis, one key file."""
+def shared() -> Iterator[dict[str, str]]:
+    """The servers replicas share: a scratch database (jobs and keys), a throwaway Redis."""
     with scratch_database() as database, redis_server() as redis:
         yield {
             "RAGWRIGHT_DATABASE_URL": database,
             "RAGWRIGHT_REDIS_URL": redis.url,
-            "RAGWRIGHT_KEYS_PATH": str(tmp_path / "keys.sqlite3"),  # until PostgresKeyStore
             "RAGWRIGHT_JOB_WORKERS": "2",
             "RAGWRIGHT_BATCH_CAPACITY": "4",
             "RAGWRIGHT_JOB_LEASE": str(LEASE),
@@ -100,6 +99,9 @@ def test_jobs_accepted_on_either_replica_complete_once_and_a_key_is_one_job_acro
     assert {job_id: done[job_id]["state"] for job_id in ids} == dict.fromkeys(ids, "succeeded")
     assert {counts[job_id] for job_id in ids} == {1}
     assert len(store_rows(shared["RAGWRIGHT_DATABASE_URL"])) == 9
+    # The key both replicas accepted lives in PostgreSQL, not in a file per replica.
+    assert key_count(shared["RAGWRIGHT_DATABASE_URL"]) == 1
+    assert not any((replica.home / "keys.sqlite3").exists() for replica in fleet)
     # Both replicas ran jobs: the queue is shared, not per process.
     assert all(published([replica]) for replica in fleet)
 
