@@ -346,3 +346,30 @@ def test_a_freed_slot_is_taken_when_a_job_ends_not_at_the_next_poll(
         f"published:{first}",
         f"published:{second}",
     ]
+
+
+class KeyStoreDown:
+    """A key store whose server is down (a PostgreSQL restart): every read raises as
+    ``PostgresKeyStore`` does, and each attempt is recorded."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def authenticate(self, secret: str) -> Any:
+        self.calls.append("authenticate")
+        raise StorageError("postgresql://127.0.0.1:5432/keys", "connection refused")
+
+
+def test_a_key_store_outage_is_503_keys_unavailable_not_a_500(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    # Regression (issue 12, PostgreSQL restart fault): with keys in PostgreSQL, a
+    # submission during the restart failed with 500 internal.
+    service = make_service(job_workers=0)
+    secret = service.key("alice")
+    down = KeyStoreDown()
+    service.components._keys = down  # type: ignore[attr-defined,assignment]
+    response = submit(client_for(service), secret)
+    assert response.status_code == 503, response.text
+    assert response.json()["type"] == "/problems/keys-unavailable"
+    assert down.calls == ["authenticate"]

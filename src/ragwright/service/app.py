@@ -184,7 +184,20 @@ def create_app(
                     "send an API key as 'Authorization: Bearer <key>'",
                     headers={"WWW-Authenticate": REALM},
                 )
-            key = application.authenticate(credentials.credentials)
+            try:
+                # Off the event loop: with keys in PostgreSQL a call may wait for the
+                # server (connect_timeout) while every other request must go on.
+                key = await asyncio.to_thread(application.authenticate, credentials.credentials)
+            except StorageError as error:
+                # The key store is down (a PostgreSQL restart): no caller can be checked
+                # now, which is the service's condition, not a bug or the caller's fault.
+                raise Problem(
+                    503,
+                    "keys-unavailable",
+                    "Callers cannot be authenticated now",
+                    f"the API key store is unavailable ({type(error).__name__}); "
+                    "nothing was done: retry",
+                ) from error
             if key is None:
                 raise Problem(
                     401,
