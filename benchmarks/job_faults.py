@@ -32,7 +32,7 @@ persisting to publishing (the store's ``created_at`` to ``finished_at``, one clo
 p50/p95/max. Writes ``benchmarks/results/job_faults.json``. The whole run takes about
 two to three minutes; nothing here asserts on time.
 
-    python benchmarks/job_faults.py [--jobs 24] [--model-delay 0.5] [--outage 3]
+    python benchmarks/job_faults.py [--jobs 24] [--model-delay 0.5] [--outage 7]
 """
 
 from __future__ import annotations
@@ -126,7 +126,8 @@ class Client:
                     job_id = str(response.json()["id"])
                     self.accepted[key] = job_id
                     return job_id
-                self.refusals[str(response.status_code)] += 1
+                kind = response.json().get("type", "") if response.content else ""
+                self.refusals[f"{response.status_code} {kind}".strip()] += 1
             except httpx.TransportError as error:
                 self.refusals[type(error).__name__] += 1
             self.retries += 1
@@ -445,7 +446,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=24, help="jobs per fault scenario")
     parser.add_argument("--model-delay", type=float, default=0.5, help="seconds per reply")
-    parser.add_argument("--outage", type=float, default=3.0, help="PostgreSQL down, seconds")
+    parser.add_argument(
+        "--outage", type=float, default=7.0, help="PostgreSQL down, seconds (> connect_timeout)"
+    )
     parser.add_argument("--quiet-seconds", type=float, default=8.0, help="interactive alone")
     parser.add_argument("--only", choices=sorted(SCENARIOS), action="append")
     parser.add_argument(
