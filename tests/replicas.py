@@ -374,3 +374,12 @@ def key_count(database_url: str) -> int:
     with psycopg.connect(database_url) as conn:
         found = conn.execute("SELECT count(*) FROM ragwright.api_keys").fetchone()
     return int(found[0]) if found else 0
+
+
+def rows_by_state(database_url: str) -> dict[str, int]:
+    """How many jobs the store holds in each state."""
+    with psycopg.connect(database_url, connect_timeout=2) as conn:
+        found = conn.execute(
+            "SELECT state, count(*) FROM ragwright.answer_jobs GROUP BY state"
+        ).fetchall()
+    return {str(state): int(n) for state, n in found}

@@ -346,6 +346,26 @@ def test_two_postgres_stores_like_two_replicas_see_each_others_writes() -> None:
         second.close()
 
 
+def test_a_postgres_key_store_recovers_at_once_after_its_connections_are_killed() -> None:
+    # Regression (issue 12, PostgreSQL restart fault): the pool lent its dead
+    # connections after a restart, so the first requests were 503 keys-unavailable.
+    with fresh_schema() as schema:
+        store = PostgresKeyStore(POSTGRES_URL, schema)
+        try:
+            _, secret = store.add(tenant="acme", scopes=("answer",))
+            # What a server restart does to open connections: the server ends them.
+            with psycopg.connect(POSTGRES_URL, autocommit=True) as db:
+                killed = db.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE application_name = %s",
+                    (f"ragwright-{schema}",),
+                ).fetchone()
+            assert killed is not None and killed[0] >= 1
+            assert store.authenticate(secret) is not None
+        finally:
+            store.close()
+
+
 def test_threads_share_one_store(store: KeyStore) -> None:
     _, secret = store.add(tenant="acme", scopes=("search",))
     failures: list[BaseException] = []

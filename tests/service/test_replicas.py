@@ -22,9 +22,11 @@ from tests.replicas import (
     add_key,
     ingest_template,
     key_count,
+    private_postgres,
     published,
     redis_server,
     replicas,
+    rows_by_state,
     scratch_database,
     store_rows,
     submit,
@@ -165,3 +167,48 @@ def test_a_process_dying_after_persisting_leaves_the_job_for_the_retry_with_the_
     assert done[rows[0]["id"]]["state"] == "succeeded"
     assert counts[rows[0]["id"]] == 1
     assert len(store_rows(shared["RAGWRIGHT_DATABASE_URL"])) == 1
+
+
+def test_a_postgresql_restart_while_jobs_run_loses_none_and_runs_none_twice(
+    template: Path, tmp_path: Path
+) -> None:
+    with (
+        private_postgres() as cluster,
+        redis_server() as redis,
+        scripted_openai(quote_s1, delay=1.0) as (base_url, _),
+    ):
+        env = {
+            "RAGWRIGHT_DATABASE_URL": cluster.url,
+            "RAGWRIGHT_REDIS_URL": redis.url,
+            "RAGWRIGHT_JOB_WORKERS": "2",
+            "RAGWRIGHT_BATCH_CAPACITY": "4",
+            "RAGWRIGHT_JOB_LEASE": str(LEASE),
+            **model_env(base_url, "generated"),
+        }
+        secret = add_key(env, tmp_path / "admin")
+        with replicas(template, tmp_path, 2, env) as (a, b):
+            ids = [
+                submit((a, b)[n % 2].url, secret, f"job-{n}", f"{QUESTION} ({n})").json()["id"]
+                for n in range(8)
+            ]
+            deadline = time.monotonic() + 30
+            while not rows_by_state(cluster.url).get("running") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            cluster.stop()
+            try:
+                # Nothing can be authenticated or persisted: 503, never a 202 or a 500.
+                during = submit(a.url, secret, "during", QUESTION, timeout=30)
+                assert during.status_code == 503, during.text
+                assert during.json()["type"] == "/problems/keys-unavailable"
+                time.sleep(LEASE * 3)  # past the store's connect timeout and the leases
+            finally:
+                cluster.start()
+            retry = submit(b.url, secret, "during", QUESTION)
+            assert retry.status_code == 202, retry.text
+            ids.append(retry.json()["id"])
+            done = wait_finished(a.url, secret, ids, timeout=90)
+            counts = published([a, b])
+        states = rows_by_state(cluster.url)
+    assert {job_id: done[job_id]["state"] for job_id in ids} == dict.fromkeys(ids, "succeeded")
+    assert {counts[job_id] for job_id in ids} == {1}, counts
+    assert states == {"succeeded": 9}

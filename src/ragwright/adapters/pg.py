@@ -51,7 +51,14 @@ def open_pool(url: str, schema: str, *, what: str) -> ConnectionPool:
         url,
         min_size=1,
         max_size=POOL_MAX_SIZE,
-        kwargs={"options": f"-c search_path={schema}", "connect_timeout": 5},
+        kwargs={
+            "options": f"-c search_path={schema}",
+            "connect_timeout": 5,
+            "application_name": f"ragwright-{schema}"[:63],
+        },
+        # Each connection is checked before it is lent: after a server restart the
+        # pooled ones are dead, and without the check each would fail one request.
+        check=ConnectionPool.check_connection,
         timeout=CONNECT_TIMEOUT,
         open=False,
         name=f"ragwright-{what}",
