@@ -678,6 +678,8 @@ def test_ask_offers_the_approved_template_when_the_model_is_unreachable(
         "RAGWRIGHT_CHAT_BASE_URL": "http://127.0.0.1:9/v1",
     }
     question = "Should I drain all queued work during shutdown?"
+    # Drafts off: an earlier answer to this question in the shared home would come first.
+    down["RAGWRIGHT_DRAFT_MAX_AGE"] = "0"
     offered = ragwright(
         "ask", question, home=indexed_home, RAGWRIGHT_TEMPLATES=str(templates), **down
     )
@@ -705,6 +707,27 @@ def test_ask_offers_the_approved_template_when_the_model_is_unreachable(
     )
     assert broken.returncode == 1
     assert broken.stderr.strip().startswith("error: setting 'RAGWRIGHT_TEMPLATES': cannot read")
+
+
+@pytest.mark.slow
+def test_ask_shows_the_previous_draft_labelled_with_its_age_when_the_model_is_down(
+    indexed_home: Path,
+) -> None:
+    answered = _ask_scripted(indexed_home, _quote_s1)  # stored as the draft
+    assert answered[0].startswith("[answered] ")
+    down = ragwright(
+        "ask",
+        "Should I drain all queued work during shutdown?",
+        home=indexed_home,
+        check=True,
+        RAGWRIGHT_CHAT_PROVIDER="openai",
+        RAGWRIGHT_CHAT_MODEL="scripted",
+        RAGWRIGHT_CHAT_BASE_URL="http://127.0.0.1:9/v1",
+    ).stdout.splitlines()
+    assert down[0].startswith("[previous draft of ")
+    assert "NOT A NEW ANSWER (the model could not answer: transient)" in down[0]
+    assert down[1] == "  " + answered[0].removeprefix("[answered] ")
+    assert any(line.startswith("  S1: worker-shutdown/") for line in down)
 
 
 @pytest.mark.slow

@@ -193,6 +193,10 @@ class OutageProxy:
     def stop(self) -> None:
         with self._lock:
             if self._listener is not None:
+                # shutdown wakes the thread blocked in accept(); close alone may leave it
+                # accepting one more connection on Linux.
+                with contextlib.suppress(OSError):
+                    self._listener.shutdown(socket.SHUT_RDWR)
                 self._listener.close()
                 self._listener = None
             for sock in self._sockets:

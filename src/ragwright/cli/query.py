@@ -300,6 +300,15 @@ def _print_answer(outcome: AnswerOutcome) -> None:
             f"[unavailable] The model could not answer ({data['degraded']}) and evidence-only "
             "results are off (RAGWRIGHT_EVIDENCE_ONLY_ON_MODEL_FAILURE=false)."
         )
+    elif data["mode"] == "previous_draft":
+        draft = data["draft"]
+        print(
+            f"[previous draft of {draft['created_at']}, {_age(draft['age_seconds'])} old] "
+            f"NOT A NEW ANSWER (the model could not answer: {data['degraded']}); its cited "
+            "documents are unchanged since:"
+        )
+        print(f"  {data['answer']}")
+        _print_provenance(data)
     elif data["mode"] == "approved_template":
         template = data["template"]
         print(
@@ -331,6 +340,13 @@ def _print_answer(outcome: AnswerOutcome) -> None:
                 print(f"  no cited source supports: {sentence}")
     _print_decisions(data)
     print(thresholds_line(data["options"]))
+
+
+def _age(seconds: int) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
 
 
 def _print_provenance(data: dict[str, Any]) -> None:
