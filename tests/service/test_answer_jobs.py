@@ -373,3 +373,20 @@ def test_a_key_store_outage_is_503_keys_unavailable_not_a_500(
     assert response.status_code == 503, response.text
     assert response.json()["type"] == "/problems/keys-unavailable"
     assert down.calls == ["authenticate"]
+
+
+def test_a_job_past_its_expiry_is_never_run_and_says_expired(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    service = make_service(job_workers=0, job_ttl=0.2)
+    secret = service.key("alice")
+    client = client_for(service)
+    job_id = submit(client, secret).json()["id"]
+    time.sleep(0.4)
+    events: list[str] = []
+    calls = service.components.model.calls  # type: ignore[attr-defined]
+    asyncio.run(_run_until(runner(service, events), events, "expired:"))
+    assert "expired:1" in events
+    assert not any(e.startswith("claimed:") for e in events)
+    assert service.components.model.calls == calls  # type: ignore[attr-defined]
+    assert wait_for_state(client, secret, job_id, "expired")["state"] == "expired"

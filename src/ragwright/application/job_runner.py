@@ -46,6 +46,8 @@ logger = logging.getLogger("ragwright.jobs")
 # Claims of one job before a changing input fails it instead of running it again.
 MAX_ATTEMPTS = 3
 DEGRADED = ("model_unavailable", "request_deadline_exceeded")
+# Seconds between two sweeps marking overdue jobs ``expired`` (each process sweeps).
+EXPIRY_SWEEP = 10.0
 
 
 @dataclass
@@ -110,6 +112,7 @@ class JobRunner:
         self.events = events or (lambda _event: None)
         self.ramp = ramp or DispatchRamp(concurrency)
         self._running: set[asyncio.Task[None]] = set()
+        self._next_sweep = 0.0
         # Set when a job ends, so a freed slot is taken at once, not at the next poll
         # (the backlog then drains at the pool's rate; benchmarks/job_faults.py).
         self._freed = asyncio.Event()
@@ -140,10 +143,27 @@ class JobRunner:
                         self._running.add(task)
                         task.add_done_callback(self._ended)
                         continue
+                await self._expire_due()
                 await self._idle(stop)
         finally:
             if self._running:
                 await asyncio.gather(*self._running, return_exceptions=True)
+
+    async def _expire_due(self) -> None:
+        """Mark jobs past their expiry ``expired`` (a claim never takes them; this makes
+        their state say so), at most every ``EXPIRY_SWEEP`` seconds per process."""
+        now = time.monotonic()
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + EXPIRY_SWEEP
+        try:
+            expired = await asyncio.to_thread(self.store.expire)
+        except RagwrightError as error:
+            logger.warning("job store unavailable: %s", error)
+            return
+        if expired:
+            self.events(f"expired:{expired}")
+            logger.info("%d job(s) expired", expired)
 
     def _ended(self, task: asyncio.Task[None]) -> None:
         self._running.discard(task)
