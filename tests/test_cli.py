@@ -743,6 +743,8 @@ def test_ask_fails_over_to_the_configured_alternate_prepared_for_it(indexed_home
         "RAGWRIGHT_CHAT_MODEL": "primary-model",
         "RAGWRIGHT_CHAT_BASE_URL": "http://127.0.0.1:9/v1",
         "RAGWRIGHT_CHAT_SCHEMA_STYLE": "variants",
+        # Drafts off: an earlier answer to this question in the shared home would be shown.
+        "RAGWRIGHT_DRAFT_MAX_AGE": "0",
     }
     alone = ragwright("ask", question, "--k", "8", home=indexed_home, **primary)
     # Alone, the unreachable primary degrades the answer to evidence, labelled as such.
