@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -168,34 +169,13 @@ class SqliteKeyStore:
         )
         created_at = _timestamp(self._clock())
         while True:
-            key = ApiKey(
-                id=secrets.token_hex(6),
-                tenant=tenant,
-                scopes=unique(scopes),
-                documents=unique(documents),
-                types=unique(types),
-                states=unique(states),
-                name=name,
-                created_at=created_at,
-                revoked_at=None,
-            )
-            secret = f"{SECRET_PREFIX}_{key.id}_{secrets.token_urlsafe(32)}"
+            key, secret, row = _new_key(tenant, scopes, documents, types, states, name, created_at)
             try:
                 with self._write() as db:
                     db.execute(
                         "INSERT INTO api_keys (id, secret_sha256, tenant, scopes, documents, "
                         "types, states, name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            key.id,
-                            _digest(secret),
-                            key.tenant,
-                            json.dumps(key.scopes),
-                            json.dumps(key.documents),
-                            json.dumps(key.types),
-                            json.dumps(key.states),
-                            key.name,
-                            key.created_at,
-                        ),
+                        row,
                     )
             except sqlite3.IntegrityError:
                 continue  # 48-bit id already taken (one in billions): draw another
@@ -334,18 +314,7 @@ class PostgresKeyStore:
         )
         created_at = _timestamp(self._clock())
         while True:
-            key = ApiKey(
-                id=secrets.token_hex(6),
-                tenant=tenant,
-                scopes=unique(scopes),
-                documents=unique(documents),
-                types=unique(types),
-                states=unique(states),
-                name=name,
-                created_at=created_at,
-                revoked_at=None,
-            )
-            secret = f"{SECRET_PREFIX}_{key.id}_{secrets.token_urlsafe(32)}"
+            key, secret, row = _new_key(tenant, scopes, documents, types, states, name, created_at)
             try:
                 with self._connection() as db:
                     inserted = db.execute(
@@ -353,17 +322,7 @@ class PostgresKeyStore:
                         "types, states, name, created_at) "
                         "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
                         "ON CONFLICT (id) DO NOTHING",
-                        (
-                            key.id,
-                            _digest(secret),
-                            key.tenant,
-                            json.dumps(key.scopes),
-                            json.dumps(key.documents),
-                            json.dumps(key.types),
-                            json.dumps(key.states),
-                            key.name,
-                            key.created_at,
-                        ),
+                        row,
                     ).rowcount
             except psycopg.Error as error:
                 raise StorageError(self._where, f"API key not stored: {error}") from error
@@ -477,6 +436,43 @@ def _create_private(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileExistsError):
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
+def _new_key(
+    tenant: str | None,
+    scopes: Sequence[str],
+    documents: Sequence[str],
+    types: Sequence[str],
+    states: Sequence[str],
+    name: str,
+    created_at: str,
+) -> tuple[ApiKey, str, tuple[Any, ...]]:
+    """A new key with a fresh id and secret, and its row (the secret only as SHA-256):
+    the same for every store."""
+    key = ApiKey(
+        id=secrets.token_hex(6),
+        tenant=tenant,
+        scopes=unique(scopes),
+        documents=unique(documents),
+        types=unique(types),
+        states=unique(states),
+        name=name,
+        created_at=created_at,
+        revoked_at=None,
+    )
+    secret = f"{SECRET_PREFIX}_{key.id}_{secrets.token_urlsafe(32)}"
+    row = (
+        key.id,
+        _digest(secret),
+        key.tenant,
+        json.dumps(key.scopes),
+        json.dumps(key.documents),
+        json.dumps(key.types),
+        json.dumps(key.states),
+        key.name,
+        key.created_at,
+    )
+    return key, secret, row
 
 
 def _digest(secret: str) -> str:
