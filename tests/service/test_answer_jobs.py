@@ -390,3 +390,27 @@ def test_a_job_past_its_expiry_is_never_run_and_says_expired(
     assert not any(e.startswith("claimed:") for e in events)
     assert service.components.model.calls == calls  # type: ignore[attr-defined]
     assert wait_for_state(client, secret, job_id, "expired")["state"] == "expired"
+
+
+def test_a_replica_without_workers_reports_an_overdue_job_expired(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    service = make_service(job_workers=0, job_ttl=0.2)
+    secret = service.key("alice")
+    client = client_for(service)
+    job_id = submit(client, secret).json()["id"]
+    time.sleep(0.4)
+    job = client.get(f"/v1/answer-jobs/{job_id}", headers=bearer(secret)).json()
+    assert job["state"] == "expired"
+
+
+def test_the_openapi_document_requires_the_idempotency_key(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    spec = client_for(make_service(ingest=False, job_workers=0)).get("/openapi.json").json()
+    (header,) = [
+        p
+        for p in spec["paths"]["/v1/answer-jobs"]["post"]["parameters"]
+        if p["name"] == "Idempotency-Key"
+    ]
+    assert header["required"] is True and header["schema"]["maxLength"] == 200

@@ -203,3 +203,16 @@ def _grant() -> Any:
     from ragwright.application import AddKeyRequest
 
     return AddKeyRequest(tenant=None, scopes=("answer",))
+
+
+def test_worker_refuses_an_index_another_process_holds(idle_home: Path) -> None:
+    from ragwright.runtime import build_application
+    from ragwright.settings import load_settings
+
+    application = build_application(load_settings(home=idle_home))
+    with application.hold_index():
+        assert application.index_state().opened  # this process holds it now
+        result = ragwright("worker", home=idle_home)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].startswith("error: the embedded index at")
+    assert "in use by another process" in result.stderr

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from ragwright.cli.common import app, application
-from ragwright.errors import ConfigError
+from ragwright.errors import ConfigError, IndexBusy
 
 
 @app.command()
@@ -106,6 +106,9 @@ def worker(
     app_ = application()
     settings = app_.settings
     concurrency = jobs or settings.job_workers or 1
+    if app_.index_state().error == "IndexBusy":
+        # Every job would fail to read the index and go back to the queue: refuse now.
+        raise IndexBusy(str(settings.index_path))
 
     async def run() -> None:
         stop = asyncio.Event()

@@ -14,6 +14,7 @@ import asyncio
 import os
 import re
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header
@@ -139,11 +140,23 @@ def job_routes(
 
     async def read(job_id: str) -> AnswerJob | None:
         try:
-            return await asyncio.to_thread(store().get, job_id)
+            job = await asyncio.to_thread(store().get, job_id)
+            if job is not None and not job.finished and overdue(job):
+                # Workers sweep overdue jobs every few seconds; a replica without workers
+                # (RAGWRIGHT_JOB_WORKERS=0) must not report one as still queued.
+                await asyncio.to_thread(store().expire)
+                job = await asyncio.to_thread(store().get, job_id)
+            return job
         except RagwrightError as error:
             raise store_unavailable(error) from error
 
     return router
+
+
+def overdue(job: AnswerJob) -> bool:
+    """Past its expiry by this machine's clock (the store's own sweep decides)."""
+    expires = datetime.fromisoformat(job.expires_at.replace("Z", "+00:00"))
+    return expires <= datetime.now(UTC)
 
 
 def visible(job: AnswerJob | None, key: ApiKey) -> AnswerJob:

@@ -180,6 +180,17 @@ def document_problems(schema: dict[str, Any]) -> dict[str, Any]:
     reference = {"schema": {"$ref": "#/components/schemas/ProblemDetails"}}
     for operations in schema.get("paths", {}).values():
         for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                if parameter.get("name") == "Idempotency-Key":
+                    # Optional to the framework so its absence is our own 400 problem,
+                    # but required by the contract.
+                    parameter["required"] = True
+                    parameter["schema"] = {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 200,
+                        "pattern": "^[!-~]+$",
+                    }
             for status, response in operation.get("responses", {}).items():
                 if str(status)[0] in "45":
                     response["content"] = {PROBLEM_JSON: reference}
