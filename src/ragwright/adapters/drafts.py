@@ -13,18 +13,16 @@ PostgreSQL uses a small pool in one schema (:mod:`ragwright.adapters.pg`).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sqlite3
-import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from ragwright.adapters.keys import BUSY_TIMEOUT, _create_private
 from ragwright.adapters.pg import create_schema, open_pool, redacted
+from ragwright.adapters.sqlite import BUSY_TIMEOUT, SqliteFile
 from ragwright.application.drafts import FIND_LIMIT, Draft
 from ragwright.errors import StorageError
 
@@ -83,7 +81,7 @@ _PG_SCHEMA = (
 _COLUMNS = "tenant, question_key, input_version, cited, result, created_at"
 
 
-class SqliteDraftStore:
+class SqliteDraftStore(SqliteFile):
     """A :class:`~ragwright.application.drafts.DraftStore` in a SQLite file.
 
     Raises:
@@ -91,26 +89,10 @@ class SqliteDraftStore:
             a newer schema than this code reads.
     """
 
+    what = "draft store"
+
     def __init__(self, path: Path, *, busy_timeout: float = BUSY_TIMEOUT) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        self._closed = False
-        _create_private(path)
-        try:
-            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        except sqlite3.Error as error:
-            raise StorageError(str(path), f"cannot open the draft store: {error}") from error
-        try:
-            self._db.execute(f"PRAGMA busy_timeout = {round(busy_timeout * 1000)}")
-            self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute("PRAGMA foreign_keys = ON")
-            self._migrate()
-        except sqlite3.Error as error:
-            self._db.close()
-            raise StorageError(str(path), f"not a readable draft store ({error})") from error
-        except StorageError:
-            self._db.close()
-            raise
+        self._open(path, busy_timeout, "foreign_keys = ON")
 
     def _migrate(self) -> None:
         with self._write() as db:
@@ -187,35 +169,6 @@ class SqliteDraftStore:
                 return done.rowcount
         except sqlite3.Error as error:
             raise StorageError(str(self.path), f"drafts not purged: {error}") from error
-
-    def close(self) -> None:
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._db.close()
-
-    @contextlib.contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._check_open()
-            yield self._db
-
-    @contextlib.contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._check_open()
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-                self._db.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StorageError(str(self.path), "the draft store is closed")
 
 
 class PostgresDraftStore:

@@ -30,10 +30,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import re
 import sqlite3
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -46,13 +44,13 @@ import psycopg_pool
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 
+from ragwright.adapters.sqlite import BUSY_TIMEOUT, SqliteFile
 from ragwright.application.jobs import AnswerJob, BatchLimits, JobCounts, Submitted
 from ragwright.errors import IdempotencyConflict, JobNotFound, RequestError, StorageError
 
 logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
-BUSY_TIMEOUT = 5.0
 CONNECT_TIMEOUT = 5.0
 _TIMESTAMP = "%Y-%m-%dT%H:%M:%S.%fZ"  # fixed width: compares correctly as text
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -365,7 +363,7 @@ _Mode = Literal["read", "write", "claim"]
 _Run = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
 
 
-class SqliteJobStore(_SqlJobStore):
+class SqliteJobStore(SqliteFile, _SqlJobStore):
     """A :class:`~ragwright.application.jobs.JobStore` in one SQLite file.
 
     Threads share one connection under a lock; processes share the file in WAL mode,
@@ -377,6 +375,8 @@ class SqliteJobStore(_SqlJobStore):
             another schema version.
     """
 
+    what = "job store"
+
     def __init__(
         self,
         path: Path,
@@ -384,26 +384,9 @@ class SqliteJobStore(_SqlJobStore):
         clock: Callable[[], float] = time.time,
         busy_timeout: float = BUSY_TIMEOUT,
     ) -> None:
-        self.path = path
         self._where = str(path)
         self._clock = clock
-        self._lock = threading.Lock()
-        self._closed = False
-        _create_private(path)
-        try:
-            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        except sqlite3.Error as error:
-            raise StorageError(str(path), f"cannot open the job store: {error}") from error
-        try:
-            self._db.execute(f"PRAGMA busy_timeout = {round(busy_timeout * 1000)}")
-            self._db.execute("PRAGMA journal_mode = WAL")
-            self._migrate()
-        except sqlite3.Error as error:
-            self._db.close()
-            raise StorageError(str(path), f"not a readable job store ({error})") from error
-        except StorageError:
-            self._db.close()
-            raise
+        self._open(path, busy_timeout)
 
     def _migrate(self) -> None:
         with self._transaction(mode="claim") as (run, _):
@@ -468,12 +451,6 @@ class SqliteJobStore(_SqlJobStore):
         if not isinstance(loaded, dict):
             raise ValueError(f"expected a JSON object, found {type(loaded).__name__}")
         return loaded
-
-    def close(self) -> None:
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._db.close()
 
 
 class PostgresJobStore(_SqlJobStore):
@@ -624,11 +601,3 @@ def _check_version(rows: Sequence[Sequence[Any]], where: str) -> None:
 
 def _stamp(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime(_TIMESTAMP)
-
-
-def _create_private(path: Path) -> None:
-    """Create the file for its owner only before SQLite opens it (SQLite would use the
-    umask, typically world-readable; its ``-wal``/``-shm`` files take the same mode)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(FileExistsError):
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))

@@ -26,11 +26,9 @@ import hashlib
 import hmac
 import json
 import logging
-import os
 import re
 import secrets
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -40,6 +38,7 @@ from typing import Any
 import psycopg
 
 from ragwright.adapters.pg import create_schema, open_pool, redacted
+from ragwright.adapters.sqlite import BUSY_TIMEOUT, SqliteFile
 from ragwright.application.keys import ApiKey, check_grant, unique
 from ragwright.errors import RequestError, StorageError
 
@@ -48,7 +47,6 @@ logger = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 SECRET_PREFIX = "rwk"
 # How long a connection waits for another process's write before giving up, seconds.
-BUSY_TIMEOUT = 5.0
 # ``last_used_at`` is written at most this often per key: a recency for operators, not
 # an access log, so a busy key costs one write a minute instead of one per request.
 LAST_USED_INTERVAL_SECONDS = 60
@@ -92,7 +90,7 @@ _COLUMNS = (
 )
 
 
-class SqliteKeyStore:
+class SqliteKeyStore(SqliteFile):
     """A :class:`~ragwright.application.keys.KeyStore` in a SQLite file.
 
     ``clock`` gives the time in seconds since the epoch (a test passes a manual clock);
@@ -110,32 +108,10 @@ class SqliteKeyStore:
         clock: Callable[[], float] = time.time,
         busy_timeout: float = BUSY_TIMEOUT,
     ) -> None:
-        self.path = path
         self._clock = clock
-        self._lock = threading.Lock()
-        self._closed = False
-        _create_private(path)
-        try:
-            # Autocommit (isolation_level None): every write below opens its own
-            # BEGIN IMMEDIATE, so it takes the write lock up front and waits for it
-            # (busy_timeout) instead of failing when a read would have to upgrade.
-            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        except sqlite3.Error as error:
-            raise StorageError(str(path), f"cannot open the API key store: {error}") from error
-        try:
-            self._db.execute(f"PRAGMA busy_timeout = {round(busy_timeout * 1000)}")
-            self._db.execute("PRAGMA journal_mode = WAL")
-            self._migrate()
-        except sqlite3.Error as error:
-            self._db.close()
-            if getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_BUSY:
-                reason = f"another process held the API key store longer than {busy_timeout} s"
-            else:
-                reason = f"not a readable API key store ({error})"
-            raise StorageError(str(path), reason) from error
-        except StorageError:
-            self._db.close()
-            raise
+        self._open(path, busy_timeout)
+
+    what = "API key store"
 
     def _migrate(self) -> None:
         with self._write() as db:
@@ -216,12 +192,6 @@ class SqliteKeyStore:
             return None
         return self._touch(key)
 
-    def close(self) -> None:
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._db.close()
-
     def _touch(self, key: ApiKey) -> ApiKey:
         """Record the use when the last recorded one is a minute old or more."""
         now = self._clock()
@@ -244,29 +214,6 @@ class SqliteKeyStore:
             logger.warning("API key %s: last_used_at not recorded: %s", key.id, error)
             return key
         return dataclasses.replace(key, last_used_at=used_at)
-
-    @contextlib.contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._check_open()
-            yield self._db
-
-    @contextlib.contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._check_open()
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-                self._db.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StorageError(str(self.path), "the API key store is closed")
 
 
 class PostgresKeyStore:
@@ -428,14 +375,6 @@ def _names(value: object) -> tuple[str, ...]:
     if not isinstance(names, builtins.list) or not all(isinstance(n, str) for n in names):
         raise ValueError(f"expected a JSON list of names, found {value!r}")
     return tuple(names)
-
-
-def _create_private(path: Path) -> None:
-    """Create the file readable and writable by its owner only, before SQLite opens it
-    (SQLite would create it with the process umask, typically world-readable)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(FileExistsError):
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 def _new_key(

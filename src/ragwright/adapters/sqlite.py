@@ -1,0 +1,101 @@
+"""What every SQLite store of ragwright shares (API keys, drafts, answer jobs).
+
+One file per store, private to its owner (mode 0600 before SQLite first opens it), one
+connection shared by the process's threads under a lock, WAL, a busy timeout, and
+autocommit: every write opens its own ``BEGIN IMMEDIATE``, so it takes the write lock up
+front and waits for it (``busy_timeout``) instead of failing when a read would have to
+upgrade. Several processes may open the same file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from ragwright.errors import StorageError
+
+BUSY_TIMEOUT = 5.0
+
+
+def create_private(path: Path) -> None:
+    """Create the file readable and writable by its owner only, before SQLite opens it
+    (SQLite would create it with the process umask, typically world-readable)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
+class SqliteFile:
+    """A store's file, opened and checked by :meth:`_open`; subclasses name themselves
+    (``what``) and bring ``_migrate``, run once inside the open."""
+
+    what = "store"
+
+    def _open(self, path: Path, busy_timeout: float, *pragmas: str) -> None:
+        """Open ``path`` (created private), apply the shared and the store's own
+        ``pragmas``, then ``_migrate``; any failure is one :class:`StorageError`.
+
+        Raises:
+            StorageError: the file cannot be opened, is another store or a newer schema,
+                or another process held it past ``busy_timeout``.
+        """
+        self.path = path
+        self._lock = threading.Lock()
+        self._closed = False
+        create_private(path)
+        try:
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as error:
+            raise StorageError(str(path), f"cannot open the {self.what}: {error}") from error
+        try:
+            self._db.execute(f"PRAGMA busy_timeout = {round(busy_timeout * 1000)}")
+            self._db.execute("PRAGMA journal_mode = WAL")
+            for pragma in pragmas:
+                self._db.execute(f"PRAGMA {pragma}")
+            self._migrate()
+        except sqlite3.Error as error:
+            self._db.close()
+            if getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_BUSY:
+                reason = f"another process held the {self.what} longer than {busy_timeout} s"
+            else:
+                reason = f"not a readable {self.what} ({error})"
+            raise StorageError(str(path), reason) from error
+        except StorageError:
+            self._db.close()
+            raise
+
+    def _migrate(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._db.close()
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._check_open()
+            yield self._db
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._check_open()
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(str(self.path), f"the {self.what} is closed")
