@@ -414,3 +414,39 @@ def test_the_openapi_document_requires_the_idempotency_key(
         if p["name"] == "Idempotency-Key"
     ]
     assert header["required"] is True and header["schema"]["maxLength"] == 200
+
+
+def test_the_batch_tenant_capacity_setting_holds_a_tenants_second_job_in_the_queue(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    model = RecordingModel(ANSWER, hold=True)
+    service = make_service(model, job_workers=2, batch_capacity=2, batch_tenant_capacity=1)
+    secret = service.key("alice")
+    client = client_for(service)
+    model.release.clear()  # the startup probe went through: hold the jobs' answers
+    first = submit(client, secret, key="k-1").json()["id"]
+    second = submit(client, secret, key="k-2").json()["id"]
+    store = service.application.jobs()
+    time.sleep(1.5)  # several claim rounds of both workers
+    states = sorted(store.get(j).state for j in (first, second))  # type: ignore[union-attr]
+    assert states == ["queued", "running"]  # the pool had room; the tenant had not
+    model.release.set()
+    wait_for_state(client, secret, first, "succeeded")
+    wait_for_state(client, secret, second, "succeeded")
+
+
+def test_the_job_deadline_setting_bounds_each_attempt(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    model = RecordingModel(ANSWER, hold=True)
+    service = make_service(model, job_workers=1, job_deadline=0.5)
+    secret = service.key("alice")
+    client = client_for(service)
+    model.release.clear()
+    job_id = submit(client, secret).json()["id"]
+    end = time.monotonic() + 20
+    while "cancelled" not in model.events and time.monotonic() < end:
+        time.sleep(0.05)
+    assert "cancelled" in model.events  # the attempt was stopped at its deadline
+    job = service.application.jobs().get(job_id)
+    assert job is not None and job.state in ("queued", "running") and job.result is None
