@@ -53,6 +53,10 @@ class Embedder(Protocol):
     is, ingestion rejects over-long inputs before the first embedding call. Providers
     that cannot count locally must make the provider reject over-long input instead
     (never truncate).
+
+    An embedder may have an int ``in_flight`` (absent means 1): ingestion then keeps up
+    to that many :meth:`embed_documents` calls outstanding from worker threads, so such
+    an embedder must be safe to call from several threads at once. Wrappers pass it on.
     """
 
     profile: EmbeddingProfile

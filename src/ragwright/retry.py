@@ -138,8 +138,10 @@ def call_with_retry(
 class RetryingEmbedder:
     """An :class:`Embedder` whose calls retry under the request's deadline.
 
-    Capabilities (``profile``, ``counts_tokens``, ``count_tokens``) are the inner
-    embedder's; token counting is local and never retried.
+    Capabilities (``profile``, ``counts_tokens``, ``count_tokens``, ``in_flight``) are
+    the inner embedder's; token counting is local and never retried. Safe to call from
+    several threads at once when the inner embedder is: each call keeps its own attempt
+    count, and a deadline set by a caller's thread is current only in that thread.
     """
 
     def __init__(
@@ -156,6 +158,7 @@ class RetryingEmbedder:
         self.inner = inner
         self.profile: EmbeddingProfile = inner.profile
         self.counts_tokens: bool = inner.counts_tokens
+        self.in_flight: int = getattr(inner, "in_flight", 1)
         self.policy = policy
         self.call_budget = call_budget
         self._sleep = sleep

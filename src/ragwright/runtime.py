@@ -59,6 +59,7 @@ from ragwright.chat.telemetry import Layer, Telemetry, TelemetryExport, export_t
 from ragwright.core.answers import SchemaStyle
 from ragwright.core.contracts import contract_for
 from ragwright.core.lexical import LexicalProfile
+from ragwright.embedding_gate import EmbeddingCapacityGate
 from ragwright.errors import ConfigError, IndexNotFound, RagwrightError
 from ragwright.pipeline.retrieve import Retriever
 from ragwright.protocols import (
@@ -75,6 +76,9 @@ from ragwright.settings import Settings, load_settings
 from ragwright.types import EmbeddingProfile, EvalCase, IndexState, SkippedDocument
 
 logger = logging.getLogger(__name__)
+
+REDIS_RETRY_INTERVAL = 30.0
+"""Seconds a process skips Redis after it failed before trying it again."""
 
 
 def embedding_profile(settings: Settings) -> EmbeddingProfile:
@@ -109,23 +113,62 @@ def embedding_profile(settings: Settings) -> EmbeddingProfile:
     )
 
 
-def open_embedder(settings: Settings) -> Embedder:
-    """Create the configured embedder (verifies model artifacts or identity first)."""
+def open_embedder(settings: Settings, *, pool: CapacityPool | None = None) -> Embedder:
+    """Create the configured embedder (verifies model artifacts or identity first).
+
+    A remote one is, outer → inner: retry → capacity gate (a lease of ``pool``, by
+    default :func:`open_embedding_pool`'s, per attempt) → provider, with
+    ``embedding_in_flight`` batches in flight.
+    """
     if settings.embedding_provider == "onnx":
         return OnnxEmbedder(batch_size=32, threads=settings.embedding_threads)
     return RetryingEmbedder(
-        _open_remote_embedder(settings),
+        EmbeddingCapacityGate(
+            _open_remote_embedder(settings),
+            pool or open_embedding_pool(settings),
+            cooldown=settings.chat_throttle_cooldown,
+        ),
         policy=RetryPolicy(settings.remote_call_attempts),
         call_budget=settings.remote_call_budget,
     )
+
+
+EMBEDDING_POOL = "embedding"
+"""The shared pool's name (its Redis keys are ``ragwright:capacity:embedding*``)."""
+
+
+def open_embedding_pool(
+    settings: Settings, *, retry_interval: float = REDIS_RETRY_INTERVAL
+) -> CapacityPool:
+    """The remote embedder's capacity pool: ``embedding_in_flight`` leases, shared by
+    every process through Redis with ``RAGWRIGHT_REDIS_URL``, else in-process.
+
+    As for the chat pools, Redis is optional even when configured: while it does not
+    answer the pool runs in-process (one warning says so) and Redis is tried again
+    after ``retry_interval`` seconds. A lease outlives a dead holder by at most the
+    remote call budget.
+    """
+    limit = settings.embedding_in_flight
+    if not settings.redis_url:
+        return LocalCapacityPool(limit)
+    client = connect(settings.redis_url)
+    outage = RedisOutage(
+        _without_credentials(settings.redis_url), retry_interval=retry_interval, log=logger
+    )
+    outage.check(client)
+    shared = RedisCapacityPool(
+        client, EMBEDDING_POOL, limit=limit, lease_ttl=settings.remote_call_budget + 10.0
+    )
+    return ResilientCapacityPool(shared, outage, fallback=LocalCapacityPool(limit))
 
 
 def _open_remote_embedder(settings: Settings) -> Embedder:
     from ragwright.adapters.embedders.remote import OllamaEmbedder, OpenAIEmbedder
 
     profile = embedding_profile(settings)
+    in_flight = settings.embedding_in_flight
     if settings.embedding_provider == "ollama":
-        return OllamaEmbedder(profile, base_url=settings.ollama_url)
+        return OllamaEmbedder(profile, base_url=settings.ollama_url, in_flight=in_flight)
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
     if settings.embedding_provider == "azure-openai":
         if not settings.azure_deployment:
@@ -136,8 +179,15 @@ def _open_remote_embedder(settings: Settings) -> Embedder:
             base_url=settings.openai_base_url,
             azure_deployment=settings.azure_deployment,
             azure_api_version=settings.azure_api_version,
+            in_flight=in_flight,
         )
-    return OpenAIEmbedder(profile, api_key=key, base_url=settings.openai_base_url)
+    return OpenAIEmbedder(
+        profile,
+        api_key=key,
+        base_url=settings.openai_base_url,
+        in_flight=in_flight,
+        verify_listed_model=settings.embedding_verify_model,
+    )
 
 
 def open_sparse_encoder(settings: Settings) -> Bm25Encoder:
@@ -480,10 +530,6 @@ def build_chat_pipeline(
         .use(lambda inner: Retry(inner, max_attempts=settings.chat_retries, events=sink))
         .build()
     )
-
-
-REDIS_RETRY_INTERVAL = 30.0
-"""Seconds a process skips Redis after it failed before trying it again."""
 
 
 @dataclasses.dataclass(frozen=True)

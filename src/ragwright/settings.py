@@ -292,6 +292,16 @@ class Settings(BaseSettings):
     embedding_query_format: str = "{query}"
     embedding_max_input_tokens: int = Field(8192, gt=0)
     embedding_threads: int | None = Field(None, gt=0)
+    embedding_in_flight: int = Field(
+        4,
+        gt=0,
+        description="Remote embedding batches in flight at once (shared through Redis "
+        "across processes); the bundled ONNX model always runs one.",
+    )
+    embedding_verify_model: bool = Field(
+        False,
+        description="openai: require the model among the server's /v1/models ids at start.",
+    )
     ollama_url: str = "http://127.0.0.1:11434"
     openai_base_url: str = "https://api.openai.com"
     openai_api_key: SecretStr | None = None

@@ -10,9 +10,23 @@ each request's timeout is what is left of the current deadline
 are not done here: ``runtime.open_embedder`` wraps these adapters in
 :class:`ragwright.retry.RetryingEmbedder`.
 
+Concurrency: both adapters are safe to call from several threads at once (they keep no
+state between calls; ``httpx`` and the ``openai`` SDK pool connections per client), and
+say how many batches a caller may keep in flight with ``in_flight``. The ingestion
+pipeline keeps that many ``embed_documents`` calls outstanding; ``runtime.open_embedder``
+puts a capacity gate (:class:`ragwright.embedding_gate.EmbeddingCapacityGate`) between
+them and the provider, so a 429 cools every caller down together.
+
 Model identity: Ollama reports a digest per installed model, which must equal the
 profile's ``artifact_digest`` before the first embedding. Hosted OpenAI models have no
-digest; every response's reported model name must equal the profile's model.
+digest; every response's reported model name must equal the profile's model. A
+self-hosted OpenAI-compatible server (llama.cpp, vLLM) may echo whatever model name it
+is sent, so ``verify_listed_model`` also requires the profile's model among the ids the
+server lists (``GET /v1/models``) before the first embedding. Such a server reports no
+file digest: for a GGUF it serves, the profile's ``artifact_digest`` is the file's
+SHA-256, recorded by whoever deploys it, and it binds the collection (an index built
+under one digest refuses a profile naming another, ``ContractMismatch``); ragwright
+cannot read the server's file to check it.
 """
 
 from __future__ import annotations
@@ -30,6 +44,12 @@ from ragwright.errors import (
     FailureCategory,
 )
 from ragwright.types import EmbeddingProfile
+
+
+def _check_in_flight(in_flight: int) -> int:
+    if in_flight < 1:
+        raise ValueError(f"in_flight must be at least 1, got {in_flight}")
+    return in_flight
 
 
 def _vectors(provider: str, raw: object, count: int, dimensions: int) -> list[list[float]]:
@@ -50,7 +70,7 @@ def _vectors(provider: str, raw: object, count: int, dimensions: int) -> list[li
 
 
 class OllamaEmbedder:
-    """Ollama's ``/api/embed`` with ``truncate: false``."""
+    """Ollama's ``/api/embed`` with ``truncate: false``; ``in_flight`` batches at once."""
 
     counts_tokens = False
 
@@ -62,11 +82,18 @@ class OllamaEmbedder:
         timeout: float = 120.0,
         transport: httpx.BaseTransport | None = None,
         batch_size: int = 32,
+        in_flight: int = 1,
     ) -> None:
         self.profile = profile
         self.batch_size = batch_size
+        self.in_flight = _check_in_flight(in_flight)
         self.timeout = timeout
-        self._client = httpx.Client(base_url=base_url, timeout=timeout, transport=transport)
+        self._client = httpx.Client(
+            base_url=base_url,
+            timeout=timeout,
+            transport=transport,
+            limits=httpx.Limits(max_connections=max(100, in_flight)),
+        )
         self._verify_digest()
 
     def _verify_digest(self) -> None:
@@ -134,6 +161,8 @@ class OpenAIEmbedder:
     only. Each request's timeout is what is left of the current deadline
     (:func:`ragwright.deadline.current_deadline`), else ``timeout``. ``http_client``
     replaces the SDK's HTTP client (tests pass one over ``httpx.MockTransport``).
+    ``in_flight`` is how many ``embed_documents`` calls a caller may keep outstanding;
+    ``verify_listed_model`` checks the model is listed by the server (module docstring).
     """
 
     counts_tokens = False
@@ -150,6 +179,8 @@ class OpenAIEmbedder:
         timeout: float = 60.0,
         http_client: httpx.Client | None = None,
         batch_size: int = 64,
+        in_flight: int = 1,
+        verify_listed_model: bool = False,
     ) -> None:
         if not (api_key or bearer_token):
             raise EmbeddingProviderError(
@@ -157,6 +188,7 @@ class OpenAIEmbedder:
             )
         self.profile = profile
         self.batch_size = batch_size
+        self.in_flight = _check_in_flight(in_flight)
         self.timeout = timeout
         self.provider = "azure-openai" if azure_deployment is not None else "openai"
         if azure_deployment is not None:
@@ -175,6 +207,18 @@ class OpenAIEmbedder:
                 base_url=f"{base_url.rstrip('/')}/v1",
                 max_retries=0,
                 http_client=http_client,
+            )
+        if verify_listed_model:
+            self._verify_listed_model()
+
+    def _verify_listed_model(self) -> None:
+        try:
+            listed = [model.id for model in self._client.models.list(timeout=self.timeout)]
+        except openai.APIError as error:
+            raise exception_error(EmbeddingProviderError, self.provider, error) from error
+        if self.profile.model not in listed:
+            raise ArtifactMismatch(
+                f"{self.provider}:model", self.profile.model, ", ".join(listed) or "none listed"
             )
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
