@@ -126,12 +126,15 @@ def test_transient_failures_are_retried_under_the_deadline() -> None:
 
 
 def test_a_retry_after_beyond_the_deadline_ends_the_call_as_deadline_exhausted() -> None:
+    events: list[str] = []
     with scripted_embeddings(failures=[(429, {"Retry-After": "5"})]) as server:
-        embedder = gated(server, LocalCapacityPool(2), attempts=3, budget=1.0)
+        embedder = gated(server, LocalCapacityPool(2), attempts=3, budget=1.0, events=events)
         with pytest.raises(EmbeddingProviderError) as caught:
             embedder.embed_documents(["a"])
     assert caught.value.category is FailureCategory.DEADLINE_EXHAUSTED
-    assert len(server.requests) == 1  # no second attempt into a certain failure
+    # Ended at once: no 5 s sleep into a certain failure, no second attempt.
+    assert events == ["gate:cool-down", "retry:no-budget"]
+    assert len(server.requests) == 1
 
 
 def test_waiting_for_a_full_shared_pool_spends_the_deadline(redis_client: redis.Redis) -> None:

@@ -26,7 +26,7 @@ server lists (``GET /v1/models``) before the first embedding. Such a server repo
 file digest: for a GGUF it serves, the profile's ``artifact_digest`` is the file's
 SHA-256, recorded by whoever deploys it, and it binds the collection (an index built
 under one digest refuses a profile naming another, ``ContractMismatch``); ragwright
-cannot read the server's file to check it.
+cannot read the server's file to check it (the contract field is ``embedding_profile_digest``).
 """
 
 from __future__ import annotations
