@@ -36,7 +36,7 @@ def llama_embedding_server(
     batch itself with HTTP 500. Either way it never truncates. One thread per server:
     on a shared 2-core machine more threads spin against each other.
     """
-    import xllamacpp  # noqa: PLC0415 - the native library loads only when a server starts
+    import xllamacpp  # the native library loads only when a server starts
 
     params = xllamacpp.CommonParams()
     params.model.path = str(model_path)
