@@ -90,6 +90,7 @@ test: lint typecheck pytest
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/ingest.py
+	$(BIN)/python benchmarks/remote_embedding.py
 	$(BIN)/python benchmarks/scifact_quality.py
 	$(BIN)/python benchmarks/query_latency.py
 	$(BIN)/python benchmarks/chat_pipeline.py

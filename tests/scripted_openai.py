@@ -87,12 +87,15 @@ def scripted_openai(
 
 @dataclass
 class EmbeddingServer:
-    """What :func:`scripted_embeddings` recorded: request bodies, their concurrency."""
+    """What :func:`scripted_embeddings` recorded: request bodies, their concurrency
+    (``max_concurrent`` held open at once, ``max_working`` of them past the capacity cap)."""
 
     base_url: str
     requests: list[dict[str, Any]] = field(default_factory=list)
     max_concurrent: int = 0
+    max_working: int = 0
     active: int = 0
+    working: int = 0
 
 
 Failure = tuple[int, dict[str, str]]
@@ -151,6 +154,9 @@ def scripted_embeddings(
                     return
                 if slots is not None:
                     slots.acquire()
+                with lock:
+                    server.working += 1
+                    server.max_working = max(server.max_working, server.working)
                 try:
                     time.sleep(delay)
                     try:
@@ -159,6 +165,8 @@ def scripted_embeddings(
                         self._send(400, {"error": {"message": str(error)}})
                         return
                 finally:
+                    with lock:
+                        server.working -= 1
                     if slots is not None:
                         slots.release()
                 items = [
