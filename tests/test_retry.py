@@ -13,6 +13,7 @@ import pytest
 from ragwright.adapters.embedders.remote import OpenAIEmbedder
 from ragwright.adapters.rerankers import HttpReranker
 from ragwright.deadline import Deadline, current_deadline, deadline_scope
+from ragwright.embedding_gate import EmbeddingCapacityGate
 from ragwright.errors import (
     ChatError,
     EmbeddingError,
@@ -315,7 +316,9 @@ def remote_settings(**overrides: object) -> Settings:
 def test_remote_embedders_are_opened_with_the_configured_retry() -> None:
     embedder = open_embedder(remote_settings())
     assert isinstance(embedder, RetryingEmbedder)
-    assert isinstance(embedder.inner, OpenAIEmbedder)
+    # retry → capacity gate → provider: each attempt takes a lease, a retry wait holds none
+    assert isinstance(embedder.inner, EmbeddingCapacityGate)
+    assert isinstance(embedder.inner.inner, OpenAIEmbedder)
     assert embedder.policy.max_attempts == 4 and embedder.call_budget == 9.0
 
 
