@@ -39,6 +39,7 @@ def test_explicit_config_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         ("RAGWRIGHT_COLLECTION", "bad name/with slash"),
         ("RAGWRIGHT_CHAT_TEMPERATURE", "3"),
         ("RAGWRIGHT_CHAT_SCHEMA_STYLE", "loose"),
+        ("RAGWRIGHT_EMBEDDING_IN_FLIGHT", "0"),
     ],
 )
 def test_invalid_values_name_the_setting(

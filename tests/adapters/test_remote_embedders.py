@@ -275,3 +275,11 @@ def test_openai_sends_nothing_once_the_deadline_is_spent() -> None:
         embedder.embed_documents(["a"])
     assert caught.value.category is FailureCategory.DEADLINE_EXHAUSTED
     assert fake.requests == []
+
+
+def test_both_adapters_say_how_many_batches_may_be_in_flight() -> None:
+    ollama = OllamaEmbedder(OLLAMA, transport=httpx.MockTransport(Recorder(tags())), in_flight=6)
+    assert ollama.in_flight == 6
+    assert openai_embedder(Recorder(), api_key="k", in_flight=3).in_flight == 3
+    with pytest.raises(ValueError, match="in_flight must be at least 1"):
+        openai_embedder(Recorder(), api_key="k", in_flight=0)

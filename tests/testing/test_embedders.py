@@ -12,7 +12,10 @@ import pytest
 
 from ragwright.adapters.embedders.onnx import OnnxEmbedder
 from ragwright.adapters.embedders.remote import OllamaEmbedder, OpenAIEmbedder
+from ragwright.chat.capacity import LocalCapacityPool
+from ragwright.embedding_gate import EmbeddingCapacityGate
 from ragwright.errors import InputTooLong
+from ragwright.retry import RetryingEmbedder, RetryPolicy
 from ragwright.testing import HASHING_PROFILE, EmbedderConformance, HashingEmbedder
 
 DIGEST = "ab" * 32
@@ -83,3 +86,23 @@ class TestOpenAIEmbedder(EmbedderConformance):
         )
         yield embedder
         embedder.close()
+
+
+class TestGatedOpenAIEmbedder(EmbedderConformance):
+    """The composition ``runtime.open_embedder`` builds: retry → capacity gate → provider,
+    four batches in flight."""
+
+    @pytest.fixture
+    def embedder(self) -> Iterator[RetryingEmbedder]:
+        provider = OpenAIEmbedder(
+            OPENAI,
+            api_key="test-key",
+            http_client=httpx.Client(transport=httpx.MockTransport(openai_server)),
+            in_flight=4,
+        )
+        yield RetryingEmbedder(
+            EmbeddingCapacityGate(provider, LocalCapacityPool(4)),
+            policy=RetryPolicy(3),
+            call_budget=10.0,
+        )
+        provider.close()

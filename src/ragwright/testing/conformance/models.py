@@ -7,6 +7,7 @@ Each suite needs one fixture named after what it tests (``embedder``, ``reranker
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -30,8 +31,9 @@ class EmbedderConformance:
     """Inherit and override the ``embedder`` fixture.
 
     Checks what ingestion and retrieval rely on: one vector per text with the profile's
-    dimensions, in input order, the same vector for the same text whatever the batch,
-    and over-long input rejected (counted first when the embedder counts tokens), never
+    dimensions, in input order, the same vector for the same text whatever the batch
+    (and whatever other calls run at once, for an embedder with ``in_flight``), and
+    over-long input rejected (counted first when the embedder counts tokens), never
     truncated.
     """
 
@@ -65,6 +67,14 @@ class EmbedderConformance:
         for i in range(len(TEXTS)):
             for j in range(i + 1, len(TEXTS)):
                 assert not np.allclose(vectors[i], vectors[j], atol=1e-3), (i, j)
+
+    def test_calls_in_flight_together_get_their_own_vectors(self, embedder: Embedder) -> None:
+        # An embedder with in_flight > 1 is called from that many threads at once.
+        workers = getattr(embedder, "in_flight", 1)
+        serial = [embedder.embed_documents([text]) for text in TEXTS]
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            together = list(pool.map(embedder.embed_documents, [[text] for text in TEXTS] * 2))
+        assert np.allclose(np.array(together), np.array(serial * 2), atol=TOLERANCE)
 
     def test_an_empty_batch_embeds_nothing(self, embedder: Embedder) -> None:
         assert embedder.embed_documents([]) == []
