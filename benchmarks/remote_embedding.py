@@ -1,19 +1,27 @@
 """Remote embedding throughput against the number of batches in flight.
 
-A fixed corpus (the first ``--documents`` SciFact abstracts, chunked as
-``benchmarks/ingest.py`` chunks them) is embedded through the OpenAI-compatible
-embedder exactly as ``runtime.open_embedder`` builds it (retry → capacity gate →
-provider, ``RAGWRIGHT_EMBEDDING_IN_FLIGHT`` = N) against a local server whose latency
-is fixed: the scripted embeddings server of the tests (``tests/scripted_openai.py``)
-holds every request ``--latency`` seconds and works on at most ``--server-capacity``
-requests at once, as a real server's slots do, so the rate scales with N until the
-server is the limit. Batching is the ingestion pipeline's: inputs sorted by length, cut
-into ``--batch-size`` batches, up to N ``embed_documents`` calls outstanding from N
-worker threads. For each N: seconds (median of ``--repeats``), chunks/s, the ratio to
-N = 1, the most requests the server held at once and worked on at once, the ideal
-rate ``min(N, capacity) * batch / latency`` and the share of the server's limit
-(``capacity * batch / latency``) reached. The same inputs through the bundled ONNX model
-(one batch at a time, in this process) for comparison.
+A fixed corpus (the first ``--documents`` SciFact abstracts) goes through the
+OpenAI-compatible embedder exactly as ``runtime.open_embedder`` builds it (retry →
+capacity gate → provider, ``RAGWRIGHT_EMBEDDING_IN_FLIGHT`` = N) against a local server
+whose latency is fixed: the scripted embeddings server of the tests
+(``tests/scripted_openai.py``) holds every request ``--latency`` seconds and works on at
+most ``--server-capacity`` requests at once, as a real server's slots do, so the rate
+scales with N until the server is the limit. Two levels, for N = 1, 2, 4, 8, 16:
+
+1. **pipeline** - ``pipeline.ingest`` into a fresh embedded index (validation pass,
+   then batches of 128 documents whose chunks embed in length-sorted batches of
+   ``--batch-size``, up to N calls at once, written, read back, switched and verified);
+   chunking ``sentence-blocks`` of at most 200 words (a remote model counts no tokens
+   here, so no token ceiling);
+2. **embedder** - the same chunk inputs cut as the pipeline cuts them, up to N
+   ``embed_documents`` calls outstanding over the whole corpus at once (no document
+   batches, no writes): the transport's own ceiling.
+
+For each N: seconds (median of ``--repeats``), chunks/s, the ratio to N = 1, the most
+requests the server held at once and worked on at once, and the share of the server's
+limit (``capacity * batch / latency`` chunks/s) reached. The same documents through
+the whole pipeline with the bundled ONNX model (one batch at a time; chunking capped at
+256 MiniLM tokens too) for comparison.
 
 The server's vectors are the hashing test embedder's (64 dimensions): this measures the
 transport and the concurrency, not a model. It runs in this process on its own threads.
@@ -30,48 +38,82 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.embedders.onnx import OnnxEmbedder
+from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.adapters.sources import SourceDefaults, load_sources
-from ragwright.pipeline.ingest import plan_documents
+from ragwright.core.contracts import contract_for
+from ragwright.core.lexical import LexicalProfile
+from ragwright.pipeline.ingest import ingest, plan_documents
 from ragwright.protocols import Embedder
 from ragwright.runtime import open_embedder
 from ragwright.settings import Settings
-from ragwright.types import ChunkingPolicy
+from ragwright.types import ChunkingPolicy, SourceDocument
 
 ROOT = Path(__file__).resolve().parents[1]
 # The scripted server lives with the tests (they use it too).
 sys.path.insert(0, str(ROOT))
-from tests.scripted_openai import scripted_embeddings  # noqa: E402
+from tests.scripted_openai import EmbeddingServer, scripted_embeddings  # noqa: E402
 
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
-POLICY = ChunkingPolicy(kind="sentence-blocks", max_words=400, max_tokens=256)
+REMOTE_POLICY = ChunkingPolicy(kind="sentence-blocks", max_words=200)
+ONNX_POLICY = ChunkingPolicy(kind="sentence-blocks", max_words=200, max_tokens=256)
 IN_FLIGHT = (1, 2, 4, 8, 16)
+LEXICAL = LexicalProfile()
 
 
-def corpus_inputs(documents: int) -> tuple[list[str], int]:
-    """The pipeline's embedding inputs for the first ``documents`` abstracts, and their
-    MiniLM token count (the bundled model plans the chunks, as ``ingest`` does)."""
+def load_corpus(documents: int) -> list[SourceDocument]:
     if not SCIFACT.exists():
         raise SystemExit(f"missing benchmark data: {SCIFACT} (see ../shared/data/README.md)")
-    loaded = load_sources([SCIFACT], SourceDefaults("note", "published"))[:documents]
-    embedder = OnnxEmbedder()
-    inputs = [
-        p.embedding_input for plan in plan_documents(loaded, POLICY, embedder) for p in plan.points
-    ]
-    return inputs, sum(embedder.count_tokens(inputs))
+    return load_sources([SCIFACT], SourceDefaults("note", "published"))[:documents]
 
 
-def pipeline_batches(inputs: list[str], batch_size: int) -> list[list[str]]:
-    """Length-sorted batches, as ``pipeline/ingest.py`` cuts them for an embedder that
-    does not count tokens (length in characters)."""
-    ordered = sorted(inputs, key=len)
-    return [ordered[i : i + batch_size] for i in range(0, len(ordered), batch_size)]
+def remote_settings(base_url: str, in_flight: int) -> Settings:
+    return Settings(
+        embedding_provider="openai",
+        embedding_profile_id="scripted-hashing-64-v1",
+        embedding_model="scripted-embed",
+        embedding_digest="sha256:" + "0" * 64,
+        embedding_dimensions=64,
+        embedding_document_format="{title}\n\n{text}",
+        embedding_in_flight=in_flight,
+        openai_base_url=base_url,
+        openai_api_key="unused",  # type: ignore[arg-type]
+    )
+
+
+def ingest_once(
+    documents: list[SourceDocument], embedder: Embedder, policy: ChunkingPolicy, batch_size: int
+) -> tuple[float, int]:
+    """Seconds and chunks of one ``ingest`` into a fresh embedded index."""
+    home = Path(tempfile.mkdtemp(prefix="ragwright-bench-remote-"))
+    try:
+        contract = contract_for(embedder.profile, policy.version, LEXICAL)
+        started = time.perf_counter()
+        with EdgeIndex(home / "index", contract) as index:
+            report = ingest(
+                documents,
+                policy=policy,
+                embedder=embedder,
+                sparse_encoder=Bm25Encoder(LEXICAL),
+                index=index,
+                batch_size=batch_size,
+            )
+        seconds = time.perf_counter() - started
+        if report.verified != report.chunks:
+            raise SystemExit(f"verified {report.verified} of {report.chunks} chunks")
+        return seconds, report.chunks
+    finally:
+        shutil.rmtree(home, ignore_errors=True)  # each embedded index preallocates ~200 MB
 
 
 def embed_all(embedder: Embedder, batches: list[list[str]], in_flight: int) -> float:
@@ -86,33 +128,30 @@ def embed_all(embedder: Embedder, batches: list[list[str]], in_flight: int) -> f
     return time.perf_counter() - started
 
 
-def remote_settings(base_url: str, in_flight: int) -> Settings:
-    return Settings(
-        embedding_provider="openai",
-        embedding_profile_id="scripted-hashing-64-v1",
-        embedding_model="scripted-embed",
-        embedding_digest="sha256:" + "0" * 64,
-        embedding_dimensions=64,
-        embedding_in_flight=in_flight,
-        openai_base_url=base_url,
-        openai_api_key="unused",  # type: ignore[arg-type]
-    )
+def pipeline_batches(inputs: list[str], batch_size: int) -> list[list[str]]:
+    """Length-sorted batches, as ``pipeline/ingest.py`` cuts them for an embedder that
+    counts no tokens (length in characters)."""
+    ordered = sorted(inputs, key=len)
+    return [ordered[i : i + batch_size] for i in range(0, len(ordered), batch_size)]
 
 
-def run_remote(
-    batches: list[list[str]], *, latency: float, capacity: int, repeats: int
+def sweep(
+    run: Callable[[Embedder, int], float],
+    chunks: int,
+    *,
+    latency: float,
+    capacity: int,
+    batch_size: int,
+    repeats: int,
 ) -> list[dict[str, object]]:
-    chunks = sum(len(b) for b in batches)
-    batch_size = len(batches[0])
+    """``run(embedder, in_flight)`` for each N against a fresh server; one row per N."""
+    limit = capacity * batch_size / latency
     rows: list[dict[str, object]] = []
     for in_flight in IN_FLIGHT:
+        server: EmbeddingServer
         with scripted_embeddings(delay=latency, capacity=capacity) as server:
             embedder = open_embedder(remote_settings(server.base_url, in_flight))
-            embed_all(embedder, batches[: in_flight * 2], in_flight)  # connections warm
-            server.max_concurrent = server.max_working = 0
-            seconds = statistics.median(
-                embed_all(embedder, batches, in_flight) for _ in range(repeats)
-            )
+            seconds = statistics.median(run(embedder, in_flight) for _ in range(repeats))
         rate = chunks / seconds
         rows.append(
             {
@@ -121,8 +160,7 @@ def run_remote(
                 "chunks_per_s": round(rate, 1),
                 "server_held_max": server.max_concurrent,
                 "server_working_max": server.max_working,
-                "ideal_chunks_per_s": round(min(in_flight, capacity) * batch_size / latency, 1),
-                "share_of_server_limit": round(rate / (capacity * batch_size / latency), 3),
+                "share_of_server_limit": round(rate / limit, 3),
             }
         )
     base = float(str(rows[0]["chunks_per_s"]))
@@ -131,36 +169,53 @@ def run_remote(
     return rows
 
 
-def run_onnx(inputs: list[str], tokens: int) -> dict[str, object]:
-    embedder = OnnxEmbedder(batch_size=32)
-    started = time.perf_counter()
-    embedder.embed_documents(inputs)  # length-sorted batches of 32 inside
-    seconds = time.perf_counter() - started
-    return {
-        "seconds": round(seconds, 2),
-        "chunks_per_s": round(len(inputs) / seconds, 1),
-        "tokens_per_s": round(tokens / seconds),
-    }
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--documents", type=int, default=800, help="first N SciFact abstracts")
     parser.add_argument("--batch-size", type=int, default=32, help="chunks per request")
     parser.add_argument("--latency", type=float, default=0.25, help="seconds per request")
     parser.add_argument("--server-capacity", type=int, default=8, help="requests at once")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--skip-onnx", action="store_true")
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "remote_embedding.json"
     )
     args = parser.parse_args()
     load_before = os.getloadavg()
-    inputs, tokens = corpus_inputs(args.documents)
+    documents = load_corpus(args.documents)
+    with scripted_embeddings() as probe:  # the chunk inputs the pipeline will embed
+        planner = open_embedder(remote_settings(probe.base_url, 1))
+        inputs = [
+            p.embedding_input
+            for plan in plan_documents(documents, REMOTE_POLICY, planner)
+            for p in plan.points
+        ]
     batches = pipeline_batches(inputs, args.batch_size)
-    remote = run_remote(
-        batches, latency=args.latency, capacity=args.server_capacity, repeats=args.repeats
+    options = {
+        "latency": args.latency,
+        "capacity": args.server_capacity,
+        "batch_size": args.batch_size,
+        "repeats": args.repeats,
+    }
+    pipeline = sweep(
+        lambda embedder, _n: ingest_once(documents, embedder, REMOTE_POLICY, args.batch_size)[0],
+        len(inputs),
+        **options,  # type: ignore[arg-type]
     )
+    embedder_level = sweep(
+        lambda embedder, n: embed_all(embedder, batches, n),
+        len(inputs),
+        **options,  # type: ignore[arg-type]
+    )
+    onnx: dict[str, object] | None = None
+    if not args.skip_onnx:
+        seconds, chunks = ingest_once(documents, OnnxEmbedder(), ONNX_POLICY, args.batch_size)
+        onnx = {
+            "chunking_version": ONNX_POLICY.version,
+            "chunks": chunks,
+            "seconds": round(seconds, 2),
+            "chunks_per_s": round(chunks / seconds, 1),
+        }
     machine: dict[str, object] = {
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
@@ -171,10 +226,9 @@ def main() -> None:
         "machine": machine,
         "corpus": {
             "source": "SciFact corpus.jsonl, first documents",
-            "documents": args.documents,
-            "chunking_version": POLICY.version,
+            "documents": len(documents),
+            "chunking_version": REMOTE_POLICY.version,
             "chunks": len(inputs),
-            "minilm_tokens": tokens,
         },
         "server": {
             "kind": "scripted OpenAI-compatible /v1/embeddings (tests/scripted_openai.py)",
@@ -182,9 +236,11 @@ def main() -> None:
             "capacity": args.server_capacity,
             "batch_size": args.batch_size,
             "requests_per_pass": len(batches),
+            "limit_chunks_per_s": args.server_capacity * args.batch_size / args.latency,
         },
-        "remote_openai_compatible": remote,
-        "bundled_onnx": None if args.skip_onnx else run_onnx(inputs, tokens),
+        "pipeline_ingest": pipeline,
+        "embedder_only": embedder_level,
+        "bundled_onnx_pipeline_ingest": onnx,
     }
     machine["load_average_1m_after"] = round(os.getloadavg()[0], 2)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -6,10 +6,12 @@ under the deadline, and the deadline running out."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import redis
@@ -24,7 +26,9 @@ from ragwright.retry import RetryingEmbedder, RetryPolicy
 from ragwright.runtime import open_embedder, open_embedding_pool
 from ragwright.settings import Settings
 from ragwright.testing import HASHING_PROFILE
+from tests.conftest import SAMPLES
 from tests.scripted_openai import EmbeddingServer, scripted_embeddings
+from tests.test_cli import ragwright
 
 REDIS_URL = os.environ.get("RAGWRIGHT_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 PROFILE = dataclasses.replace(
@@ -202,3 +206,27 @@ def test_the_embedding_pool_is_shared_through_redis_when_configured() -> None:
         local = open_embedding_pool(remote_settings(server, embedding_in_flight=5))
     assert (shared.describe()["backend"], shared.limit) == ("redis", 5)
     assert (local.describe()["backend"], local.limit) == ("local", 5)
+
+
+@pytest.mark.slow
+def test_cli_ingest_keeps_the_setting_in_flight_at_the_server(tmp_path: Path) -> None:
+    """``ragwright ingest`` (a subprocess) against the scripted server: the pipeline's
+    concurrent path, the gate and the adapter together hold 3 requests open at once."""
+    with scripted_embeddings(delay=0.3) as server:
+        env = {
+            "RAGWRIGHT_EMBEDDING_PROVIDER": "openai",
+            "RAGWRIGHT_EMBEDDING_PROFILE_ID": "scripted-v1",
+            "RAGWRIGHT_EMBEDDING_MODEL": "scripted-embed",
+            "RAGWRIGHT_EMBEDDING_DIGEST": "sha256:" + "0" * 64,
+            "RAGWRIGHT_EMBEDDING_DIMENSIONS": "64",
+            "RAGWRIGHT_EMBEDDING_IN_FLIGHT": "3",
+            "RAGWRIGHT_BATCH_SIZE": "4",
+            "RAGWRIGHT_OPENAI_BASE_URL": server.base_url,
+            "RAGWRIGHT_OPENAI_API_KEY": "unused",
+        }
+        report = json.loads(
+            ragwright("ingest", str(SAMPLES), "--json", home=tmp_path, check=True, **env).stdout
+        )
+    assert report["embedded"] == report["chunks"] == report["verified"] > 12
+    assert len(server.requests) == -(-report["chunks"] // 4)
+    assert server.max_concurrent == 3
