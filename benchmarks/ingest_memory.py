@@ -20,7 +20,7 @@ A child also samples its anonymous and file-backed RSS (``/proc/self/status``) e
 Prints JSON and writes ``benchmarks/results/ingest_memory.json``. No assertions.
 
     python benchmarks/ingest_memory.py [--scifact 500 1000 2000 5183]
-        [--before 1000 5183] [--synthetic 10000 30000 100000] [--throughput 1000]
+        [--before 2000] [--synthetic 10000 30000 100000] [--throughput 500]
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ MODEL_BATCH = 32
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scifact", type=int, nargs="*", default=[500, 1000, 2000, 5183])
-    parser.add_argument("--before", type=int, nargs="*", default=[1000, 5183])
+    parser.add_argument("--before", type=int, nargs="*", default=[2000])
     parser.add_argument("--synthetic", type=int, nargs="*", default=[10_000, 30_000, 100_000])
-    parser.add_argument("--throughput", type=int, default=1000, help="SciFact documents")
+    parser.add_argument("--throughput", type=int, default=500, help="SciFact documents")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--child", nargs=2, metavar=("KIND", "SIZE"), help=argparse.SUPPRESS)
     parser.add_argument("--workdir", type=Path, help=argparse.SUPPRESS)
