@@ -34,7 +34,7 @@ from ragwright.adapters.redis import (
     ResilientCapacityPool,
     connect,
 )
-from ragwright.adapters.sources import SourceDefaults, load_sources
+from ragwright.adapters.sources import SourceDefaults, SourceStream, load_sources
 from ragwright.adapters.tokenizer import O200kCounter
 from ragwright.application import (
     Application,
@@ -785,21 +785,40 @@ class RuntimeComponents:
         skip_invalid: bool = False,
         tenant: str | None = None,
     ) -> LoadedSources:
-        defaults = SourceDefaults(
+        skipped: list[SkippedFile] = []
+        invalid: list[SkippedDocument] = []
+        documents = load_sources(
+            paths,
+            self._source_defaults(document_type, publication_state, tenant),
+            skipped=lambda path, reason: skipped.append(SkippedFile(path, reason)),
+            on_invalid=invalid.append if skip_invalid else None,
+        )
+        return LoadedSources(tuple(documents), tuple(skipped), tuple(invalid))
+
+    def stream_sources(
+        self,
+        paths: Sequence[Path],
+        *,
+        document_type: str | None,
+        publication_state: str | None,
+        skip_invalid: bool = False,
+        tenant: str | None = None,
+    ) -> SourceStream:
+        return SourceStream(
+            paths,
+            self._source_defaults(document_type, publication_state, tenant),
+            skip_invalid=skip_invalid,
+        )
+
+    def _source_defaults(
+        self, document_type: str | None, publication_state: str | None, tenant: str | None
+    ) -> SourceDefaults:
+        return SourceDefaults(
             document_type=document_type,
             publication_state=publication_state,
             tenant=tenant,
             document_types=self.settings.document_types,
         )
-        skipped: list[SkippedFile] = []
-        invalid: list[SkippedDocument] = []
-        documents = load_sources(
-            paths,
-            defaults,
-            skipped=lambda path, reason: skipped.append(SkippedFile(path, reason)),
-            on_invalid=invalid.append if skip_invalid else None,
-        )
-        return LoadedSources(tuple(documents), tuple(skipped), tuple(invalid))
 
     def load_cases(self, path: Path, *, beir: bool, split: str) -> list[EvalCase]:
         return load_beir_cases(path, split) if beir else load_cases(path)

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import shutil
 import threading
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -48,6 +50,30 @@ def test_order_is_preserved_across_length_sorted_batches(embedder: OnnxEmbedder)
     together = np.array(embedder.embed_documents(texts))
     one_by_one = np.array([embedder.embed_documents([t])[0] for t in texts])
     assert np.allclose(together, one_by_one, atol=1e-5)
+
+
+class _RecordingOnnxEmbedder(OnnxEmbedder):
+    """Records the (rows, padded width) of every model run."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.runs: list[tuple[int, int]] = []
+
+    def _run(self, encodings: Sequence[Any]) -> list[list[float]]:
+        self.runs.append((len(encodings), max(len(e.ids) for e in encodings)))
+        return super()._run(encodings)
+
+
+def test_a_model_run_holds_at_most_max_batch_tokens_padded_tokens(
+    embedder: OnnxEmbedder,
+) -> None:
+    # Attention memory grows with rows x width², so long inputs run in fewer rows.
+    texts = [("word " * n).strip() for n in (5, 120, 7, 60, 118, 3, 61, 119, 6, 59)]
+    budgeted = _RecordingOnnxEmbedder(batch_size=8, max_batch_tokens=256)
+    vectors = np.array(budgeted.embed_documents(texts))
+    # Widths are words + [CLS] + [SEP], sorted: 5 7 8 9 | 61 62 63 | 120 121 | 122.
+    assert budgeted.runs == [(4, 9), (3, 63), (2, 121), (1, 122)]
+    assert np.allclose(vectors, np.array(embedder.embed_documents(texts)), atol=1e-5)
 
 
 def test_input_over_256_tokens_is_rejected_not_truncated(embedder: OnnxEmbedder) -> None:

@@ -8,6 +8,7 @@ import pytest
 from ragwright.adapters.sources import (
     SkippedDocument,
     SourceDefaults,
+    SourceStream,
     load_json,
     load_markdown,
     load_sources,
@@ -288,3 +289,44 @@ def test_a_directory_without_documents_is_a_source_error(tmp_path: Path) -> None
         "no document files (.md, .json, .jsonl) in this directory; 2 other files left out"
     )
     assert len(skipped) == 2
+
+
+def _corpus(tmp_path: Path) -> Path:
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    write(folder, "b.md", "# B\n\nBody b.\n")
+    write(folder, "a.md", "# A\n\nBody a.\n")
+    write(folder, "notes.txt", "not a document")
+    beir = [{"_id": "c1", "title": "C", "text": "Body c."}, {"_id": "c2", "title": "", "text": ""}]
+    write(folder, "corpus.jsonl", "\n".join(json.dumps(row) for row in beir))
+    return folder
+
+
+def test_a_source_stream_yields_what_load_sources_returns_on_every_pass(tmp_path: Path) -> None:
+    folder = _corpus(tmp_path)
+    stream = SourceStream([folder], DEFAULTS, skip_invalid=True)
+    loaded = load_sources([folder], DEFAULTS, on_invalid=lambda _skipped: None)
+    assert [d.document_id for d in loaded] == ["a", "b", "c1"]  # files sorted: a, b, corpus
+    assert list(stream) == loaded
+    assert list(stream) == loaded
+    # Rebuilt by each pass, not accumulated across the two.
+    assert [path for path, _ in stream.skipped] == [str(folder / "notes.txt")]
+    assert [(s.document_id, s.field) for s in stream.invalid] == [("c2", "sections[0].paragraphs")]
+
+
+def test_a_source_stream_reads_one_file_at_a_time(tmp_path: Path) -> None:
+    # A later broken file is only read when the pass reaches it: nothing is read ahead.
+    folder = _corpus(tmp_path)
+    write(folder, "z.md", "---\ncolour: red\n---\n# Z\n\nBody.\n")
+    documents = iter(SourceStream([folder], DEFAULTS, skip_invalid=True))
+    assert [next(documents).document_id for _ in range(3)] == ["a", "b", "c1"]
+    with pytest.raises(SourceError, match="unknown front matter keys"):
+        next(documents)
+
+
+def test_a_source_stream_rejects_a_duplicate_id_when_it_reaches_it(tmp_path: Path) -> None:
+    folder = _corpus(tmp_path)
+    section = {"section_id": "s", "heading": "S", "paragraphs": ["Text."]}
+    write(folder, "d.json", json.dumps({"document_id": "a", "title": "A", "sections": [section]}))
+    with pytest.raises(DocumentError, match="duplicate document id"):
+        list(SourceStream([folder], DEFAULTS, skip_invalid=True))

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +47,7 @@ import yaml
 from markdown_it import MarkdownIt
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
-from ragwright.core.documents import ensure_unique_ids, validate_document
+from ragwright.core.documents import SeenDocuments, validate_document
 from ragwright.errors import DocumentError, SourceError
 from ragwright.types import DEFAULT_DOCUMENT_TYPES, SkippedDocument, SourceDocument, SourceSection
 
@@ -90,49 +90,107 @@ def load_sources(
     loaded (README/LICENSE files, unsupported types), so callers can say what was left out.
     ``on_invalid``, when given, receives every BEIR document that breaks a validation
     rule, which is then left out; without it (the default) the load fails on it. It never
-    applies to Markdown or JSON sources.
+    applies to Markdown or JSON sources. The whole corpus is held in the list: to ingest
+    one of any size, iterate a :class:`SourceStream` instead.
 
     Raises:
         SourceError: a path does not exist, a directory holds no document file, a file
             cannot be parsed, or has no supported type.
         DocumentError: a document breaks a validation rule (including duplicate ids).
     """
-    documents: list[SourceDocument] = []
-    left_out: list[str] = []
+    return list(_read_documents(paths, defaults, skipped or _ignore, on_invalid))
+
+
+class SourceStream:
+    """The documents under ``paths``, read and validated one file at a time on each pass.
+
+    Iterating it yields what :func:`load_sources` would return, in the same order (paths
+    as given, each directory's files sorted, each file's documents in file order), with
+    the same errors, raised when the pass reaches them. Nothing is kept between
+    documents but the (tenant, id) keys already seen, for the duplicate check, so a
+    corpus of any size can be iterated as often as needed: ingestion makes a validation
+    pass, then a writing pass. A BEIR ``corpus.jsonl`` is read line by line.
+
+    After a complete pass, ``skipped`` holds the (path, reason) of every file that was
+    not read and ``invalid`` the BEIR documents left out (``skip_invalid``; without it
+    the pass fails on the first one). Both are rebuilt by every pass.
+
+    Example:
+        >>> stream = SourceStream([Path("samples/corpus")])  # doctest: +SKIP
+        >>> sum(1 for _ in stream), stream.skipped  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        paths: Sequence[Path],
+        defaults: SourceDefaults = SourceDefaults(),
+        *,
+        skip_invalid: bool = False,
+    ) -> None:
+        self.paths = tuple(Path(p) for p in paths)
+        self.defaults = defaults
+        self.skip_invalid = skip_invalid
+        self.skipped: tuple[tuple[str, str], ...] = ()
+        self.invalid: tuple[SkippedDocument, ...] = ()
+
+    def __iter__(self) -> Iterator[SourceDocument]:
+        skipped: list[tuple[str, str]] = []
+        invalid: list[SkippedDocument] = []
+        yield from _read_documents(
+            self.paths,
+            self.defaults,
+            lambda path, reason: skipped.append((path, reason)),
+            invalid.append if self.skip_invalid else None,
+        )
+        self.skipped, self.invalid = tuple(skipped), tuple(invalid)
+
+
+def _read_documents(
+    paths: Sequence[Path],
+    defaults: SourceDefaults,
+    skipped: Callable[[str, str], None],
+    on_invalid: Callable[[SkippedDocument], None] | None,
+) -> Iterator[SourceDocument]:
+    left_out = 0
 
     def skip(path: str, reason: str) -> None:
-        left_out.append(path)
-        (skipped or _ignore)(path, reason)
+        nonlocal left_out
+        left_out += 1
+        skipped(path, reason)
 
+    documents: Iterable[SourceDocument]
+    seen = SeenDocuments()
     for given in paths:
         root = Path(given)
         if not root.exists():
             raise SourceError(str(root), "no such file or directory")
-        left_out_before = len(left_out)
+        left_out_before = left_out
         found = False
         for path, relative in _files(root, skip):
             found = True
             if path.suffix == ".md":
-                documents.append(load_markdown(path, defaults, document_id=relative))
+                documents = (load_markdown(path, defaults, document_id=relative),)
             elif path.suffix == ".json":
-                documents.extend(load_json(path, defaults))
+                documents = load_json(path, defaults)
             elif path.suffix == ".jsonl":
-                documents.extend(load_beir_corpus(path, defaults, on_invalid=on_invalid))
-            elif root.is_file():
+                documents = load_beir_corpus(path, defaults, on_invalid=on_invalid)
+            else:  # only a file given by name can have another type
                 raise SourceError(str(path), "unsupported file type (use .md, .json or .jsonl)")
+            for document in documents:
+                seen.add(document)
+                yield document
         if not found:
             # Almost always a wrong path; "0 documents" would read as success.
             raise SourceError(
                 str(root),
                 "no document files (.md, .json, .jsonl) in this directory"
                 + (
-                    f"; {len(left_out) - left_out_before} other "
-                    f"file{'s' if len(left_out) - left_out_before != 1 else ''} left out"
-                    if len(left_out) > left_out_before
+                    f"; {left_out - left_out_before} other "
+                    f"file{'s' if left_out - left_out_before != 1 else ''} left out"
+                    if left_out > left_out_before
                     else ""
                 ),
             )
-    return ensure_unique_ids(documents)
 
 
 def _files(root: Path, skipped: Callable[[str, str], None]) -> Iterator[tuple[Path, str]]:

@@ -7,7 +7,7 @@ hashing embedder, a scripted chat model) and the use cases stay the same.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +39,18 @@ class LoadedSources:
     documents: tuple[SourceDocument, ...]
     skipped: tuple[SkippedFile, ...] = ()
     invalid: tuple[SkippedDocument, ...] = ()
+
+
+class DocumentStream(Protocol):
+    """Documents read from source paths one file at a time on each iteration, so a
+    corpus of any size can be passed over twice (validate, then write) without being
+    held. After a complete pass, ``skipped`` holds the (path, reason) of the files that
+    were not read and ``invalid`` the documents left out (``skip_invalid``)."""
+
+    skipped: tuple[tuple[str, str], ...]
+    invalid: tuple[SkippedDocument, ...]
+
+    def __iter__(self) -> Iterator[SourceDocument]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +134,19 @@ class Components(Protocol):
         """Validated documents from Markdown/JSON/BEIR sources (``skip_invalid``: leave
         out invalid BEIR documents instead of failing, listing them in ``invalid``;
         ``tenant``: the tenant of documents whose file names none)."""
+        ...
+
+    def stream_sources(
+        self,
+        paths: Sequence[Path],
+        *,
+        document_type: str | None,
+        publication_state: str | None,
+        skip_invalid: bool = False,
+        tenant: str | None = None,
+    ) -> DocumentStream:
+        """The documents :meth:`load_sources` would return, read again on each pass
+        (what ingestion iterates, so memory does not grow with the corpus)."""
         ...
 
     def load_cases(self, path: Path, *, beir: bool, split: str) -> list[EvalCase]:

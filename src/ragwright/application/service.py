@@ -35,7 +35,13 @@ from ragwright.application.calibration import (
     write_calibration,
 )
 from ragwright.application.callers import evidence_for
-from ragwright.application.components import ChatSession, Components, LoadedSources, Workload
+from ragwright.application.components import (
+    ChatSession,
+    Components,
+    DocumentStream,
+    LoadedSources,
+    Workload,
+)
 from ragwright.application.drafts import (
     Draft,
     ShownDraft,
@@ -84,6 +90,7 @@ from ragwright.application.requests import (
     SearchHit,
     SearchRequest,
     SearchResult,
+    SkippedFile,
     StatusRequest,
     StatusResult,
     ThresholdOrigin,
@@ -241,21 +248,23 @@ class Application:
     ) -> IngestResult:
         """Bring the index in line with ``request.sources`` within the run's tenants."""
         policy = self.chunking_policy(request.chunking)
-        loaded = (
-            LoadedSources(request.documents) if request.documents else self.load_documents(request)
-        )
-        if request.rebuild and (loaded.invalid or not loaded.documents):
-            # The sources are about to become the whole index: never on bad input.
-            raise SourceError(
-                ", ".join(str(s) for s in request.sources),
-                f"--rebuild refused: {len(loaded.invalid)} invalid documents"
-                if loaded.invalid
-                else "--rebuild refused: the sources hold no documents",
-            )
+        # Sources are streamed: ingestion reads them one file at a time (twice), so the
+        # corpus is never held here (docs/ingestion.md, "Memory").
+        stream = None if request.documents else self.stream_documents(request)
+        documents = request.documents if stream is None else stream
         if request.rebuild:
-            scope = {d.tenant for d in loaded.documents} | (
-                {request.tenant} if request.tenant is not None else set()
-            )
+            # A validation pass that keeps only the tenants (none: no documents).
+            tenants = {d.tenant for d in documents}
+            invalid = () if stream is None else stream.invalid
+            if invalid or not tenants:
+                # The sources are about to become the whole index: never on bad input.
+                raise SourceError(
+                    ", ".join(str(s) for s in request.sources),
+                    f"--rebuild refused: {len(invalid)} invalid documents"
+                    if invalid
+                    else "--rebuild refused: the sources hold no documents",
+                )
+            scope = tenants | ({request.tenant} if request.tenant is not None else set())
             self._refuse_rebuild_across_tenants(policy.version, scope, request.sources)
         embedder = self.components.embedder()
         index = self.components.open_index(
@@ -266,7 +275,7 @@ class Application:
         )
         try:
             report = ingest(
-                loaded.documents,
+                documents,
                 policy=policy,
                 embedder=embedder,
                 sparse_encoder=self.components.sparse_encoder(),
@@ -288,10 +297,23 @@ class Application:
             },
             chunking_version=policy.version,
             embedding_profile=embedder.profile.profile_id,
-            skipped_files=loaded.skipped,
-            skipped_documents=loaded.invalid,
+            skipped_files=()
+            if stream is None
+            else tuple(SkippedFile(path, reason) for path, reason in stream.skipped),
+            skipped_documents=() if stream is None else stream.invalid,
             sources=tuple(str(path) for path in request.sources),
             pruned=request.prune,
+        )
+
+    def stream_documents(self, request: IngestRequest) -> DocumentStream:
+        """The documents of :meth:`load_documents`, read and validated one file at a time
+        on each iteration (what ``ingest`` indexes; see :class:`DocumentStream`)."""
+        return self.components.stream_sources(
+            request.sources,
+            document_type=request.document_type,
+            publication_state=request.publication_state,
+            skip_invalid=request.skip_invalid,
+            tenant=request.tenant,
         )
 
     def load_documents(self, request: IngestRequest) -> LoadedSources:

@@ -163,16 +163,23 @@ def validate_document(
     )
 
 
-def ensure_unique_ids(documents: Iterable[SourceDocument]) -> list[SourceDocument]:
-    """Return the documents as a list, rejecting a document id seen twice for one tenant.
+class SeenDocuments:
+    """The (tenant, id) keys of the documents of one run so far, rejecting a repeat.
 
     A document's identity is its tenant and its id, so two tenants may each hold ``faq``.
+    It keeps one key and one source URI per document: the only state a streamed run's
+    duplicate check needs.
     """
-    seen: dict[tuple[str | None, str], str] = {}
-    result: list[SourceDocument] = []
-    for document in documents:
+
+    __slots__ = ("_sources",)
+
+    def __init__(self) -> None:
+        self._sources: dict[tuple[str | None, str], str] = {}
+
+    def add(self, document: SourceDocument) -> None:
+        """Record ``document``; raises :class:`DocumentError` if its key was seen."""
         key = (document.tenant, document.document_id)
-        earlier = seen.get(key)
+        earlier = self._sources.get(key)
         if earlier is not None:
             owner = "untenanted" if document.tenant is None else f"tenant {document.tenant!r}"
             raise DocumentError(
@@ -181,6 +188,15 @@ def ensure_unique_ids(documents: Iterable[SourceDocument]) -> list[SourceDocumen
                 f"duplicate document id for {owner} in this run "
                 f"(also in {earlier or 'another source'})",
             )
-        seen[key] = document.source_uri
+        self._sources[key] = document.source_uri
+
+
+def ensure_unique_ids(documents: Iterable[SourceDocument]) -> list[SourceDocument]:
+    """Return the documents as a list, rejecting a document id seen twice for one tenant
+    (see :class:`SeenDocuments`)."""
+    seen = SeenDocuments()
+    result: list[SourceDocument] = []
+    for document in documents:
+        seen.add(document)
         result.append(document)
     return result
