@@ -81,6 +81,7 @@ def ingest_worker(
 
 def _hang_after_first_switch(_document_id: str, phase: str) -> None:
     if phase == "live":
+        print(f"failpoint {HANG_FAILPOINT}: holding the item", file=sys.stderr, flush=True)
         while True:
             time.sleep(3600)
 
