@@ -98,6 +98,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/support_check.py
 	$(BIN)/python benchmarks/service_load.py
 	$(BIN)/python benchmarks/job_faults.py
+	$(BIN)/python benchmarks/ingest_workers.py
 
 clean:
 	rm -rf $(VENV) .ragwright

@@ -137,3 +137,36 @@ def test_three_workers_with_one_killed_mid_item_build_the_single_process_index(
         assert again["embedded"] == 0
         assert again["documents_changed"] == 0
         assert again["unchanged"] == again["chunks"] == reference["chunks"]
+
+
+def test_queued_ingestion_refuses_the_embedded_index_and_options_without_queue(
+    tmp_path: Path,
+) -> None:
+    from tests.test_cli import ragwright
+
+    embedded = ragwright("ingest", str(SAMPLES), "--queue", home=tmp_path / "h")
+    assert embedded.returncode == 1
+    assert "RAGWRIGHT_BACKEND" in embedded.stderr and "Qdrant server" in embedded.stderr
+    assert len(embedded.stderr.strip().splitlines()) == 1
+    worker = ragwright("ingest-worker", home=tmp_path / "h")
+    assert worker.returncode == 1 and "RAGWRIGHT_BACKEND" in worker.stderr
+    no_queue = ragwright(
+        "ingest",
+        str(SAMPLES),
+        "--local-workers",
+        "2",
+        home=tmp_path / "h",
+        RAGWRIGHT_BACKEND="qdrant",
+        RAGWRIGHT_QDRANT_LOCATION="http://127.0.0.1:9",
+    )
+    assert no_queue.returncode == 2 and "--queue" in no_queue.stderr
+    no_database = ragwright(
+        "ingest",
+        str(SAMPLES),
+        "--queue",
+        home=tmp_path / "h",
+        RAGWRIGHT_BACKEND="qdrant",
+        RAGWRIGHT_QDRANT_LOCATION="http://127.0.0.1:9",
+    )
+    assert no_database.returncode == 1 and "RAGWRIGHT_DATABASE_URL" in no_database.stderr
+    assert not (tmp_path / "h" / "index").exists()
