@@ -122,6 +122,8 @@ def test_an_item_whose_worker_was_killed_is_taken_again_after_the_lease() -> Non
             assert [(r.number, r.worker, r.report) for r in queue.results("run")] == [
                 (0, "alive", {"chunks": 1})
             ]
+            (only,) = queue.results("run")
+            assert queue.results("run", after=only.sequence) == []
         finally:
             queue.close()
 

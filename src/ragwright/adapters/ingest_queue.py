@@ -86,6 +86,7 @@ _TABLES = (
         finished_at TIMESTAMPTZ
     )""",
     """CREATE TABLE ingest_item_results (
+        seq BIGSERIAL UNIQUE,
         run_id TEXT NOT NULL REFERENCES ingest_runs (run_id) ON DELETE CASCADE,
         item INTEGER NOT NULL,
         outcome TEXT NOT NULL CHECK (outcome IN ('done', 'failed')),
@@ -174,16 +175,16 @@ class PgQueuerIngestQueue:
                 (run_id,),
             )
 
-    def results(self, run_id: str) -> list[ItemResult]:
+    def results(self, run_id: str, *, after: int = 0) -> list[ItemResult]:
         with self._db() as db:
             rows = db.execute(
-                "SELECT item, worker, report, error FROM ingest_item_results "
-                "WHERE run_id = %s ORDER BY item",
-                (run_id,),
+                "SELECT seq, item, worker, report, error FROM ingest_item_results "
+                "WHERE run_id = %s AND seq > %s ORDER BY seq",
+                (run_id, after),
             ).fetchall()
         return [
-            ItemResult(number=item, worker=worker, report=report, error=error)
-            for item, worker, report, error in rows
+            ItemResult(number=item, worker=worker, report=report, error=error, sequence=seq)
+            for seq, item, worker, report, error in rows
         ]
 
     def close_run(self, run_id: str, state: RunState) -> None:

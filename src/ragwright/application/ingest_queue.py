@@ -53,6 +53,9 @@ class ItemResult:
     worker: str
     report: Mapping[str, Any] | None = None
     error: str | None = None
+    sequence: int = 0
+    """Order of recording across the queue: :meth:`IngestQueue.results` ``after`` it
+    returns only later results."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +92,9 @@ class IngestQueue(Protocol):
         workers then drop its items without running them."""
         ...
 
-    def results(self, run_id: str) -> list[ItemResult]:
-        """Every item result recorded so far for the run (one per item at most)."""
+    def results(self, run_id: str, *, after: int = 0) -> list[ItemResult]:
+        """The run's item results recorded after ``sequence`` ``after`` (one per item
+        at most), in recording order: a coordinator polls for new ones only."""
         ...
 
     def close_run(self, run_id: str, state: RunState) -> None:
@@ -241,9 +245,11 @@ def wait_for_results(
     """Renew the run and collect item results until all ``items`` are recorded; each
     new result goes to ``on_result`` (progress, or raising on a failed item)."""
     seen: dict[int, ItemResult] = {}
+    last = 0
     while True:
         queue.renew_run(run_id)
-        for result in queue.results(run_id):
+        for result in queue.results(run_id, after=last):
+            last = max(last, result.sequence)
             if result.number not in seen:
                 seen[result.number] = result
                 on_result(result)

@@ -220,7 +220,10 @@ def ingest(
         data = _ingest_remotely(server, request)
     elif queue:
         from ragwright.application.ingest_queue import DEFAULT_ITEM_SIZE
+        from ragwright.cli.serve import log_to_stderr
         from ragwright.cli.workers import local_workers as start_workers
+
+        log_to_stderr()  # the run id and its item count, for the operator and the workers
 
         with (
             start_workers(local_workers, idle_exit=60.0) as started,
