@@ -56,6 +56,7 @@ class QdrantRestDouble:
             ("GET", re.compile(route), self._info),
             ("PUT", re.compile(route), self._create),
             ("PATCH", re.compile(route), self._update),
+            ("DELETE", re.compile(route), self._drop),
             ("PUT", re.compile(route + "/index"), self._create_index),
             ("PUT", re.compile(route + "/points"), self._upsert),
             ("POST", re.compile(route + "/points"), self._retrieve),
@@ -112,6 +113,10 @@ class QdrantRestDouble:
             sparse_vectors_config=request.sparse_vectors,
             metadata=request.metadata,
         )
+
+    def _drop(self, name: str, _: Any) -> Any:
+        self._payload_schema.pop(name, None)
+        return self._engine.delete_collection(name)
 
     def _update(self, name: str, body: Any) -> Any:
         request = models.UpdateCollection.model_validate(body)
@@ -232,6 +237,9 @@ def serve_qdrant_double(*, record: bool = True) -> Iterator[tuple[str, QdrantRes
             self._serve()
 
         def do_PATCH(self) -> None:
+            self._serve()
+
+        def do_DELETE(self) -> None:
             self._serve()
 
         def log_message(self, *args: object) -> None:
