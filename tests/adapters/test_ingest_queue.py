@@ -19,6 +19,7 @@ import pytest
 
 from ragwright.adapters.ingest_queue import PgQueuerIngestQueue
 from ragwright.application.ingest_queue import WorkerStats, WorkItem
+from ragwright.errors import IndexUnavailable
 from tests.replicas import scratch_database
 
 LEASE = 1.0
@@ -199,5 +200,30 @@ def test_a_failing_item_is_recorded_as_failed_with_its_error() -> None:
             assert stats.failed == 1
             (result,) = queue.results("run")
             assert (result.report, result.error) == (None, "ValueError: no such model")
+        finally:
+            queue.close()
+
+
+def test_a_transient_failure_puts_the_item_back_and_it_runs_again() -> None:
+    with scratch_database() as database:
+        queue = PgQueuerIngestQueue(database, lease=LEASE)
+        try:
+            queue.open_run("run")
+            queue.enqueue("run", 0, {})
+            queue.seal_run("run", 1)
+            calls: list[int] = []
+
+            def handle(item: WorkItem) -> Mapping[str, Any]:
+                calls.append(item.number)
+                if len(calls) == 1:
+                    raise IndexUnavailable("http://qdrant:6333", "connection refused")
+                return {"chunks": 2}
+
+            with renewed(queue, "run"):
+                stats = work(queue, handle, idle_exit=1.0)
+            assert calls == [0, 0]
+            assert (stats.done, stats.failed, stats.retried) == (1, 0, 1)
+            (result,) = queue.results("run")
+            assert (result.report, result.error) == ({"chunks": 2}, None)
         finally:
             queue.close()

@@ -55,7 +55,7 @@ from psycopg.types.json import Jsonb
 
 from ragwright.adapters.pg import create_schema, open_pool, redacted
 from ragwright.application.ingest_queue import ItemResult, RunState, WorkerStats, WorkItem
-from ragwright.errors import StorageError
+from ragwright.errors import IndexUnavailable, ProviderError, StorageError
 
 logger = logging.getLogger("ragwright.ingest")
 
@@ -72,6 +72,9 @@ QUEUE_SETTINGS = DBSettings(
 ABANDON_AFTER_LEASES = 4
 # Items one worker process runs at once: pgqueuer's smallest per-worker cap.
 ITEMS_AT_ONCE = 2
+# Times an item is put back after a transient failure (index server unreachable, a
+# provider's transient/throttled/timeout failure) before it is recorded as failed.
+TRANSIENT_RETRIES = 3
 # How often an idle worker checks the queue (and its stop event), seconds at most.
 _IDLE_POLL = 0.5
 
@@ -207,7 +210,9 @@ class PgQueuerIngestQueue:
     ) -> WorkerStats:
         counts = _Counts()
         asyncio.run(self._work(handle, worker, idle_exit, stop or threading.Event(), counts))
-        return WorkerStats(done=counts.done, failed=counts.failed, skipped=counts.skipped)
+        return WorkerStats(
+            done=counts.done, failed=counts.failed, skipped=counts.skipped, retried=counts.retried
+        )
 
     async def _work(
         self,
@@ -306,6 +311,20 @@ class PgQueuerIngestQueue:
             report = handle(WorkItem(run_id, number, envelope["body"]))
         except Exception as error:
             detail = f"{type(error).__name__}: {error}"
+            if _transient(error) and job.attempts < TRANSIENT_RETRIES:
+                # The index server or the embedding provider was briefly unavailable:
+                # the item goes back on the queue (it converges when run again).
+                logger.warning(
+                    "ingest run %s item %d: %s; retried in %.0f s",
+                    run_id,
+                    number,
+                    detail,
+                    self._lease,
+                )
+                counts.add("retried")
+                raise RetryRequested(
+                    delay=timedelta(seconds=self._lease), reason=type(error).__name__
+                ) from error
             logger.warning("ingest run %s item %d failed: %s", run_id, number, detail)
             self._record(run_id, number, worker, None, detail)
             counts.add("failed")
@@ -382,6 +401,14 @@ class PgQueuerIngestQueue:
         self._pool.close()
 
 
+def _transient(error: Exception) -> bool:
+    """A failure another attempt may cure: the index server or the queue's database did
+    not answer, or a provider failed transiently (its category says so)."""
+    if isinstance(error, ProviderError):
+        return error.category.retryable
+    return isinstance(error, (IndexUnavailable, StorageError))
+
+
 def _create_tables(db: psycopg.Connection[Any]) -> None:
     for statement in _TABLES:
         db.execute(statement)
@@ -393,6 +420,7 @@ class _Counts:
     done: int = 0
     failed: int = 0
     skipped: int = 0
+    retried: int = 0
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()

@@ -60,11 +60,13 @@ class ItemResult:
 
 @dataclass(frozen=True, slots=True)
 class WorkerStats:
-    """What one worker did before it stopped (items it recorded, skipped, failed)."""
+    """What one worker did before it stopped: items recorded done or failed, dropped
+    (already recorded, or their run ended), put back after a transient failure."""
 
     done: int = 0
     failed: int = 0
     skipped: int = 0
+    retried: int = 0
 
 
 class IngestQueue(Protocol):
@@ -110,8 +112,9 @@ class IngestQueue(Protocol):
         stop: threading.Event | None = None,
     ) -> WorkerStats:
         """Take items and record what ``handle`` returns (the item's report JSON) or
-        the error it raised, once per item; until ``stop`` is set, or until no item has
-        been queued or held for ``idle_exit`` seconds."""
+        the error it raised, once per item (a transient failure puts the item back a
+        few times first); until ``stop`` is set, or until no item has been queued or
+        held for ``idle_exit`` seconds."""
         ...
 
     def close(self) -> None:

@@ -74,7 +74,7 @@ def ingest_worker(
     )
     print(
         f"ragwright ingest-worker {worker}: {plural(stats.done, 'item')} done, "
-        f"{stats.failed} failed, {stats.skipped} dropped",
+        f"{stats.failed} failed, {stats.skipped} dropped, {stats.retried} put back",
         file=sys.stderr,
     )
 
