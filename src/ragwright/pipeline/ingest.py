@@ -1,15 +1,25 @@
 """Ingestion: documents → chunks → batched embeddings → staged upsert → switch → verify.
 
-The run is planned before anything is written, so bad input (a chunking error, an input
-over the embedding limit) stops it with the index untouched. Then, per document:
+The documents stream through two passes, a batch of :data:`DOCUMENT_BATCH` documents at a
+time; nothing holds the corpus's texts or vectors (docs/ingestion.md, "Memory").
 
-1. **Scan** — one payload-light scroll reads ``document_id``, ``document_digest`` and
-   ``index_state`` of every point with this chunking version. A document whose stored ids,
-   digests and states already equal the plan is *unchanged*: no embedding, no write.
+0. **Validate** (:func:`prepare_run`) — every document is read, its (tenant, id) checked
+   unique, and the stored points of the batch's document ids read by one filtered,
+   payload-light scroll (``document_id``, digests, ``index_state``). A document stored
+   live under the same source digest is *unchanged*; any other is chunked and its
+   embedding inputs measured. Bad input (a duplicate id, a chunking error, an input over
+   the embedding limit) stops the run here, with the index untouched. What is kept: the
+   run's document keys (for prune), the changed keys and counts (:class:`RunPlan`).
+
+Then per batch of changed documents (:func:`ingest_batch`; several workers may each take
+batches from a queue):
+
+1. **Scan** — the batch's stored points again (one filtered scroll).
 2. **Stage** — chunks whose stored id is absent (new or edited text) are embedded in
-   length-sorted batches and upserted with ``index_state="staged"``; queries only ever
-   match ``live`` points, so staged points are invisible. Every written point is read
-   back. Embedding of batch *n+1* overlaps the write and read-back of batch *n*.
+   length-sorted batches, up to the embedder's ``in_flight`` calls at once, and upserted
+   with ``index_state="staged"``; queries only ever match ``live`` points, so staged
+   points are invisible. Every written point is read back. Embedding of the next batches
+   overlaps the write and read-back of the current one.
 3. **Switch** — obsolete points of the document are deleted, then one ``set_payload``
    sets the document-level fields (revision, metadata, digest, ``index_state="live"``) on
    all its desired points. Until the delete the visible set is the old revision; between
@@ -17,7 +27,11 @@ over the embedding limit) stops it with the index untouched. Then, per document:
    flip it is the new revision. A reader never sees a mix (docs/ingestion.md).
 4. **Verify** — the document's points are read back and validated fail-closed.
 
-5. **BM25 statistics** — one payload-light scroll sums the analysed term counts every
+Finally (:func:`finish_run`):
+
+5. **Prune** — with ``prune``, one payload-light scroll finds stored documents of the
+   run's tenants that the run does not hold, and deletes them.
+6. **BM25 statistics** — one payload-light scroll sums the analysed term counts every
    point carries (``lexical_terms``). New points were encoded with the ``avgdl`` the
    collection records; when the corpus mean has drifted beyond
    :data:`~ragwright.core.lexical.AVGDL_TOLERANCE` of it, every point's sparse vector is
@@ -31,20 +45,23 @@ document, the old one staying with its tenant (reported as a shared id, never si
 A run killed at any moment leaves staged points (reused by the next run without
 re-embedding), a half-switched document (finished by the next run) or sparse vectors
 partly re-encoded (the recorded mean is still the old one, so the next run re-encodes
-again): re-running converges to the same index as one uninterrupted run.
+again): re-running converges to the same index as one uninterrupted run. A batch run
+again (by another worker, after a crash) converges the same way, and reports what an
+uninterrupted batch would, so a run's summary does not depend on who finished a batch.
 """
 
 from __future__ import annotations
 
+import contextvars
 import uuid
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections import deque
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from ragwright.core.chunking import TokenCounter, build_chunks
 from ragwright.core.contracts import require_compatible
-from ragwright.core.documents import ensure_unique_ids
 from ragwright.core.lexical import AVGDL_TOLERANCE, avgdl_drifted, document_vector
 from ragwright.core.points import (
     DOCUMENT_FIELDS,
@@ -60,7 +77,9 @@ from ragwright.core.points import (
     source_digest,
 )
 from ragwright.errors import (
+    ContractMismatch,
     DimensionMismatch,
+    DocumentError,
     InputTooLong,
     ReadBackError,
     SourceError,
@@ -141,8 +160,123 @@ def token_counter(embedder: Embedder, document: SourceDocument) -> TokenCounter 
     return count
 
 
+@dataclass(frozen=True, slots=True)
+class BatchContext:
+    """What a worker needs to ingest one batch of a run: small and JSON-able."""
+
+    chunking_version: str
+    staging_avgdl: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"chunking_version": self.chunking_version, "staging_avgdl": self.staging_avgdl}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BatchContext:
+        return cls(str(data["chunking_version"]), float(data["staging_avgdl"]))
+
+
+@dataclass(frozen=True, slots=True)
+class RunPlan:
+    """What the validation pass decided before any write.
+
+    ``keys`` holds every document of the run (prune deletes documents of the run's
+    tenants not in it); ``changed`` the documents the writing pass must process. Keys
+    are the only per-document state kept for the whole run: no texts, no vectors.
+    """
+
+    chunking_version: str
+    scope: tuple[str | None, ...]
+    keys: frozenset[DocumentKey]
+    changed: frozenset[DocumentKey]
+    unchanged_chunks: int
+    planned_chunks: int
+    staging_avgdl: float
+    encoded_avgdl: float | None
+    prune: bool
+
+    @property
+    def documents(self) -> int:
+        return len(self.keys)
+
+    def batch_context(self) -> BatchContext:
+        return BatchContext(self.chunking_version, self.staging_avgdl)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchReport:
+    """What one batch of changed documents did (JSON-able, to be summed by the run)."""
+
+    chunks: int = 0
+    embedded: int = 0
+    payload_updated: int = 0
+    deleted: int = 0
+    verified: int = 0
+    documents_changed: int = 0
+    embedding_tokens: int = 0
+    shared_ids: tuple[SharedDocumentId, ...] = ()
+    changed_documents: tuple[DocumentKey, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "chunks": self.chunks,
+            "embedded": self.embedded,
+            "payload_updated": self.payload_updated,
+            "deleted": self.deleted,
+            "verified": self.verified,
+            "documents_changed": self.documents_changed,
+            "embedding_tokens": self.embedding_tokens,
+            "shared_ids": [
+                [s.document_id, s.tenant, list(s.other_tenants)] for s in self.shared_ids
+            ],
+            "changed_documents": [list(key) for key in self.changed_documents],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BatchReport:
+        counts = {
+            name: int(data[name])
+            for name in (
+                "chunks",
+                "embedded",
+                "payload_updated",
+                "deleted",
+                "verified",
+                "documents_changed",
+                "embedding_tokens",
+            )
+        }
+        return cls(
+            **counts,
+            shared_ids=tuple(
+                SharedDocumentId(str(document_id), tenant, tuple(others))
+                for document_id, tenant, others in data["shared_ids"]
+            ),
+            changed_documents=tuple(
+                (tenant, str(doc)) for tenant, doc in data["changed_documents"]
+            ),
+        )
+
+
+# Documents per change-detection scan (one filtered, payload-light scroll each) in the
+# validation pass, and per batch in the writing pass: what memory holds at once is about
+# this many documents, their chunks and one embedding batch per in-flight call.
+DOCUMENT_BATCH = 128
+
+
+def batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """Consecutive lists of ``size`` items (the last may be shorter)."""
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
 def ingest(
-    documents: Sequence[SourceDocument],
+    documents: Iterable[SourceDocument],
     *,
     policy: ChunkingPolicy,
     embedder: Embedder,
@@ -151,14 +285,21 @@ def ingest(
     prune: bool = False,
     tenants: Collection[str | None] = (),
     batch_size: int = 64,
+    document_batch: int = DOCUMENT_BATCH,
     progress: ProgressCallback | None = None,
     phase_hook: Callable[[str, str], None] | None = None,
     avgdl_tolerance: float = AVGDL_TOLERANCE,
 ) -> IngestReport:
     """Bring the index in line with ``documents`` for ``policy``'s chunking version.
 
+    Two passes over ``documents`` (so it must be re-iterable: a list, or a source that
+    reads its files again): :func:`prepare_run` validates everything before any write,
+    then :func:`ingest_batch` writes the changed documents ``document_batch`` at a time,
+    then :func:`finish_run` prunes and refreshes the BM25 statistics. Several workers
+    run the same three steps with the batches on a queue (docs/ingestion.md).
+
     Args:
-        documents: validated documents, unique ids.
+        documents: validated documents, unique (tenant, id) pairs.
         policy: the chunking policy; its version must be in the index contract.
         embedder: must carry the index contract's embedding profile.
         sparse_encoder: must carry the index contract's lexical profile.
@@ -168,6 +309,7 @@ def ingest(
         tenants: tenants in the run's scope besides those of ``documents`` (``None``
             stands for untenanted documents); other tenants' documents are never touched.
         batch_size: chunks per embedding call and per upsert.
+        document_batch: documents per change-detection scan and per writing batch.
         progress: receives (event, count) pairs for progress display.
         phase_hook: called as (document_id, phase) at each switch step; tests use it to
             observe what a reader sees mid-replacement.
@@ -180,56 +322,210 @@ def ingest(
         DimensionMismatch, ReadBackError, ProviderError: during the run; everything
             already written stays consistent and the next run resumes.
     """
+    if iter(documents) is documents:
+        # A one-shot iterator would be empty on the writing pass: nothing would be written.
+        raise TypeError("ingest reads documents twice: pass a list or a re-iterable source")
+    run = prepare_run(
+        documents,
+        policy=policy,
+        embedder=embedder,
+        sparse_encoder=sparse_encoder,
+        index=index,
+        prune=prune,
+        tenants=tenants,
+        document_batch=document_batch,
+        progress=progress,
+    )
+    context = run.batch_context()
+    reports = [
+        ingest_batch(
+            batch,
+            context,
+            policy=policy,
+            embedder=embedder,
+            sparse_encoder=sparse_encoder,
+            index=index,
+            batch_size=batch_size,
+            progress=progress,
+            phase_hook=phase_hook,
+        )
+        for batch in batched(
+            (d for d in documents if document_key(d) in run.changed), document_batch
+        )
+    ]
+    return finish_run(
+        run, reports, index=index, sparse_encoder=sparse_encoder, avgdl_tolerance=avgdl_tolerance
+    )
+
+
+def prepare_run(
+    documents: Iterable[SourceDocument],
+    *,
+    policy: ChunkingPolicy,
+    embedder: Embedder,
+    sparse_encoder: SparseEncoder,
+    index: VectorIndex,
+    prune: bool = False,
+    tenants: Collection[str | None] = (),
+    document_batch: int = DOCUMENT_BATCH,
+    progress: ProgressCallback | None = None,
+) -> RunPlan:
+    """The validation pass: every document is checked before anything is written.
+
+    Streams ``documents`` in batches: unique (tenant, id) pairs, then one filtered scan
+    of the stored points of the batch's documents; a changed document is chunked and its
+    embedding inputs measured (``ChunkingError``/``InputTooLong`` stop the run here).
+    Nothing of a batch is kept but its keys and counts.
+    """
     notify = progress or (lambda _event, _count: None)
-    hook = phase_hook or (lambda _doc, _phase: None)
-    documents = ensure_unique_ids(documents)
-    if prune and not documents:
-        raise SourceError("sources", "no documents found; refusing to --prune every document")
     require_compatible(
         index.contract,
         embedder.profile,
         sparse_encoder.profile.profile_id,
         chunking_version=policy.version,
     )
-    scope = {d.tenant for d in documents} | set(tenants)
-    sources = {
-        document_key(d): source_digest(
-            d,
+    stats = index.contract.lexical_stats
+    seen: dict[DocumentKey, str] = {}
+    changed: set[DocumentKey] = set()
+    unchanged = planned = 0
+    terms = pending_chunks = 0
+    for batch in batched(documents, document_batch):
+        for document in batch:
+            _check_unique(seen, document)
+        existing = _scan_documents(index, policy.version, batch)
+        candidates = dict(_changed_documents(batch, existing, policy, embedder, sparse_encoder))
+        for document in batch:
+            key = document_key(document)
+            source = candidates.get(key)
+            if source is None:  # stored live under the same source digest
+                unchanged += len(existing[key])
+                continue
+            plan = plan_document(
+                document,
+                build_chunks(document, policy, count_tokens=token_counter(embedder, document)),
+                embedder.profile,
+                source=source,
+            )
+            stored = existing.get(key, {})
+            if stored.keys() == {p.stored_id for p in plan.points} and all(
+                (s.document, s.state) == (plan.digest, LIVE) for s in stored.values()
+            ):
+                unchanged += len(stored)
+                continue
+            pending = [p for p in plan.points if p.stored_id not in stored]
+            _check_lengths(embedder, pending)
+            if stats is None:
+                terms += sum(len(sparse_encoder.terms(p.lexical_text)) for p in pending)
+                pending_chunks += len(pending)
+            planned += len(plan.points)
+            changed.add(key)
+    if prune and not seen:
+        raise SourceError("sources", "no documents found; refusing to --prune every document")
+    scope = {tenant for tenant, _ in seen} | set(tenants)
+    if stats is not None:
+        # Every stored vector carries the recorded mean: new ones must match them.
+        staging_avgdl: float = stats.avgdl
+        encoded_avgdl: float | None = stats.avgdl
+    else:
+        # A new collection: its first points set the mean. Points already present
+        # without recorded statistics carry an unknown one and are re-encoded at the end.
+        staging_avgdl = terms / pending_chunks if terms else 1.0
+        encoded_avgdl = staging_avgdl if index.count() == 0 else None
+    notify("plan", unchanged + planned)
+    notify("unchanged", unchanged)
+    return RunPlan(
+        chunking_version=policy.version,
+        scope=tuple(sorted(scope, key=_tenant_order)),
+        keys=frozenset(seen),
+        changed=frozenset(changed),
+        unchanged_chunks=unchanged,
+        planned_chunks=planned,
+        staging_avgdl=staging_avgdl,
+        encoded_avgdl=encoded_avgdl,
+        prune=prune,
+    )
+
+
+def _check_unique(seen: dict[DocumentKey, str], document: SourceDocument) -> None:
+    key = document_key(document)
+    earlier = seen.get(key)
+    if earlier is not None:
+        owner = "untenanted" if document.tenant is None else f"tenant {document.tenant!r}"
+        raise DocumentError(
+            document.document_id,
+            "document_id",
+            f"duplicate document id for {owner} in this run "
+            f"(also in {earlier or 'another source'})",
+        )
+    seen[key] = document.source_uri
+
+
+def _changed_documents(
+    batch: Sequence[SourceDocument],
+    existing: dict[DocumentKey, dict[uuid.UUID, _Stored]],
+    policy: ChunkingPolicy,
+    embedder: Embedder,
+    sparse_encoder: SparseEncoder,
+) -> Iterator[tuple[DocumentKey, str]]:
+    """(key, source digest) of the documents whose stored points are not all live under
+    the same source digest."""
+    for document in batch:
+        source = source_digest(
+            document,
             chunking_version=policy.version,
             profile=embedder.profile,
             lexical_profile_id=sparse_encoder.profile.profile_id,
         )
-        for d in documents
-    }
-    existing = _scan(index, policy.version)
+        stored = existing.get(document_key(document), {})
+        if not stored or not all(
+            s.state == LIVE and s.source == source and s.count == len(stored)
+            for s in stored.values()
+        ):
+            yield document_key(document), source
+
+
+def ingest_batch(
+    documents: Sequence[SourceDocument],
+    context: BatchContext,
+    *,
+    policy: ChunkingPolicy,
+    embedder: Embedder,
+    sparse_encoder: SparseEncoder,
+    index: VectorIndex,
+    batch_size: int = 64,
+    progress: ProgressCallback | None = None,
+    phase_hook: Callable[[str, str], None] | None = None,
+) -> BatchReport:
+    """Write one batch of the run's changed documents: stage, switch, verify.
+
+    Idempotent: a batch run again after a crash reuses the staged points and finishes a
+    half-switched document; a document already switched is verified and still counted
+    as changed, so the run's summary is the same whoever finished the batch.
+    """
+    if context.chunking_version != policy.version:
+        raise ContractMismatch("chunking_version", context.chunking_version, policy.version)
+    notify = progress or (lambda _event, _count: None)
+    hook = phase_hook or (lambda _doc, _phase: None)
+    existing = _scan_documents(index, policy.version, documents)
     held: dict[str, set[str | None]] = {}
     for tenant, document_id in existing:
         held.setdefault(document_id, set()).add(tenant)
-    unchanged = 0
-    changed: list[SourceDocument] = []
-    for document in documents:
-        key = document_key(document)
-        stored = existing.get(key, {})
-        if stored and all(
-            s.state == LIVE and s.source == sources[key] and s.count == len(stored)
-            for s in stored.values()
-        ):
-            unchanged += len(stored)
-            del existing[key]
-        else:
-            changed.append(document)
-    plans = plan_documents(changed, policy, embedder, sources)
-    notify("plan", unchanged + sum(len(p.points) for p in plans))
-
     work: list[_DocumentWork] = []
-    for plan in plans:
-        stored = existing.pop(document_key(plan.document), {})
+    for document in documents:
+        source = source_digest(
+            document,
+            chunking_version=policy.version,
+            profile=embedder.profile,
+            lexical_profile_id=sparse_encoder.profile.profile_id,
+        )
+        plan = plan_document(
+            document,
+            build_chunks(document, policy, count_tokens=token_counter(embedder, document)),
+            embedder.profile,
+            source=source,
+        )
+        stored = existing.get(document_key(document), {})
         desired = {p.stored_id for p in plan.points}
-        if stored.keys() == desired and all(
-            (s.document, s.state) == (plan.digest, LIVE) for s in stored.values()
-        ):
-            unchanged += len(desired)
-            continue
         work.append(
             _DocumentWork(
                 plan,
@@ -238,61 +534,96 @@ def ingest(
                 obsolete=[sid for sid in stored if sid not in desired],
             )
         )
-    notify("unchanged", unchanged)
-
     pending = [p for item in work for p in item.to_embed]
     lengths = _check_lengths(embedder, pending)
-    stats = index.contract.lexical_stats
-    if stats is not None:
-        # Every stored vector carries the recorded mean: new ones must match them.
-        staging_avgdl: float = stats.avgdl
-        encoded_avgdl: float | None = stats.avgdl
-    else:
-        # A new collection: its first points set the mean. Points already present
-        # without recorded statistics carry an unknown one and are re-encoded below.
-        staging_avgdl = _mean_terms(sparse_encoder, pending)
-        encoded_avgdl = staging_avgdl if index.count() == 0 else None
     embedded_tokens = _stage(
-        embedder, sparse_encoder, index, pending, lengths, batch_size, notify, staging_avgdl
+        embedder,
+        sparse_encoder,
+        index,
+        pending,
+        lengths,
+        batch_size,
+        notify,
+        context.staging_avgdl,
     )
-
     payload_updated = deleted = verified = 0
     for item in work:
         payload_updated += _refresh_kept(index, item)
         deleted += len(item.obsolete)
         verified += _switch(index, item, hook)
         notify("switched", len(item.plan.points))
-
-    touched = [(item.plan.document.tenant, item.plan.document.document_id) for item in work]
-    pruned_documents = 0
-    if prune:
-        for (tenant, document_id), stale in existing.items():
-            if tenant not in scope:
-                continue  # another tenant's document: outside this run's scope
-            index.delete(list(stale))
-            deleted += len(stale)
-            pruned_documents += 1
-            touched.append((tenant, document_id))
-    bm25_avgdl, reencoded = _refresh_lexical_stats(
-        index, sparse_encoder, encoded_avgdl, avgdl_tolerance
-    )
-    return IngestReport(
-        documents=len(documents),
-        chunks=unchanged + sum(len(item.plan.points) for item in work),
+    return BatchReport(
+        chunks=sum(len(item.plan.points) for item in work),
         embedded=len(pending),
-        unchanged=unchanged,
         payload_updated=payload_updated,
         deleted=deleted,
         verified=verified,
         documents_changed=len(work),
-        documents_pruned=pruned_documents,
         embedding_tokens=embedded_tokens,
+        shared_ids=_shared_ids(work, held),
+        changed_documents=tuple(document_key(item.plan.document) for item in work),
+    )
+
+
+def finish_run(
+    run: RunPlan,
+    reports: Iterable[BatchReport],
+    *,
+    index: VectorIndex,
+    sparse_encoder: SparseEncoder,
+    avgdl_tolerance: float = AVGDL_TOLERANCE,
+) -> IngestReport:
+    """Prune (when asked), refresh the BM25 statistics, and sum the run's batches."""
+    reports = list(reports)
+    deleted = sum(r.deleted for r in reports)
+    touched = [key for r in reports for key in r.changed_documents]
+    pruned_documents = 0
+    if run.prune:
+        for key, stale in _stale_documents(index, run).items():
+            index.delete(stale)
+            deleted += len(stale)
+            pruned_documents += 1
+            touched.append(key)
+    bm25_avgdl, reencoded = _refresh_lexical_stats(
+        index, sparse_encoder, run.encoded_avgdl, avgdl_tolerance
+    )
+    return IngestReport(
+        documents=run.documents,
+        chunks=run.unchanged_chunks + sum(r.chunks for r in reports),
+        embedded=sum(r.embedded for r in reports),
+        unchanged=run.unchanged_chunks,
+        payload_updated=sum(r.payload_updated for r in reports),
+        deleted=deleted,
+        verified=sum(r.verified for r in reports),
+        documents_changed=sum(r.documents_changed for r in reports),
+        documents_pruned=pruned_documents,
+        embedding_tokens=sum(r.embedding_tokens for r in reports),
         bm25_avgdl=bm25_avgdl,
         sparse_reencoded=reencoded,
-        tenants=tuple(sorted(scope, key=_tenant_order)),
-        shared_ids=_shared_ids(work, held),
+        tenants=run.scope,
+        shared_ids=tuple(s for r in reports for s in r.shared_ids),
         changed_documents=tuple(touched),
     )
+
+
+def _stale_documents(index: VectorIndex, run: RunPlan) -> dict[DocumentKey, list[uuid.UUID]]:
+    """Stored documents of the run's tenants that the run does not hold (one paged,
+    payload-light scroll; only the stale documents' point ids are kept)."""
+    scope = set(run.scope)
+    stale: dict[DocumentKey, list[uuid.UUID]] = {}
+    points = index.scroll(
+        PointFilter(must=(FieldMatch("chunking_version", (run.chunking_version,)),)),
+        payload_fields=("document_id", "tenant"),
+    )
+    for point in points:
+        document_id, tenant = point.payload.get("document_id"), point.payload.get("tenant")
+        if not isinstance(document_id, str) or not (tenant is None or isinstance(tenant, str)):
+            continue  # unreadable ownership: left to read-time validation, never guessed
+        if tenant not in scope:
+            continue  # another tenant's document: outside this run's scope
+        if (tenant, document_id) not in run.keys:
+            stale.setdefault((tenant, document_id), []).append(point.point_id)
+    return stale
 
 
 def _shared_ids(
@@ -325,11 +656,19 @@ class _Stored:
     state: Any
 
 
-def _scan(index: VectorIndex, version: str) -> dict[DocumentKey, dict[uuid.UUID, _Stored]]:
-    """(tenant, document_id) → {stored id: its digests, chunk count and state}."""
+def _scan_documents(
+    index: VectorIndex, version: str, documents: Sequence[SourceDocument]
+) -> dict[DocumentKey, dict[uuid.UUID, _Stored]]:
+    """(tenant, document_id) → {stored id: digests, chunk count, state} for the stored
+    points of ``documents``' ids (every tenant's: shared ids are reported)."""
     found: dict[DocumentKey, dict[uuid.UUID, _Stored]] = {}
+    if not documents:
+        return found
+    ids = tuple(sorted({d.document_id for d in documents}))
     points = index.scroll(
-        PointFilter(must=(FieldMatch("chunking_version", (version,)),)),
+        PointFilter(
+            must=(FieldMatch("chunking_version", (version,)), FieldMatch("document_id", ids))
+        ),
         payload_fields=(
             "document_id",
             "document_digest",
@@ -380,28 +719,57 @@ def _stage(
     notify: ProgressCallback,
     avgdl: float,
 ) -> int:
-    """Embed in length-sorted batches and write them staged, overlapping the two."""
+    """Embed in length-sorted batches and write them staged, overlapping the two.
+
+    Up to the embedder's ``in_flight`` calls run at once (remote providers; 1 for the
+    bundled model); the batches are written in order by one writer thread while the
+    next ones embed. Each call runs in a copy of the caller's context, so it spends the
+    caller's deadline.
+    """
     order = sorted(range(len(pending)), key=lambda i: lengths[i])
     dimensions = embedder.profile.dimensions
+    in_flight = max(1, int(getattr(embedder, "in_flight", 1)))
+    starts = iter(range(0, len(order), batch_size))
     tokens = 0
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragwright-writer") as writer:
-        in_flight: Future[None] | None = None
-        for start in range(0, len(order), batch_size):
-            batch = [pending[i] for i in order[start : start + batch_size]]
-            vectors = embedder.embed_documents([p.embedding_input for p in batch])
-            for vector in vectors:
-                if len(vector) != dimensions:
-                    raise DimensionMismatch(dimensions, len(vector))
-            if embedder.counts_tokens:
-                tokens += sum(lengths[i] for i in order[start : start + batch_size])
-            if in_flight is not None:
-                in_flight.result()
-            in_flight = writer.submit(
-                _write_and_verify, index, sparse_encoder, batch, vectors, avgdl
-            )
-            notify("embedded", len(batch))
-        if in_flight is not None:
-            in_flight.result()
+    with (
+        ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="ragwright-embed") as pool,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragwright-writer") as writer,
+    ):
+        embedding: deque[tuple[int, Future[list[list[float]]]]] = deque()
+
+        def submit_embeddings() -> None:
+            while len(embedding) < in_flight:
+                start = next(starts, None)
+                if start is None:
+                    return
+                texts = [pending[i].embedding_input for i in order[start : start + batch_size]]
+                call = contextvars.copy_context().run
+                embedding.append((start, pool.submit(call, embedder.embed_documents, texts)))
+
+        written: Future[None] | None = None
+        try:
+            submit_embeddings()
+            while embedding:
+                start, call = embedding.popleft()
+                vectors = call.result()
+                submit_embeddings()  # the next batches embed while this one is written
+                for vector in vectors:
+                    if len(vector) != dimensions:
+                        raise DimensionMismatch(dimensions, len(vector))
+                batch = [pending[i] for i in order[start : start + batch_size]]
+                if embedder.counts_tokens:
+                    tokens += sum(lengths[i] for i in order[start : start + batch_size])
+                if written is not None:
+                    written.result()
+                written = writer.submit(
+                    _write_and_verify, index, sparse_encoder, batch, vectors, avgdl
+                )
+                notify("embedded", len(batch))
+            if written is not None:
+                written.result()
+        finally:
+            for _, call in embedding:
+                call.cancel()
     return tokens
 
 
@@ -433,11 +801,6 @@ def _write_and_verify(
         for name in _READBACK_FIELDS:
             if payload.get(name) != point.payload[name]:
                 raise ReadBackError(str(point.point_id), f"payload field {name!r} differs")
-
-
-def _mean_terms(sparse_encoder: SparseEncoder, pending: Sequence[PlannedPoint]) -> float:
-    total = sum(len(sparse_encoder.terms(p.lexical_text)) for p in pending)
-    return total / len(pending) if total else 1.0
 
 
 def _refresh_lexical_stats(

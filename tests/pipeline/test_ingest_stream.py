@@ -1,0 +1,254 @@
+"""Streaming ingestion: the validation pass, batches of documents, embedding calls in
+flight, and batches that can be run again (by another worker) after a crash."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.lexical import Bm25Encoder
+from ragwright.core.contracts import contract_for
+from ragwright.core.documents import validate_document
+from ragwright.deadline import Deadline, current_deadline, deadline_scope
+from ragwright.errors import InputTooLong
+from ragwright.pipeline.ingest import (
+    BatchReport,
+    batched,
+    document_key,
+    finish_run,
+    ingest,
+    ingest_batch,
+    prepare_run,
+)
+from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
+from ragwright.types import ChunkingPolicy, PointFilter, SourceDocument, SourceSection
+
+POLICY = ChunkingPolicy(max_words=30)
+
+
+def doc(number: int, words: int = 12, revision: str = "a") -> SourceDocument:
+    paragraphs = tuple(
+        " ".join(f"w{number}x{p}y{i}{revision}" for i in range(words)) for p in range(3)
+    )
+    return validate_document(
+        document_id=f"doc-{number:03d}",
+        title=f"Document {number}",
+        document_type="runbook",
+        publication_state="published",
+        sections=[SourceSection("body", "Body", paragraphs)],
+    )
+
+
+def corpus(count: int, revision: str = "a") -> list[SourceDocument]:
+    return [doc(n, revision=revision) for n in range(count)]
+
+
+def snapshot(index: EdgeIndex) -> list[tuple[str, str]]:
+    return sorted((str(p.point_id), json.dumps(p.payload, sort_keys=True)) for p in index.scroll())
+
+
+@pytest.fixture
+def open_index(tmp_path: Path) -> Iterator[Any]:
+    opened: dict[str, EdgeIndex] = {}
+
+    def make(name: str) -> EdgeIndex:
+        if name not in opened:
+            path = tmp_path / name
+            opened[name] = EdgeIndex(path, contract_for(HASHING_PROFILE, POLICY.version))
+        return opened[name]
+
+    yield make
+    for index in opened.values():
+        index.close()
+
+
+def run(index: Any, documents: Any, embedder: Any = None, **kw: Any) -> Any:
+    return ingest(
+        documents,
+        policy=POLICY,
+        embedder=embedder or HashingEmbedder(),
+        sparse_encoder=Bm25Encoder(),
+        index=index,
+        batch_size=kw.pop("batch_size", 4),
+        **kw,
+    )
+
+
+@dataclasses.dataclass
+class SlowEmbedder(HashingEmbedder):
+    """Takes a while per call, records how many calls overlapped and each call's
+    deadline (as seen from the thread the call ran on)."""
+
+    in_flight: int = 1
+    delay: float = 0.03
+    active: int = 0
+    most_active: int = 0
+    deadlines: list[Deadline | None] = dataclasses.field(default_factory=list)
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        with self.lock:
+            self.active += 1
+            self.most_active = max(self.most_active, self.active)
+            self.deadlines.append(current_deadline())
+        try:
+            time.sleep(self.delay)
+            with self.lock:
+                return super().embed_documents(texts)
+        finally:
+            with self.lock:
+                self.active -= 1
+
+
+def test_several_embedding_calls_are_in_flight_and_the_index_is_the_same(
+    open_index: Any,
+) -> None:
+    documents = corpus(12)
+    one = SlowEmbedder(in_flight=1)
+    run(open_index("one"), documents, one)
+    several = SlowEmbedder(in_flight=4)
+    report = run(open_index("several"), documents, several)
+    assert one.most_active == 1
+    assert several.most_active == 4
+    assert report.embedded == report.chunks == len(several.embedded_texts)
+    assert snapshot(open_index("one")) == snapshot(open_index("several"))
+
+
+def test_embedding_calls_on_worker_threads_spend_the_callers_deadline(open_index: Any) -> None:
+    embedder = SlowEmbedder(in_flight=3, delay=0.0)
+    with deadline_scope(Deadline.after(60.0)) as deadline:
+        run(open_index("i"), corpus(6), embedder)
+    assert embedder.deadlines and all(d is deadline for d in embedder.deadlines)
+
+
+def test_bad_input_in_a_later_batch_stops_the_run_before_any_write(open_index: Any) -> None:
+    index = open_index("i")
+    run(index, corpus(3))
+    before = snapshot(index)
+    small = dataclasses.replace(HASHING_PROFILE, max_input_tokens=30)
+    index.contract = dataclasses.replace(
+        index.contract, profile_id=small.profile_id, profile_digest=small.artifact_digest
+    )
+    embedder = HashingEmbedder(profile=small)
+    documents = [*corpus(6, revision="b"), doc(99, words=28)]
+    with pytest.raises(InputTooLong) as caught:
+        run(index, documents, embedder, document_batch=2)
+    assert "doc-099" in caught.value.item
+    assert embedder.calls == []
+    assert snapshot(index) == before
+
+
+class RecordingIndex:
+    """An index whose scrolls are recorded (filter and payload fields)."""
+
+    def __init__(self, inner: EdgeIndex) -> None:
+        self.inner = inner
+        self.scrolls: list[tuple[PointFilter | None, tuple[str, ...] | None]] = []
+
+    def scroll(self, point_filter: PointFilter | None = None, **kw: Any) -> Any:
+        fields = kw.get("payload_fields")
+        self.scrolls.append((point_filter, None if fields is None else tuple(fields)))
+        return self.inner.scroll(point_filter, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_change_detection_reads_one_batch_of_documents_at_a_time(open_index: Any) -> None:
+    index = RecordingIndex(open_index("i"))
+    documents = corpus(10)
+    run(index, documents, document_batch=3, prune=True)
+    index.scrolls.clear()
+    report = run(index, [*documents[:9], doc(9, revision="b")], document_batch=3, prune=True)
+    assert report.documents_changed == 1
+    by_document = [
+        next(m.values for m in flt.must if m.key == "document_id")
+        for flt, _ in index.scrolls
+        if flt is not None and any(m.key == "document_id" for m in flt.must)
+    ]
+    # Validation pass: 4 scans (3+3+3+1 documents); writing pass: one, of the changed one.
+    assert [len(ids) for ids in by_document] == [3, 3, 3, 1, 1]
+    # Every other scroll (prune, BM25 statistics) is payload-light: named fields only.
+    others = [
+        fields
+        for flt, fields in index.scrolls
+        if flt is None or not any(m.key == "document_id" for m in flt.must)
+    ]
+    assert others and all(fields is not None and "text" not in fields for fields in others)
+
+
+def test_a_batch_run_again_after_a_crash_gives_the_uninterrupted_summary(
+    open_index: Any,
+) -> None:
+    documents = corpus(6)
+    expected_index = open_index("expected")
+    expected = run(expected_index, documents, document_batch=3)
+
+    index = open_index("crashed")
+    common: dict[str, Any] = {
+        "policy": POLICY,
+        "embedder": HashingEmbedder(),
+        "sparse_encoder": Bm25Encoder(),
+        "index": index,
+    }
+    plan = prepare_run(documents, **common, document_batch=3)
+    batches = list(batched((d for d in documents if document_key(d) in plan.changed), 3))
+
+    def crash_after_first_switch(document_id: str, phase: str) -> None:
+        if (document_id, phase) == ("doc-004", "live"):
+            raise KeyboardInterrupt("worker killed")
+
+    reports = [ingest_batch(batches[0], plan.batch_context(), **common)]
+    with pytest.raises(KeyboardInterrupt):
+        ingest_batch(
+            batches[1], plan.batch_context(), **common, phase_hook=crash_after_first_switch
+        )
+    # Another worker takes the same batch again; its report is the one recorded.
+    again = ingest_batch(batches[1], plan.batch_context(), **common)
+    reports.append(BatchReport.from_json(json.loads(json.dumps(again.to_json()))))
+    report = finish_run(plan, reports, index=index, sparse_encoder=Bm25Encoder())
+
+    assert snapshot(index) == snapshot(expected_index)
+    for name in ("documents", "chunks", "documents_changed", "verified", "unchanged", "deleted"):
+        assert getattr(report, name) == getattr(expected, name), name
+    assert sorted(report.changed_documents) == sorted(expected.changed_documents)
+    assert report.embedded < expected.embedded  # the killed attempt's staged points were reused
+
+
+def test_batch_reports_survive_json(open_index: Any) -> None:
+    index = open_index("i")
+    run(index, corpus(2))
+    report = run(index, [doc(0, revision="b"), doc(1)], document_batch=1)
+    assert report.documents_changed == 1
+    plan = prepare_run(
+        [doc(0, revision="c")],
+        policy=POLICY,
+        embedder=HashingEmbedder(),
+        sparse_encoder=Bm25Encoder(),
+        index=index,
+    )
+    batch = ingest_batch(
+        [doc(0, revision="c")],
+        plan.batch_context(),
+        policy=POLICY,
+        embedder=HashingEmbedder(),
+        sparse_encoder=Bm25Encoder(),
+        index=index,
+    )
+    assert batch.deleted > 0 and batch.embedded > 0
+    assert BatchReport.from_json(json.loads(json.dumps(batch.to_json()))) == batch
+
+
+def test_a_one_shot_iterator_is_refused_before_anything_is_read(open_index: Any) -> None:
+    documents = iter(corpus(2))
+    with pytest.raises(TypeError, match="re-iterable"):
+        run(open_index("i"), documents)
+    assert len(list(documents)) == 2
