@@ -266,19 +266,7 @@ class Application:
         loaded = (
             LoadedSources(request.documents) if request.documents else self.load_documents(request)
         )
-        if request.rebuild and (loaded.invalid or not loaded.documents):
-            # The sources are about to become the whole index: never on bad input.
-            raise SourceError(
-                ", ".join(str(s) for s in request.sources),
-                f"--rebuild refused: {len(loaded.invalid)} invalid documents"
-                if loaded.invalid
-                else "--rebuild refused: the sources hold no documents",
-            )
-        if request.rebuild:
-            scope = {d.tenant for d in loaded.documents} | (
-                {request.tenant} if request.tenant is not None else set()
-            )
-            self._refuse_rebuild_across_tenants(policy.version, scope, request.sources)
+        self._check_rebuild(request, loaded, policy.version)
         embedder = self.components.embedder()
         index = self.components.open_index(
             policy.version,
@@ -493,6 +481,7 @@ class Application:
     def _check_rebuild(self, request: IngestRequest, loaded: LoadedSources, version: str) -> None:
         """Refuse ``--rebuild`` on bad input or across tenants (see :meth:`ingest`)."""
         if request.rebuild and (loaded.invalid or not loaded.documents):
+            # The sources are about to become the whole index: never on bad input.
             raise SourceError(
                 ", ".join(str(s) for s in request.sources),
                 f"--rebuild refused: {len(loaded.invalid)} invalid documents"
