@@ -170,3 +170,24 @@ def test_queued_ingestion_refuses_the_embedded_index_and_options_without_queue(
     )
     assert no_database.returncode == 1 and "RAGWRIGHT_DATABASE_URL" in no_database.stderr
     assert not (tmp_path / "h" / "index").exists()
+
+
+def test_local_workers_started_by_the_coordinator_run_its_items(tmp_path: Path) -> None:
+    with scratch_database() as database, serve_qdrant_double(record=False) as (qdrant_url, _):
+        env = server_env(tmp_path / "home", qdrant_url, "local", database)
+        summary = ragwright_json(
+            "ingest",
+            str(SAMPLES),
+            "--queue",
+            "--item-size",
+            "4",
+            "--local-workers",
+            "2",
+            env=env,
+            timeout=120,
+        )
+        assert (summary["documents"], summary["documents_changed"]) == (10, 10)
+        assert summary["verified"] == summary["chunks"] > 0
+        recorded = results(database)
+        assert [item for item, _, _ in recorded] == [0, 1, 2]
+        assert {worker.rsplit("-", 1)[-1] for _, _, worker in recorded} <= {"local0", "local1"}
