@@ -30,6 +30,7 @@ from tests.conftest import REPO
         "keys revoke",
         "serve",
         "worker",
+        "ingest-worker",
     ],
 )
 def test_every_option_is_documented(command: str) -> None:

@@ -37,6 +37,7 @@ Provider failures of every kind (chat, embedding, rerank) share one base and one
     │   └── MetricInputError                    a ranking or judgments cannot be scored
     ├── CalibrationError(path, field, rule)     a persisted calibration is unreadable or stale
     ├── ServiceError(url, status, detail)       a ragwright service refused or failed a call
+    ├── IngestItemFailed(run_id, item, worker, detail)  a queued ingestion's work item failed
     └── JobError                                a durable job operation was refused
         ├── IdempotencyConflict(idempotency_key, job_id)  key reused for another input
         └── JobNotFound(job_id)
@@ -401,3 +402,18 @@ class JobNotFound(JobError):
     def __init__(self, job_id: str) -> None:
         self.job_id = job_id
         super().__init__(f"no job {job_id!r}")
+
+
+class IngestItemFailed(RagwrightError):
+    """A worker recorded a failure for a work item of a queued ingestion run
+    (``ragwright ingest --queue``); the run stops, and running it again resumes."""
+
+    def __init__(self, run_id: str, item: int, worker: str, detail: str) -> None:
+        self.run_id = run_id
+        self.item = item
+        self.worker = worker
+        self.detail = detail
+        super().__init__(
+            f"ingest run {run_id}: work item {item} failed on worker {worker}: {detail}; "
+            "what was written stays consistent: run the ingestion again to finish it"
+        )

@@ -44,6 +44,7 @@ from ragwright.application import (
     Workload,
 )
 from ragwright.application.drafts import DraftStore
+from ragwright.application.ingest_queue import IngestQueue
 from ragwright.application.jobs import JobStore
 from ragwright.application.keys import KeyStore
 from ragwright.chat.budget import AttemptLimit, Budgeted
@@ -849,6 +850,18 @@ class RuntimeComponents:
                     else SqliteJobStore(self.settings.home / "jobs.sqlite3")
                 )
             return self._jobs
+
+    def ingest_queue(self) -> IngestQueue:
+        url = self.settings.database_url
+        if url is None:
+            raise ConfigError(
+                "RAGWRIGHT_DATABASE_URL",
+                "required for queued ingestion: the coordinator and every worker share "
+                "the queue of work items in PostgreSQL",
+            )
+        from ragwright.adapters.ingest_queue import PgQueuerIngestQueue  # loads pgqueuer
+
+        return PgQueuerIngestQueue(url.get_secret_value(), lease=self.settings.ingest_lease)
 
     def draft_store(self) -> DraftStore:
         with self._drafts_lock:

@@ -276,6 +276,13 @@ class Settings(BaseSettings):
         description="Seconds a worker's claim on a job lasts unless renewed; a dead "
         "worker's job is claimed again after it.",
     )
+    ingest_lease: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description="Seconds an ingestion worker's hold on a work item lasts without a "
+        "heartbeat (ingest --queue); a dead worker's item is taken again after it.",
+    )
     job_deadline: float = Field(
         300.0, gt=0, le=3600, description="Seconds one attempt at a job's answer may take."
     )

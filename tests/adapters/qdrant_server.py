@@ -43,7 +43,8 @@ class RecordedRequest:
 class QdrantRestDouble:
     """The REST endpoints ``QdrantIndex`` uses, over qdrant-client's local engine."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, record: bool = True) -> None:
+        self.record = record
         self.requests: list[RecordedRequest] = []
         self._engine = QdrantClient(location=":memory:")
         self._payload_schema: dict[str, dict[str, dict[str, Any]]] = {}
@@ -55,6 +56,7 @@ class QdrantRestDouble:
             ("GET", re.compile(route), self._info),
             ("PUT", re.compile(route), self._create),
             ("PATCH", re.compile(route), self._update),
+            ("DELETE", re.compile(route), self._drop),
             ("PUT", re.compile(route + "/index"), self._create_index),
             ("PUT", re.compile(route + "/points"), self._upsert),
             ("POST", re.compile(route + "/points"), self._retrieve),
@@ -66,6 +68,16 @@ class QdrantRestDouble:
             ("POST", re.compile(route + "/points/delete"), self._delete),
             ("PUT", re.compile(route + "/points/vectors"), self._update_vectors),
         ]
+
+    @property
+    def engine(self) -> QdrantClient:
+        """The local engine behind the endpoints (hold :attr:`lock` while using it)."""
+        return self._engine
+
+    @property
+    def lock(self) -> threading.Lock:
+        """Serialises every request: the local engine is not safe across threads."""
+        return self._lock
 
     def to(self, method: str, suffix: str) -> list[RecordedRequest]:
         """Recorded requests with this method whose path ends with ``suffix``."""
@@ -101,6 +113,10 @@ class QdrantRestDouble:
             sparse_vectors_config=request.sparse_vectors,
             metadata=request.metadata,
         )
+
+    def _drop(self, name: str, _: Any) -> Any:
+        self._payload_schema.pop(name, None)
+        return self._engine.delete_collection(name)
 
     def _update(self, name: str, body: Any) -> Any:
         request = models.UpdateCollection.model_validate(body)
@@ -179,9 +195,10 @@ class QdrantRestDouble:
 
 
 @contextmanager
-def serve_qdrant_double() -> Iterator[tuple[str, QdrantRestDouble]]:
-    """A running double and its base URL (``http://127.0.0.1:<port>``)."""
-    double = QdrantRestDouble()
+def serve_qdrant_double(*, record: bool = True) -> Iterator[tuple[str, QdrantRestDouble]]:
+    """A running double and its base URL (``http://127.0.0.1:<port>``); ``record=False``
+    keeps no request (long runs: every upsert body holds vectors)."""
+    double = QdrantRestDouble(record=record)
 
     class Handler(BaseHTTPRequestHandler):
         # One write per response, sent at once: small writes wait on delayed ACKs.
@@ -192,15 +209,16 @@ def serve_qdrant_double() -> Iterator[tuple[str, QdrantRestDouble]]:
             url = urlsplit(self.path)
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length)) if length else None
-            double.requests.append(
-                RecordedRequest(
-                    self.command,
-                    url.path,
-                    {k: v[-1] for k, v in parse_qs(url.query).items()},
-                    {k.lower(): v for k, v in self.headers.items()},
-                    body,
+            if double.record:
+                double.requests.append(
+                    RecordedRequest(
+                        self.command,
+                        url.path,
+                        {k: v[-1] for k, v in parse_qs(url.query).items()},
+                        {k.lower(): v for k, v in self.headers.items()},
+                        body,
+                    )
                 )
-            )
             status, payload = double.handle(self.command, url.path, body)
             data = json.dumps(payload).encode()
             self.send_response(status)
@@ -219,6 +237,9 @@ def serve_qdrant_double() -> Iterator[tuple[str, QdrantRestDouble]]:
             self._serve()
 
         def do_PATCH(self) -> None:
+            self._serve()
+
+        def do_DELETE(self) -> None:
             self._serve()
 
         def log_message(self, *args: object) -> None:

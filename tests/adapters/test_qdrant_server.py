@@ -177,3 +177,19 @@ def test_the_api_key_travels_in_the_header_of_every_request(
     with QdrantIndex(url, COLLECTION, CONTRACT) as anonymous:
         anonymous.count()
     assert "api-key" not in double.requests[-1].headers
+
+
+def test_rebuild_deletes_and_recreates_only_its_collection(
+    server: tuple[str, QdrantRestDouble],
+) -> None:
+    url, double = server
+    with QdrantIndex(url, COLLECTION, CONTRACT) as index:
+        index.upsert([point(1, document_id="a")])
+    with QdrantIndex(url, "other", CONTRACT) as other:
+        other.upsert([point(2, document_id="b")])
+    with QdrantIndex(url, COLLECTION, CONTRACT, rebuild=True) as rebuilt:
+        assert rebuilt.count() == 0
+        assert rebuilt.payload_index_types() == dict.fromkeys(KEYWORD_INDEX_FIELDS, "keyword")
+    with QdrantIndex(url, "other", CONTRACT) as other:
+        assert other.count() == 1
+    assert [r.path for r in double.to("DELETE", "")] == [f"/collections/{COLLECTION}"]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ragwright.application.drafts import DraftStore
+from ragwright.application.ingest_queue import IngestQueue
 from ragwright.application.jobs import JobStore
 from ragwright.application.keys import KeyStore
 from ragwright.application.requests import SkippedFile
@@ -172,4 +173,14 @@ class Components(Protocol):
         """The durable answer job store the settings name: PostgreSQL when
         ``database_url`` is set (shared by replicas), else SQLite in the home (built at
         most once and kept open for the components' life, like :meth:`key_store`)."""
+        ...
+
+    def ingest_queue(self) -> IngestQueue:
+        """The shared queue of ingestion work items (PostgreSQL, ``database_url``; a new
+        one per call, closed by the caller).
+
+        Raises:
+            ConfigError: ``database_url`` is not set (workers on other machines need a
+                queue they all reach).
+        """
         ...

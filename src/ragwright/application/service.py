@@ -12,10 +12,11 @@ import dataclasses
 import hashlib
 import logging
 import math
+import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,6 +49,14 @@ from ragwright.application.drafts import (
     cited_revisions,
     input_version,
     question_key,
+)
+from ragwright.application.ingest_queue import (
+    ItemResult,
+    WorkerStats,
+    WorkItem,
+    item_body,
+    read_item_body,
+    wait_for_results,
 )
 from ragwright.application.jobs import JobStore
 from ragwright.application.keys import ApiKey
@@ -115,11 +124,13 @@ from ragwright.errors import (
     AssemblyError,
     CalibrationError,
     ChatError,
+    ConfigError,
     ContractMismatch,
     EvaluationError,
     FailureCategory,
     IndexDamaged,
     IndexNotFound,
+    IngestItemFailed,
     PayloadError,
     RequestError,
     SourceError,
@@ -143,12 +154,30 @@ from ragwright.pipeline.evaluate import (
     run_evaluation,
     save_run,
 )
-from ragwright.pipeline.ingest import ProgressCallback, ingest, token_counter
+from ragwright.pipeline.ingest import (
+    BatchContext,
+    BatchReport,
+    ProgressCallback,
+    batched,
+    document_key,
+    finish_run,
+    ingest,
+    ingest_batch,
+    prepare_run,
+    token_counter,
+)
 from ragwright.pipeline.retrieve import Hit, Mode, Retriever, Thresholds
 from ragwright.protocols import IndexPart, VectorIndex
 from ragwright.report import render_report
 from ragwright.settings import Settings
-from ragwright.types import ChunkingPolicy, EvalCase, FieldMatch, IndexState, PointFilter
+from ragwright.types import (
+    ChunkingPolicy,
+    EvalCase,
+    FieldMatch,
+    IndexState,
+    PointFilter,
+    SourceDocument,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -252,20 +281,7 @@ class Application:
         # corpus is never held here (docs/ingestion.md, "Memory").
         stream = None if request.documents else self.stream_documents(request)
         documents = request.documents if stream is None else stream
-        if request.rebuild:
-            # A validation pass that keeps only the tenants (none: no documents).
-            tenants = {d.tenant for d in documents}
-            invalid = () if stream is None else stream.invalid
-            if invalid or not tenants:
-                # The sources are about to become the whole index: never on bad input.
-                raise SourceError(
-                    ", ".join(str(s) for s in request.sources),
-                    f"--rebuild refused: {len(invalid)} invalid documents"
-                    if invalid
-                    else "--rebuild refused: the sources hold no documents",
-                )
-            scope = tenants | ({request.tenant} if request.tenant is not None else set())
-            self._refuse_rebuild_across_tenants(policy.version, scope, request.sources)
+        self._check_rebuild(request, documents, stream, policy.version)
         embedder = self.components.embedder()
         index = self.components.open_index(
             policy.version,
@@ -326,6 +342,196 @@ class Application:
             skip_invalid=request.skip_invalid,
             tenant=request.tenant,
         )
+
+    def ingest_queued(
+        self,
+        request: IngestRequest,
+        *,
+        item_size: int,
+        progress: ProgressCallback | None = None,
+        started: Callable[[str], None] | None = None,
+        poll: float = 0.25,
+    ) -> IngestResult:
+        """``ingest`` with the writing pass done by ``ragwright ingest-worker`` processes:
+        the validation pass runs here, the changed documents go on the shared queue in
+        items of ``item_size`` documents, and the summary sums the items' recorded
+        results (docs/ingestion.md, "Several workers"). ``started`` is called with the
+        run id once the run is open (``--local-workers`` starts its workers there).
+
+        Raises:
+            ConfigError: no Qdrant server (the embedded index is one process's) or no
+                PostgreSQL (``RAGWRIGHT_DATABASE_URL``) for the queue.
+            IngestItemFailed: a worker recorded a failure for an item; the run stops
+                (what was written stays consistent, and the next run resumes).
+        """
+        self._require_index_server()
+        if item_size < 1:
+            raise RequestError("item_size", f"must be at least 1, got {item_size}")
+        queue = self.components.ingest_queue()
+        policy = self.chunking_policy(request.chunking)
+        loaded = (
+            LoadedSources(request.documents) if request.documents else self.load_documents(request)
+        )
+        self._check_rebuild(request, loaded.documents, loaded, policy.version)
+        embedder = self.components.embedder()
+        sparse_encoder = self.components.sparse_encoder()
+        index = self.components.open_index(
+            policy.version,
+            write=True,
+            add_chunking_version=request.add_chunking_version,
+            rebuild=request.rebuild,
+        )
+        notify = progress or (lambda _event, _count: None)
+        try:
+            run = prepare_run(
+                loaded.documents,
+                policy=policy,
+                embedder=embedder,
+                sparse_encoder=sparse_encoder,
+                index=index,
+                prune=request.prune,
+                tenants=() if request.tenant is None else (request.tenant,),
+                progress=progress,
+            )
+            run_id = uuid.uuid4().hex
+            queue.open_run(run_id)
+            try:
+                if started is not None and run.changed:
+                    started(run_id)
+                items = 0
+                changed = (d for d in loaded.documents if document_key(d) in run.changed)
+                for number, documents in enumerate(batched(changed, item_size)):
+                    body = item_body(
+                        documents,
+                        context=run.batch_context().to_json(),
+                        policy=policy,
+                        embedding_profile=embedder.profile.profile_id,
+                        lexical_profile=sparse_encoder.profile.profile_id,
+                    )
+                    queue.enqueue(run_id, number, body)
+                    items += 1
+                queue.seal_run(run_id, items)
+                logger.info("ingest run %s: %d work items queued", run_id, items)
+
+                def received(result: ItemResult) -> None:
+                    if result.report is None:
+                        raise IngestItemFailed(
+                            run_id, result.number, result.worker, result.error or "no report"
+                        )
+                    notify("embedded", int(result.report["chunks"]))
+
+                results = wait_for_results(queue, run_id, items, poll=poll, on_result=received)
+                report = finish_run(
+                    run,
+                    [BatchReport.from_json(dict(r.report or {})) for r in results],
+                    index=index,
+                    sparse_encoder=sparse_encoder,
+                )
+            except BaseException:
+                queue.close_run(run_id, "failed")
+                raise
+            queue.close_run(run_id, "finished")
+        finally:
+            index.close()
+        self._purge_drafts(report.changed_documents)
+        return IngestResult(
+            **{
+                f.name: getattr(report, f.name)
+                for f in dataclasses.fields(report)
+                if f.name != "changed_documents"
+            },
+            chunking_version=policy.version,
+            embedding_profile=embedder.profile.profile_id,
+            skipped_files=loaded.skipped,
+            skipped_documents=loaded.invalid,
+            sources=tuple(str(path) for path in request.sources),
+            pruned=request.prune,
+        )
+
+    def ingest_worker(
+        self,
+        *,
+        worker: str,
+        idle_exit: float | None = None,
+        stop: threading.Event | None = None,
+        phase_hook: Callable[[str, str], None] | None = None,
+    ) -> WorkerStats:
+        """Run ingestion work items from the shared queue into the configured index
+        until ``stop`` is set (or no item was queued or held for ``idle_exit``
+        seconds). Each item runs ``ingest_batch`` on its documents with the run's
+        chunking policy and context; its report is recorded once per item."""
+        self._require_index_server()
+        queue = self.components.ingest_queue()
+        embedder = self.components.embedder()
+        sparse_encoder = self.components.sparse_encoder()
+
+        def handle(item: WorkItem) -> Mapping[str, Any]:
+            body = read_item_body(item.body)
+            if body.embedding_profile != embedder.profile.profile_id:
+                raise ContractMismatch(
+                    "embedding_profile", body.embedding_profile, embedder.profile.profile_id
+                )
+            if body.lexical_profile != sparse_encoder.profile.profile_id:
+                raise ContractMismatch(
+                    "lexical_profile_id", body.lexical_profile, sparse_encoder.profile.profile_id
+                )
+            index = self.components.open_index(body.policy.version, write=True)
+            try:
+                report = ingest_batch(
+                    body.documents,
+                    BatchContext.from_json(dict(body.context)),
+                    policy=body.policy,
+                    embedder=embedder,
+                    sparse_encoder=sparse_encoder,
+                    index=index,
+                    batch_size=self.settings.batch_size,
+                    phase_hook=phase_hook,
+                )
+            finally:
+                index.close()
+            return report.to_json()
+
+        try:
+            return queue.work(handle, worker=worker, idle_exit=idle_exit, stop=stop)
+        finally:
+            queue.close()
+
+    def _require_index_server(self) -> None:
+        location = self.settings.qdrant_location or ""
+        if self.settings.backend != "qdrant" or not location.startswith(("http://", "https://")):
+            raise ConfigError(
+                "RAGWRIGHT_BACKEND",
+                "queued ingestion needs a Qdrant server (RAGWRIGHT_BACKEND=qdrant and an "
+                "http(s) RAGWRIGHT_QDRANT_LOCATION): workers in other processes write into "
+                "it, and the embedded index is owned by one process",
+            )
+
+    def _check_rebuild(
+        self,
+        request: IngestRequest,
+        documents: Iterable[SourceDocument],
+        sources: Any,
+        version: str,
+    ) -> None:
+        """Refuse ``--rebuild`` on bad input or across tenants (see :meth:`ingest`).
+
+        One pass over ``documents`` keeping only their tenants; ``sources`` (a stream or
+        loaded sources, or ``None``) then tells how many documents were invalid.
+        """
+        if not request.rebuild:
+            return
+        tenants = {d.tenant for d in documents}
+        invalid = () if sources is None else sources.invalid
+        if invalid or not tenants:
+            # The sources are about to become the whole index: never on bad input.
+            raise SourceError(
+                ", ".join(str(s) for s in request.sources),
+                f"--rebuild refused: {len(invalid)} invalid documents"
+                if invalid
+                else "--rebuild refused: the sources hold no documents",
+            )
+        scope = tenants | ({request.tenant} if request.tenant is not None else set())
+        self._refuse_rebuild_across_tenants(version, scope, request.sources)
 
     def _refuse_rebuild_across_tenants(
         self, version: str, scope: set[str | None], sources: tuple[Path, ...]

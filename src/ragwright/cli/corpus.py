@@ -159,6 +159,33 @@ def ingest(
             "and embeds with its own settings).",
         ),
     ] = None,
+    queue: Annotated[
+        bool,
+        typer.Option(
+            "--queue",
+            help="Validate here, then put the changed documents on the shared queue in "
+            "work items for 'ragwright ingest-worker' processes (RAGWRIGHT_DATABASE_URL; "
+            "a Qdrant server: RAGWRIGHT_BACKEND=qdrant) and wait for them.",
+        ),
+    ] = False,
+    item_size: Annotated[
+        int | None,
+        typer.Option(
+            "--item-size",
+            min=1,
+            metavar="N",
+            help="Documents per work item (with --queue; default 64).",
+        ),
+    ] = None,
+    local_workers: Annotated[
+        int,
+        typer.Option(
+            "--local-workers",
+            min=0,
+            metavar="N",
+            help="Also start N ingest-worker processes on this machine (with --queue).",
+        ),
+    ] = 0,
     as_json: AsJson = False,
 ) -> None:
     """Index SOURCES: chunk, embed what changed, upsert, switch, verify.
@@ -183,8 +210,35 @@ def ingest(
         tenant=tenant,
         rebuild=rebuild,
     )
+    if not queue and (local_workers or item_size is not None):
+        raise typer.BadParameter(
+            "--item-size and --local-workers go with --queue", param_hint="--queue"
+        )
     if server is not None:
+        if queue:
+            raise typer.BadParameter("--queue cannot be used with --server", param_hint="--queue")
         data = _ingest_remotely(server, request)
+    elif queue:
+        from ragwright.application.ingest_queue import DEFAULT_ITEM_SIZE
+        from ragwright.cli.serve import log_to_stderr
+        from ragwright.cli.workers import local_workers as start_workers
+
+        log_to_stderr()  # the run id and its item count, for the operator and the workers
+
+        with (
+            start_workers(local_workers, idle_exit=60.0) as started,
+            ProgressDisplay(force_lines=progress) as display,
+        ):
+            data = (
+                application()
+                .ingest_queued(
+                    request,
+                    item_size=item_size or DEFAULT_ITEM_SIZE,
+                    progress=display,
+                    started=started if local_workers else None,
+                )
+                .to_dict()
+            )
     else:
         with ProgressDisplay(force_lines=progress) as display:
             data = application().ingest(request, progress=display).to_dict()

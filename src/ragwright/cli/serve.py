@@ -66,7 +66,7 @@ def serve(
             f"the chat model does not answer ({problem}) and no degradation mode is declared "
             "(RAGWRIGHT_EVIDENCE_ONLY_ON_MODEL_FAILURE=false and no RAGWRIGHT_TEMPLATES)",
         )
-    _log_to_stderr()
+    log_to_stderr()
     print(
         f"ragwright starting on http://{host}:{port} (OpenAPI at /openapi.json; "
         "ready when /readyz answers 200)",
@@ -131,11 +131,11 @@ def worker(
             async with app_.chat_kept_open("batch"):
                 await runner.run(stop)
 
-    _log_to_stderr()
+    log_to_stderr()
     asyncio.run(run())
 
 
-def _log_to_stderr() -> None:
+def log_to_stderr() -> None:
     # One line per request, job step and answer mode, never a body (docs/service.md).
     log = logging.getLogger("ragwright")
     if not log.handlers:

@@ -1,0 +1,261 @@
+"""Ingestion split into work items on a shared queue, run by worker processes.
+
+The coordinator (``ragwright ingest --queue``) runs the validation pass
+(:func:`~ragwright.pipeline.ingest.prepare_run`) before anything is written, puts the
+changed documents on the queue in items of a few documents each, waits until every item
+has a recorded result, then runs :func:`~ragwright.pipeline.ingest.finish_run` over
+those results (prune, BM25 statistics, the summary). Workers (``ragwright
+ingest-worker``), on this machine or others, take items and run
+:func:`~ragwright.pipeline.ingest.ingest_batch` on them against one shared index.
+
+Exactness: a run id scopes everything; each item's result is recorded once (the first
+recorded result of ``(run id, item)`` stands, later ones are dropped), and the summary
+sums exactly those rows, so an item run twice (its worker died, or was presumed dead)
+counts once. ``ingest_batch`` is idempotent, so running an item again converges to the
+same index. The queue engine (``IngestQueue``, adapters/ingest_queue.py) takes an
+item back from a worker whose heartbeat stopped. docs/ingestion.md ("Several workers").
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from ragwright.errors import RequestError
+from ragwright.types import ChunkingPolicy, SourceDocument, SourceSection
+
+ITEM_FORMAT = 1
+"""Version of an item's body; a worker refuses a body of another format."""
+
+DEFAULT_ITEM_SIZE = 64
+"""Documents per work item unless the coordinator is told otherwise."""
+
+RunState = Literal["finished", "failed", "abandoned"]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkItem:
+    """One item as a worker receives it: its run, its number in the run, its body."""
+
+    run_id: str
+    number: int
+    body: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ItemResult:
+    """The recorded result of one item: its report's JSON, or why it failed."""
+
+    number: int
+    worker: str
+    report: Mapping[str, Any] | None = None
+    error: str | None = None
+    sequence: int = 0
+    """Order of recording across the queue: :meth:`IngestQueue.results` ``after`` it
+    returns only later results."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerStats:
+    """What one worker did before it stopped: items recorded done or failed, dropped
+    (already recorded, or their run ended), put back after a transient failure."""
+
+    done: int = 0
+    failed: int = 0
+    skipped: int = 0
+    retried: int = 0
+
+
+class IngestQueue(Protocol):
+    """A shared queue of ingestion work items with a result recorded once per item.
+
+    Coordinator side: :meth:`open_run`, :meth:`enqueue` each item, :meth:`seal_run`
+    with the count, then :meth:`renew_run` and :meth:`results` until every item has a
+    result, and :meth:`close_run`. Worker side: :meth:`work`.
+    """
+
+    def open_run(self, run_id: str) -> None:
+        """Record a new run (its items follow)."""
+        ...
+
+    def enqueue(self, run_id: str, number: int, body: Mapping[str, Any]) -> None:
+        """Put item ``number`` of the run on the queue."""
+        ...
+
+    def seal_run(self, run_id: str, items: int) -> None:
+        """Every item of the run is on the queue; there are ``items``."""
+        ...
+
+    def renew_run(self, run_id: str) -> None:
+        """The coordinator is alive: a run not renewed for long is abandoned, and
+        workers then drop its items without running them."""
+        ...
+
+    def results(self, run_id: str, *, after: int = 0) -> list[ItemResult]:
+        """The run's item results recorded after ``sequence`` ``after`` (one per item
+        at most), in recording order: a coordinator polls for new ones only."""
+        ...
+
+    def close_run(self, run_id: str, state: RunState) -> None:
+        """The run ended; items of it still queued are dropped by workers."""
+        ...
+
+    def work(
+        self,
+        handle: Callable[[WorkItem], Mapping[str, Any]],
+        *,
+        worker: str,
+        idle_exit: float | None = None,
+        stop: threading.Event | None = None,
+    ) -> WorkerStats:
+        """Take items and record what ``handle`` returns (the item's report JSON) or
+        the error it raised, once per item (a transient failure puts the item back a
+        few times first); until ``stop`` is set, or until no item has been queued or
+        held for ``idle_exit`` seconds."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+def document_to_json(document: SourceDocument) -> dict[str, Any]:
+    """Every field of a validated document, as JSON (tenant and revision included).
+
+    Not ``service.client.document_body``: that is the HTTP shape, where the tenant is
+    the API key's and a title is required; an item carries documents as they were read.
+    """
+    return {
+        "document_id": document.document_id,
+        "title": document.title,
+        "document_type": document.document_type,
+        "publication_state": document.publication_state,
+        "revision": document.revision,
+        "source_uri": document.source_uri,
+        "tenant": document.tenant,
+        "sections": [
+            {"section_id": s.section_id, "heading": s.heading, "paragraphs": list(s.paragraphs)}
+            for s in document.sections
+        ],
+    }
+
+
+def document_from_json(data: Mapping[str, Any]) -> SourceDocument:
+    """The document :func:`document_to_json` wrote (validated by the coordinator that
+    read it from its source, so it is rebuilt as it was, not validated again)."""
+    tenant = data["tenant"]
+    return SourceDocument(
+        document_id=str(data["document_id"]),
+        title=str(data["title"]),
+        document_type=str(data["document_type"]),
+        publication_state=str(data["publication_state"]),
+        sections=tuple(
+            SourceSection(str(s["section_id"]), str(s["heading"]), tuple(map(str, s["paragraphs"])))
+            for s in data["sections"]
+        ),
+        revision=str(data["revision"]),
+        source_uri=str(data["source_uri"]),
+        tenant=None if tenant is None else str(tenant),
+    )
+
+
+def policy_to_json(policy: ChunkingPolicy) -> dict[str, Any]:
+    return {
+        "kind": policy.kind,
+        "max_words": policy.max_words,
+        "overlap": policy.overlap,
+        "revision": policy.revision,
+        "max_tokens": policy.max_tokens,
+    }
+
+
+def policy_from_json(data: Mapping[str, Any]) -> ChunkingPolicy:
+    kind = data["kind"]
+    if kind not in ("section-paragraphs", "sentence-blocks"):
+        raise RequestError("item.policy.kind", f"unknown chunking policy {kind!r}")
+    max_tokens = data["max_tokens"]
+    return ChunkingPolicy(
+        kind=kind,
+        max_words=int(data["max_words"]),
+        overlap=bool(data["overlap"]),
+        revision=int(data["revision"]),
+        max_tokens=None if max_tokens is None else int(max_tokens),
+    )
+
+
+def item_body(
+    documents: Sequence[SourceDocument],
+    *,
+    context: Mapping[str, Any],
+    policy: ChunkingPolicy,
+    embedding_profile: str,
+    lexical_profile: str,
+) -> dict[str, Any]:
+    """What a worker needs to run one item, with no access to the sources: the run's
+    batch context, the chunking policy, the profiles it must share, the documents."""
+    return {
+        "format": ITEM_FORMAT,
+        "context": dict(context),
+        "policy": policy_to_json(policy),
+        "embedding_profile": embedding_profile,
+        "lexical_profile": lexical_profile,
+        "documents": [document_to_json(d) for d in documents],
+    }
+
+
+def read_item_body(body: Mapping[str, Any]) -> ItemBody:
+    """Parse a body :func:`item_body` wrote.
+
+    Raises:
+        RequestError: the body has another format (written by another ragwright).
+    """
+    if body.get("format") != ITEM_FORMAT:
+        raise RequestError(
+            "item.format", f"format {body.get('format')!r}, this ragwright reads {ITEM_FORMAT}"
+        )
+    return ItemBody(
+        context=body["context"],
+        policy=policy_from_json(body["policy"]),
+        embedding_profile=str(body["embedding_profile"]),
+        lexical_profile=str(body["lexical_profile"]),
+        documents=tuple(document_from_json(d) for d in body["documents"]),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ItemBody:
+    """A parsed item body."""
+
+    context: Mapping[str, Any]
+    policy: ChunkingPolicy
+    embedding_profile: str
+    lexical_profile: str
+    documents: tuple[SourceDocument, ...]
+
+
+def wait_for_results(
+    queue: IngestQueue,
+    run_id: str,
+    items: int,
+    *,
+    poll: float,
+    on_result: Callable[[ItemResult], None],
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[ItemResult]:
+    """Renew the run and collect item results until all ``items`` are recorded; each
+    new result goes to ``on_result`` (progress, or raising on a failed item)."""
+    seen: dict[int, ItemResult] = {}
+    last = 0
+    while True:
+        queue.renew_run(run_id)
+        for result in queue.results(run_id, after=last):
+            last = max(last, result.sequence)
+            if result.number not in seen:
+                seen[result.number] = result
+                on_result(result)
+        if len(seen) >= items:
+            return [seen[n] for n in sorted(seen)]
+        sleep(poll)

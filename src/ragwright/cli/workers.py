@@ -1,0 +1,125 @@
+"""``ingest-worker``: run the work items of queued ingestions (``ingest --queue``)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Annotated
+
+import typer
+
+from ragwright.cli.common import app, application, plural
+from ragwright.cli.serve import log_to_stderr
+
+# Test-only fault injection (docs/ingestion.md): a worker with this failpoint stops for
+# good after switching the first document of each item, holding the item (its heartbeat
+# goes on) until it is killed.
+HANG_FAILPOINT = "ingest-item-hang"
+
+
+def default_worker_name() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@app.command("ingest-worker")
+def ingest_worker(
+    until_idle: Annotated[
+        float | None,
+        typer.Option(
+            "--until-idle",
+            metavar="SECONDS",
+            min=0.0,
+            help="Exit once no work item has been queued or held for SECONDS "
+            "(default: run until interrupted).",
+        ),
+    ] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            metavar="NAME",
+            help="This worker's name in the queue's records and the logs (default HOST-PID).",
+        ),
+    ] = None,
+) -> None:
+    """Run the work items of 'ragwright ingest --queue' runs, writing into the Qdrant
+    server, until interrupted.
+
+    Needs RAGWRIGHT_DATABASE_URL (the PostgreSQL that holds the queue) and
+    RAGWRIGHT_BACKEND=qdrant with the server's URL, the same embedding and BM25
+    settings as the coordinator; the documents come with the items, so the sources need
+    not be here. A worker runs up to two items at once; a worker that dies leaves its
+    items to be taken again by another after RAGWRIGHT_INGEST_LEASE seconds.
+    """
+    worker = name or default_worker_name()
+    stop = threading.Event()
+    for signal_number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signal_number, lambda *_: stop.set())
+    log_to_stderr()
+    hook = (
+        _hang_after_first_switch
+        if os.environ.get("RAGWRIGHT_FAILPOINT") == HANG_FAILPOINT
+        else None
+    )
+    print(f"ragwright ingest-worker {worker}: started", file=sys.stderr)
+    stats = application().ingest_worker(
+        worker=worker, idle_exit=until_idle, stop=stop, phase_hook=hook
+    )
+    print(
+        f"ragwright ingest-worker {worker}: {plural(stats.done, 'item')} done, "
+        f"{stats.failed} failed, {stats.skipped} dropped, {stats.retried} put back",
+        file=sys.stderr,
+    )
+
+
+def _hang_after_first_switch(_document_id: str, phase: str) -> None:
+    if phase == "live":
+        print(f"failpoint {HANG_FAILPOINT}: holding the item", file=sys.stderr, flush=True)
+        while True:
+            time.sleep(3600)
+
+
+@contextlib.contextmanager
+def local_workers(count: int, idle_exit: float) -> Iterator[Callable[[str], None]]:
+    """A callback that starts ``count`` ``ingest-worker`` processes on this machine (for
+    ``ingest --queue --local-workers``; called once the run is open), stopped on exit."""
+    processes: list[subprocess.Popen[bytes]] = []
+    stem = default_worker_name()
+
+    def start(_run_id: str) -> None:
+        for number in range(count):
+            processes.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "ragwright",
+                        "ingest-worker",
+                        "--until-idle",
+                        str(idle_exit),
+                        "--name",
+                        f"{stem}-local{number}",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                )
+            )
+
+    try:
+        yield start
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.terminate()
+        for process in processes:
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)

@@ -1,0 +1,193 @@
+"""Queued ingestion with real processes on loopback (issue 13, "Several ingestion
+workers"): a coordinator (``ragwright ingest --queue``) and three ``ragwright
+ingest-worker`` processes, one of them killed (SIGKILL) while it holds items it has
+half written, sharing a scratch PostgreSQL database (the queue) and one Qdrant
+collection. The index is the REST double (``tests/adapters/qdrant_server.py``:
+qdrant-client's own local engine behind Qdrant's REST endpoints, served by this test
+process): no Qdrant server binary runs here. The embedder is the bundled ONNX model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.adapters.qdrant_server import serve_qdrant_double
+from tests.conftest import SAMPLES
+from tests.replicas import scratch_database
+from tests.workers import (
+    HANG,
+    Process,
+    claims,
+    max_dense_difference,
+    processes,
+    ragwright_json,
+    results,
+    server_env,
+    snapshot,
+    wait_for_items,
+)
+
+pytestmark = pytest.mark.slow
+
+LEASE = 2.0
+# The counts a run's documents decide, whoever processed them.
+EXACT = (
+    "documents",
+    "chunks",
+    "unchanged",
+    "verified",
+    "documents_changed",
+    "documents_pruned",
+    "bm25_avgdl",
+    "sparse_reencoded",
+    "tenants",
+    "shared_ids",
+)
+
+
+def test_three_workers_with_one_killed_mid_item_build_the_single_process_index(
+    tmp_path: Path,
+) -> None:
+    with (
+        scratch_database() as database,
+        serve_qdrant_double(record=False) as (qdrant_url, double),
+        processes() as started,
+    ):
+        # The reference: one process into a fresh collection on the same server.
+        reference = ragwright_json(
+            "ingest",
+            str(SAMPLES),
+            env=server_env(tmp_path / "reference", qdrant_url, "reference", database),
+        )
+        env = {
+            **server_env(tmp_path / "queued", qdrant_url, "queued", database),
+            "RAGWRIGHT_INGEST_LEASE": str(LEASE),
+        }
+        coordinator = Process(
+            "coordinator",
+            ("ingest", str(SAMPLES), "--queue", "--item-size", "1", "--json"),
+            env,
+            tmp_path / "coordinator.log",
+        ).start()
+        started.append(coordinator)
+        wait_for_items(database, timeout=60)
+
+        # Worker "doomed" stops for good after switching the first document of each
+        # item it takes (and keeps its heartbeat), so it is killed holding written,
+        # unrecorded items.
+        doomed = Process(
+            "doomed",
+            ("ingest-worker", "--name", "doomed"),
+            {**env, "RAGWRIGHT_FAILPOINT": HANG},
+            tmp_path / "doomed.log",
+        ).start()
+        started.append(doomed)
+        doomed.wait_for_log(f"failpoint {HANG}: holding the item", timeout=60)
+        survivors = [
+            Process(
+                name,
+                ("ingest-worker", "--name", name, "--until-idle", "3"),
+                env,
+                tmp_path / f"{name}.log",
+            ).start()
+            for name in ("left", "right")
+        ]
+        started.extend(survivors)
+        doomed.kill()
+
+        status, out = coordinator.finish(timeout=120)
+        assert status == 0, coordinator.log()
+        for survivor in survivors:
+            assert survivor.finish(timeout=60)[0] == 0, survivor.log()
+        queued = json.loads(out)
+        attempts = claims(database)
+        recorded = results(database)
+
+        # Each item has one result, recorded by a live worker; the doomed worker's items
+        # were taken again by another worker after its heartbeat stopped.
+        assert sorted(item for item, _, _ in recorded) == list(range(10))
+        assert {outcome for _, outcome, _ in recorded} == {"done"}
+        held = {item for item, worker in attempts if worker == "doomed"}
+        assert held, attempts
+        assert all(worker in ("left", "right") for _, _, worker in recorded)
+        by_item = Counter(item for item, _ in attempts)
+        assert all(by_item[item] == 2 for item in held), attempts
+
+        # The summary counts each document once, as the single process did.
+        assert {k: queued[k] for k in EXACT} == {k: reference[k] for k in EXACT}
+        # Points the doomed worker had embedded were reused, not embedded again.
+        assert 0 < queued["embedded"] <= reference["embedded"]
+
+        # The same points, payloads and vectors as the single process's index.
+        ours, theirs = snapshot(double, "queued"), snapshot(double, "reference")
+        assert ours.keys() == theirs.keys()
+        assert {k: p.payload_sha256 for k, p in ours.items()} == {
+            k: p.payload_sha256 for k, p in theirs.items()
+        }
+        assert {k: p.sparse for k, p in ours.items()} == {k: p.sparse for k, p in theirs.items()}
+        assert max_dense_difference(ours, theirs) < 1e-5
+
+        # Nothing changed since: the next queued run finds every chunk unchanged and
+        # queues nothing (no worker is running).
+        again = ragwright_json("ingest", str(SAMPLES), "--queue", env=env)
+        assert again["embedded"] == 0
+        assert again["documents_changed"] == 0
+        assert again["unchanged"] == again["chunks"] == reference["chunks"]
+
+
+def test_queued_ingestion_refuses_the_embedded_index_and_options_without_queue(
+    tmp_path: Path,
+) -> None:
+    from tests.test_cli import ragwright
+
+    embedded = ragwright("ingest", str(SAMPLES), "--queue", home=tmp_path / "h")
+    assert embedded.returncode == 1
+    assert "RAGWRIGHT_BACKEND" in embedded.stderr and "Qdrant server" in embedded.stderr
+    assert len(embedded.stderr.strip().splitlines()) == 1
+    worker = ragwright("ingest-worker", home=tmp_path / "h")
+    assert worker.returncode == 1 and "RAGWRIGHT_BACKEND" in worker.stderr
+    no_queue = ragwright(
+        "ingest",
+        str(SAMPLES),
+        "--local-workers",
+        "2",
+        home=tmp_path / "h",
+        RAGWRIGHT_BACKEND="qdrant",
+        RAGWRIGHT_QDRANT_LOCATION="http://127.0.0.1:9",
+    )
+    assert no_queue.returncode == 2 and "--queue" in no_queue.stderr
+    no_database = ragwright(
+        "ingest",
+        str(SAMPLES),
+        "--queue",
+        home=tmp_path / "h",
+        RAGWRIGHT_BACKEND="qdrant",
+        RAGWRIGHT_QDRANT_LOCATION="http://127.0.0.1:9",
+    )
+    assert no_database.returncode == 1 and "RAGWRIGHT_DATABASE_URL" in no_database.stderr
+    assert not (tmp_path / "h" / "index").exists()
+
+
+def test_local_workers_started_by_the_coordinator_run_its_items(tmp_path: Path) -> None:
+    with scratch_database() as database, serve_qdrant_double(record=False) as (qdrant_url, _):
+        env = server_env(tmp_path / "home", qdrant_url, "local", database)
+        summary = ragwright_json(
+            "ingest",
+            str(SAMPLES),
+            "--queue",
+            "--item-size",
+            "4",
+            "--local-workers",
+            "2",
+            env=env,
+            timeout=120,
+        )
+        assert (summary["documents"], summary["documents_changed"]) == (10, 10)
+        assert summary["verified"] == summary["chunks"] > 0
+        recorded = results(database)
+        assert [item for item, _, _ in recorded] == [0, 1, 2]
+        assert {worker.rsplit("-", 1)[-1] for _, _, worker in recorded} <= {"local0", "local1"}
