@@ -282,6 +282,11 @@ class Application:
         stream = None if request.documents else self.stream_documents(request)
         documents = request.documents if stream is None else stream
         self._check_rebuild(request, documents, stream, policy.version)
+        if stream is not None and not request.rebuild:
+            # One reading pass (nothing kept) before the index is opened for writing, so
+            # invalid or missing sources leave no index behind; --rebuild made it already.
+            for _ in stream:
+                pass
         embedder = self.components.embedder()
         index = self.components.open_index(
             policy.version,
