@@ -167,7 +167,7 @@ from ragwright.pipeline.ingest import (
     token_counter,
 )
 from ragwright.pipeline.retrieve import Hit, Mode, Retriever, Thresholds
-from ragwright.protocols import IndexPart, VectorIndex
+from ragwright.protocols import Embedder, IndexPart, VectorIndex
 from ragwright.report import render_report
 from ragwright.settings import Settings
 from ragwright.types import (
@@ -175,6 +175,7 @@ from ragwright.types import (
     EvalCase,
     FieldMatch,
     IndexState,
+    IngestReport,
     PointFilter,
     SourceDocument,
 )
@@ -309,21 +310,15 @@ class Application:
         finally:
             index.close()
         self._purge_drafts(report.changed_documents)
-        return IngestResult(
-            # Not asdict: it would turn the nested records into dicts.
-            **{
-                f.name: getattr(report, f.name)
-                for f in dataclasses.fields(report)
-                if f.name != "changed_documents"
-            },
-            chunking_version=policy.version,
-            embedding_profile=embedder.profile.profile_id,
-            skipped_files=()
+        return _ingest_result(
+            report,
+            request,
+            policy,
+            embedder,
+            skipped=()
             if stream is None
             else tuple(SkippedFile(path, reason) for path, reason in stream.skipped),
-            skipped_documents=() if stream is None else stream.invalid,
-            sources=tuple(str(path) for path in request.sources),
-            pruned=request.prune,
+            invalid=() if stream is None else stream.invalid,
         )
 
     def stream_documents(self, request: IngestRequest) -> DocumentStream:
@@ -439,18 +434,8 @@ class Application:
         finally:
             index.close()
         self._purge_drafts(report.changed_documents)
-        return IngestResult(
-            **{
-                f.name: getattr(report, f.name)
-                for f in dataclasses.fields(report)
-                if f.name != "changed_documents"
-            },
-            chunking_version=policy.version,
-            embedding_profile=embedder.profile.profile_id,
-            skipped_files=loaded.skipped,
-            skipped_documents=loaded.invalid,
-            sources=tuple(str(path) for path in request.sources),
-            pruned=request.prune,
+        return _ingest_result(
+            report, request, policy, embedder, skipped=loaded.skipped, invalid=loaded.invalid
         )
 
     def ingest_worker(
@@ -1802,3 +1787,29 @@ def _eligibility_filter(eligibility: Eligibility, tenant: str | None) -> PointFi
 def _dataset_digest(dataset: Dataset) -> str:
     path = dataset.path / "qrels" / f"{dataset.split}.tsv" if dataset.beir else dataset.path
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _ingest_result(
+    report: IngestReport,
+    request: IngestRequest,
+    policy: ChunkingPolicy,
+    embedder: Embedder,
+    *,
+    skipped: tuple[Any, ...],
+    invalid: tuple[Any, ...],
+) -> IngestResult:
+    """The use case's result: the pipeline's report with the run's sources and profile."""
+    return IngestResult(
+        # Not asdict: it would turn the nested records into dicts.
+        **{
+            f.name: getattr(report, f.name)
+            for f in dataclasses.fields(report)
+            if f.name != "changed_documents"
+        },
+        chunking_version=policy.version,
+        embedding_profile=embedder.profile.profile_id,
+        skipped_files=skipped,
+        skipped_documents=invalid,
+        sources=tuple(str(path) for path in request.sources),
+        pruned=request.prune,
+    )

@@ -400,12 +400,7 @@ def prepare_run(
             if source is None:  # stored live under the same source digest
                 unchanged += len(existing[key])
                 continue
-            plan = plan_document(
-                document,
-                build_chunks(document, policy, count_tokens=token_counter(embedder, document)),
-                embedder.profile,
-                source=source,
-            )
+            plan = _plan(document, policy, embedder, source)
             stored = existing.get(key, {})
             if stored.keys() == {p.stored_id for p in plan.points} and all(
                 (s.document, s.state) == (plan.digest, LIVE) for s in stored.values()
@@ -470,18 +465,34 @@ def _changed_documents(
     """(key, source digest) of the documents whose stored points are not all live under
     the same source digest."""
     for document in batch:
-        source = source_digest(
-            document,
-            chunking_version=policy.version,
-            profile=embedder.profile,
-            lexical_profile_id=sparse_encoder.profile.profile_id,
-        )
+        source = _source_digest(document, policy, embedder, sparse_encoder)
         stored = existing.get(document_key(document), {})
         if not stored or not all(
             s.state == LIVE and s.source == source and s.count == len(stored)
             for s in stored.values()
         ):
             yield document_key(document), source
+
+
+def _source_digest(
+    document: SourceDocument,
+    policy: ChunkingPolicy,
+    embedder: Embedder,
+    sparse_encoder: SparseEncoder,
+) -> str:
+    return source_digest(
+        document,
+        chunking_version=policy.version,
+        profile=embedder.profile,
+        lexical_profile_id=sparse_encoder.profile.profile_id,
+    )
+
+
+def _plan(
+    document: SourceDocument, policy: ChunkingPolicy, embedder: Embedder, source: str
+) -> DocumentPlan:
+    chunks = build_chunks(document, policy, count_tokens=token_counter(embedder, document))
+    return plan_document(document, chunks, embedder.profile, source=source)
 
 
 def ingest_batch(
@@ -512,18 +523,8 @@ def ingest_batch(
         held.setdefault(document_id, set()).add(tenant)
     work: list[_DocumentWork] = []
     for document in documents:
-        source = source_digest(
-            document,
-            chunking_version=policy.version,
-            profile=embedder.profile,
-            lexical_profile_id=sparse_encoder.profile.profile_id,
-        )
-        plan = plan_document(
-            document,
-            build_chunks(document, policy, count_tokens=token_counter(embedder, document)),
-            embedder.profile,
-            source=source,
-        )
+        source = _source_digest(document, policy, embedder, sparse_encoder)
+        plan = _plan(document, policy, embedder, source)
         stored = existing.get(document_key(document), {})
         desired = {p.stored_id for p in plan.points}
         work.append(
