@@ -46,6 +46,14 @@ def llama_embedding_server(
     params.n_parallel = parallel
     params.n_ctx = parallel * slot_tokens
     params.n_batch = params.n_ubatch = parallel * slot_tokens
+    # One KV stream shared by the slots. With a stream per slot (kv_unified off, the
+    # default once n_parallel is set), llama.cpp splits co-batched sequences into
+    # micro-batches of equal token counts, so the longer of two inputs decoded together
+    # spills into a second micro-batch and its mean is pooled over part of its tokens
+    # (cosine 0.81-0.97 against the same text alone). Unified, each slot keeps
+    # ``slot_tokens`` of context and over-long input is still refused with HTTP 400.
+    params.kv_unified = True
+    params.kv_unified_per_slot = slot_tokens
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
     params.port = 0

@@ -255,3 +255,39 @@ def test_postgres_outage_is_a_storage_error_and_the_store_recovers() -> None:
         proxy.stop()
         with psycopg.connect(URL, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def test_after_a_long_outage_the_store_answers_within_about_a_second_of_the_server() -> None:
+    # psycopg_pool's own backoff doubles (1, 2, 4, 8 s): after a 7 s outage its next
+    # attempt could come 8 s after the server was back, every call failing meanwhile
+    # (a replica answered 503 for seconds after a PostgreSQL restart). RecoveringPool
+    # caps the delay at RECONNECT_MAX_DELAY.
+    parts = conninfo_to_dict(URL)
+    proxy = OutageProxy((str(parts.get("host", "127.0.0.1")), int(parts.get("port", 5432))))
+    proxy.start()
+    schema = f"test_jobs_{uuid.uuid4().hex[:12]}"
+    store = PostgresJobStore(
+        make_conninfo(URL, host="127.0.0.1", port=proxy.port), schema=schema, connect_timeout=1.0
+    )
+    try:
+        submit(store, "key-1")
+        proxy.stop()
+        down_until = time.monotonic() + 7.5
+        while time.monotonic() < down_until:  # calls keep failing: the pool keeps retrying
+            with pytest.raises(StorageError):
+                store.counts()
+            time.sleep(0.5)
+        proxy.start()
+        back = time.monotonic()
+        while True:
+            try:
+                assert store.counts().states == {"queued": 1}
+                break
+            except StorageError:
+                assert time.monotonic() - back < 10, "the store did not reconnect in 10 s"
+        assert time.monotonic() - back < 2.5
+    finally:
+        store.close()
+        proxy.stop()
+        with psycopg.connect(URL, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")

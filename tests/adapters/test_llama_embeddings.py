@@ -131,6 +131,18 @@ def test_batches_in_flight_together_get_their_own_vectors(server: LlamaEmbedding
         assert cosine(got[0], expected[0]) > 0.999
 
 
+def test_texts_of_different_lengths_in_one_request_get_the_vectors_they_get_alone(
+    server: LlamaEmbeddingServer,
+) -> None:
+    # One request's inputs are decoded together; each must be pooled over all its tokens.
+    remote = embedder(server)
+    texts = [TEXTS[1], " ".join([TEXTS[0]] * 6)]  # about 12 and 70 tokens
+    alone = [remote.embed_documents([text])[0] for text in texts]
+    together = remote.embed_documents(texts)
+    for got, expected in zip(together, alone, strict=True):
+        assert cosine(got, expected) > 0.999
+
+
 def remote_env(server: LlamaEmbeddingServer, digest: str = DIGEST) -> dict[str, str]:
     return {
         "RAGWRIGHT_EMBEDDING_PROVIDER": "openai",

@@ -44,6 +44,7 @@ import psycopg_pool
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 
+from ragwright.adapters.pg import RecoveringPool
 from ragwright.adapters.sqlite import BUSY_TIMEOUT, SqliteFile
 from ragwright.application.jobs import AnswerJob, BatchLimits, JobCounts, Submitted
 from ragwright.errors import IdempotencyConflict, JobNotFound, RequestError, StorageError
@@ -493,7 +494,7 @@ class PostgresJobStore(_SqlJobStore):
             parts.get("host", "localhost"), parts.get("port", 5432), parts.get("dbname", "")
         )
         # psycopg_pool logs each failed connection attempt itself; the caller sees ours.
-        self._pool = psycopg_pool.ConnectionPool(
+        self._pool = RecoveringPool(
             url,
             min_size=min_size,
             max_size=max_size,

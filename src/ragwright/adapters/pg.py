@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool.base import AttemptWithBackoff
 
 from ragwright.errors import StorageError
 
@@ -25,6 +26,34 @@ POOL_MAX_SIZE = 4
 CONNECT_TIMEOUT = 5.0
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+# The longest wait between two attempts to replace a lost connection, seconds.
+RECONNECT_MAX_DELAY = 1.0
+
+
+class _CappedAttempt(AttemptWithBackoff):
+    """psycopg_pool's reconnection attempt with its delay capped at ``RECONNECT_MAX_DELAY``."""
+
+    def update_delay(self, now: float) -> None:
+        super().update_delay(now)
+        self.delay = min(self.delay, RECONNECT_MAX_DELAY)
+
+
+class RecoveringPool(ConnectionPool):
+    """A connection pool that notices a restarted server within about a second.
+
+    psycopg_pool replaces a lost connection with attempts whose delay doubles (1, 2, 4,
+    8 s ...): after a 7 s outage the next attempt could come 8 s after the server was
+    back, and every request meanwhile waited out the pool's timeout (a replica answered
+    503 ``keys-unavailable`` for seconds after PostgreSQL restarted). Attempts here are
+    at most ``RECONNECT_MAX_DELAY`` apart; a refused connection is cheap, so the cap costs
+    nothing while the server is down. ``_add_connection`` is psycopg_pool's own hook for
+    one attempt (pinned by ``psycopg-pool<4``); the restart tests guard the behaviour.
+    """
+
+    def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
+        if attempt is None:
+            attempt = _CappedAttempt(timeout=self.reconnect_timeout)
+        super()._add_connection(attempt, growing=growing)
 
 
 def redacted(url: str) -> str:
@@ -47,7 +76,7 @@ def open_pool(url: str, schema: str, *, what: str) -> ConnectionPool:
             redacted(url),
             f"schema {schema!r} must be a lower-case identifier (letters, digits, _)",
         )
-    pool = ConnectionPool(
+    pool = RecoveringPool(
         url,
         min_size=1,
         max_size=POOL_MAX_SIZE,
