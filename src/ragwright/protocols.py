@@ -143,6 +143,12 @@ class VectorIndex(Protocol):
         """Exact number of points matching the filter."""
         ...
 
+    def facet(self, field: str, point_filter: PointFilter | None = None) -> dict[str | int, int]:
+        """Every value of the payload-indexed ``field`` among the points matching the
+        filter, with its exact number of points. Answered from the payload index, so a
+        whole-collection statistic never reads the points' payloads."""
+        ...
+
     def search(
         self, vector: Sequence[float], point_filter: PointFilter, *, limit: int
     ) -> list[StoredPoint]:

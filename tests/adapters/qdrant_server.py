@@ -62,6 +62,7 @@ class QdrantRestDouble:
             ("POST", re.compile(route + "/points"), self._retrieve),
             ("POST", re.compile(route + "/points/scroll"), self._scroll),
             ("POST", re.compile(route + "/points/count"), self._count),
+            ("POST", re.compile(route + "/facet"), self._facet),
             ("POST", re.compile(route + "/points/query"), self._query),
             ("POST", re.compile(route + "/points/payload"), self._set_payload),
             ("POST", re.compile(route + "/points/payload/delete"), self._delete_payload),
@@ -158,6 +159,20 @@ class QdrantRestDouble:
     def _count(self, name: str, body: Any) -> Any:
         request = models.CountRequest.model_validate(body)
         return {"count": self._engine.count(name, request.filter, exact=bool(request.exact)).count}
+
+    def _facet(self, name: str, body: Any) -> Any:
+        request = models.FacetRequest.model_validate(body)
+        if request.key not in self._payload_schema.get(name, {}):
+            # A server facets only payload-indexed fields (local mode would scan).
+            raise ValueError(f"Index required but not found for {request.key!r}")
+        response = self._engine.facet(
+            name,
+            key=request.key,
+            facet_filter=request.filter,
+            limit=request.limit or 10,
+            exact=bool(request.exact),
+        )
+        return response.model_dump(mode="json")
 
     def _query(self, name: str, body: Any) -> Any:
         request = models.QueryRequest.model_validate(body)

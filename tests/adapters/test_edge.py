@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 import uuid
@@ -9,12 +10,13 @@ from pathlib import Path
 import pytest
 import qdrant_edge as qe
 
+from ragwright.adapters import edge
 from ragwright.adapters.edge import EdgeIndex
 from ragwright.core.contracts import contract_for
 from ragwright.errors import ContractMismatch, IndexBusy
 from ragwright.testing.conformance import VERSION, VectorIndexConformance
 from ragwright.testing.fakes import HASHING_PROFILE
-from ragwright.types import CollectionContract, IndexPoint
+from ragwright.types import CollectionContract, FieldMatch, IndexPoint, PointFilter, SparseVector
 
 
 class TestEdgeConformance(VectorIndexConformance):
@@ -24,7 +26,7 @@ class TestEdgeConformance(VectorIndexConformance):
         return EdgeIndex(location, contract, add_chunking_version=add_chunking_version)
 
 
-def test_keyword_payload_indexes_exist_before_the_first_write(tmp_path: Path) -> None:
+def test_payload_indexes_exist_before_the_first_write(tmp_path: Path) -> None:
     with EdgeIndex(tmp_path, contract_for(HASHING_PROFILE, VERSION)) as index:
         assert index.count() == 0
         types = index.payload_index_types()
@@ -34,8 +36,10 @@ def test_keyword_payload_indexes_exist_before_the_first_write(tmp_path: Path) ->
         "document_type",
         "publication_state",
         "tenant",
+        "index_state",
     ):
         assert types[field] == "keyword"
+    assert types["lexical_terms"] == "integer"  # the BM25 statistics are a facet of it
 
 
 def test_existing_index_of_wrong_type_is_a_contract_mismatch(tmp_path: Path) -> None:
@@ -106,3 +110,72 @@ def test_add_chunking_version_updates_the_contract_file(tmp_path: Path) -> None:
     assert stored["chunking_versions"] == [VERSION, "sentence-blocks-120w-overlap1-v1"]
     # A later open without consent accepts it: it is part of the contract now.
     EdgeIndex(tmp_path, contract_for(HASHING_PROFILE, "sentence-blocks-120w-overlap1-v1")).close()
+
+
+def _sealing_points(count: int) -> list[IndexPoint]:
+    return [
+        IndexPoint(
+            uuid.UUID(int=n + 1),
+            [random.Random(n * 1000 + d).uniform(-1, 1) for d in range(HASHING_PROFILE.dimensions)],
+            {
+                "document_id": f"doc-{n // 4}",
+                "chunking_version": VERSION,
+                "index_state": "live",
+                "lexical_terms": n % 5,
+                "text": f"chunk {n}",
+            },
+            SparseVector((n % 13, 20 + n % 7), (1.0, 0.5)),
+        )
+        for n in range(count)
+    ]
+
+
+def test_a_full_appendable_segment_is_sealed_and_reads_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Sealing is what bounds the embedded index's memory (docs/ingestion.md, "Memory"):
+    # writes past the threshold move into immutable, memory-mapped segments, and every
+    # read answers as before.
+    monkeypatch.setattr(edge, "_MAX_SEGMENT_POINTS", 200)
+    contract = contract_for(HASHING_PROFILE, VERSION)
+    points = _sealing_points(900)
+    query = list(points[5].vector)
+    monkeypatch.setattr(edge, "_SEAL_POINTS", 10**9)
+    with EdgeIndex(tmp_path / "plain", contract) as plain:  # never sealed
+        plain.upsert(points)
+        expected = [p.point_id for p in plain.search(query, PointFilter(), limit=20)]
+        expected_terms = plain.facet("lexical_terms")
+        assert plain.seals == 0
+    monkeypatch.setattr(edge, "_SEAL_POINTS", 100)
+    with EdgeIndex(tmp_path / "sealed", contract) as sealed:
+        for start in range(0, len(points), 50):
+            sealed.upsert(points[start : start + 50])
+        assert sealed.seals >= 3
+        assert sealed._shard.info().segments_count > 1
+        assert sealed.count() == 900
+        assert [p.point_id for p in sealed.search(query, PointFilter(), limit=20)] == expected
+        assert sealed.facet("lexical_terms") == expected_terms
+        sealed.set_payload([points[0].point_id], {"index_state": "staged"})
+        assert sealed.count(PointFilter(must=(FieldMatch("index_state", ("staged",)),))) == 1
+    with EdgeIndex(tmp_path / "sealed", contract) as reopened:
+        assert reopened.count() == 900
+        assert [p.point_id for p in reopened.search(query, PointFilter(), limit=20)] == expected
+
+
+def test_a_shard_made_before_sealing_is_opened_with_the_cold_sealing_layout(
+    tmp_path: Path,
+) -> None:
+    contract = contract_for(HASHING_PROFILE, VERSION)
+    EdgeIndex(tmp_path, contract).close()
+    config_path = tmp_path / "shard" / "edge_config.json"
+    old = json.loads(config_path.read_text("utf-8"))
+    old.pop("optimizers")
+    old.pop("hnsw_config")
+    config_path.write_text(json.dumps(old), "utf-8")
+    with EdgeIndex(tmp_path, contract) as index:
+        index.upsert(_sealing_points(3))
+    config = json.loads(config_path.read_text("utf-8"))
+    assert config["hnsw_config"]["m"] == 0  # sealed segments keep exact search
+    assert config["optimizers"]["indexing_threshold"] > 0
+    assert config["vectors"][contract.vector_name]["memory"] == "cold"
+    assert config["payload_memory"] == "cold"

@@ -19,7 +19,7 @@ from qdrant_client import QdrantClient, models
 
 from ragwright.adapters.qdrant import QdrantIndex
 from ragwright.core.contracts import contract_for
-from ragwright.core.points import KEYWORD_INDEX_FIELDS
+from ragwright.core.points import INTEGER_INDEX_FIELDS, KEYWORD_INDEX_FIELDS
 from ragwright.errors import ContractMismatch
 from ragwright.testing.conformance import VectorIndexConformance
 from ragwright.testing.fakes import HASHING_PROFILE
@@ -104,22 +104,28 @@ def test_search_sends_the_filter_inside_the_query(
         ]
 
 
-def test_keyword_payload_indexes_exist_before_the_first_write(
+INDEXES = {
+    **dict.fromkeys(KEYWORD_INDEX_FIELDS, "keyword"),
+    **dict.fromkeys(INTEGER_INDEX_FIELDS, "integer"),
+}
+
+
+def test_payload_indexes_exist_before_the_first_write(
     server: tuple[str, QdrantRestDouble],
 ) -> None:
     url, double = server
     with QdrantIndex(url, COLLECTION, CONTRACT) as index:
         index.upsert([point(1, document_id="a")])
-        assert index.payload_index_types() == dict.fromkeys(KEYWORD_INDEX_FIELDS, "keyword")
+        assert index.payload_index_types() == INDEXES
     order = [(r.method, r.path.rsplit("/", 1)[-1]) for r in double.requests]
     created = [r.body for r in double.to("PUT", "/index")]
-    assert created == [{"field_name": f, "field_schema": "keyword"} for f in KEYWORD_INDEX_FIELDS]
+    assert created == [{"field_name": f, "field_schema": kind} for f, kind in INDEXES.items()]
     assert order.index(("PUT", "points")) > max(
         i for i, step in enumerate(order) if step == ("PUT", "index")
     )
     # Reopening finds them and creates nothing.
     QdrantIndex(url, COLLECTION, CONTRACT).close()
-    assert len(double.to("PUT", "/index")) == len(KEYWORD_INDEX_FIELDS)
+    assert len(double.to("PUT", "/index")) == len(INDEXES)
 
 
 def test_a_payload_index_of_another_type_is_a_contract_mismatch(
@@ -189,7 +195,7 @@ def test_rebuild_deletes_and_recreates_only_its_collection(
         other.upsert([point(2, document_id="b")])
     with QdrantIndex(url, COLLECTION, CONTRACT, rebuild=True) as rebuilt:
         assert rebuilt.count() == 0
-        assert rebuilt.payload_index_types() == dict.fromkeys(KEYWORD_INDEX_FIELDS, "keyword")
+        assert rebuilt.payload_index_types() == INDEXES
     with QdrantIndex(url, "other", CONTRACT) as other:
         assert other.count() == 1
     assert [r.path for r in double.to("DELETE", "")] == [f"/collections/{COLLECTION}"]

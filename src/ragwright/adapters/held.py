@@ -209,6 +209,9 @@ class HeldIndexView:
     def count(self, point_filter: PointFilter | None = None) -> int:
         return self._index.count(point_filter)
 
+    def facet(self, field: str, point_filter: PointFilter | None = None) -> dict[str | int, int]:
+        return self._index.facet(field, point_filter)
+
     def search(
         self, vector: Sequence[float], point_filter: PointFilter, *, limit: int
     ) -> list[StoredPoint]:

@@ -36,7 +36,7 @@ from ragwright.core.contracts import (
     contract_to_metadata,
     reconcile_contract,
 )
-from ragwright.core.points import KEYWORD_INDEX_FIELDS
+from ragwright.core.points import INTEGER_INDEX_FIELDS, KEYWORD_INDEX_FIELDS
 from ragwright.errors import ContractMismatch, IndexDamaged, IndexNotFound, IndexUnavailable
 from ragwright.protocols import IndexPart
 from ragwright.types import (
@@ -183,14 +183,15 @@ class QdrantIndex:
 
     def _ensure_payload_indexes(self) -> None:
         schema = self._client.get_collection(self.collection).payload_schema
-        for field in KEYWORD_INDEX_FIELDS:
+        wanted = [(field, models.PayloadSchemaType.KEYWORD) for field in KEYWORD_INDEX_FIELDS] + [
+            (field, models.PayloadSchemaType.INTEGER) for field in INTEGER_INDEX_FIELDS
+        ]
+        for field, kind in wanted:
             info = schema.get(field)
             if info is None:
-                self._client.create_payload_index(
-                    self.collection, field, models.PayloadSchemaType.KEYWORD, wait=True
-                )
-            elif info.data_type != models.PayloadSchemaType.KEYWORD:
-                raise ContractMismatch(f"payload_index.{field}", "keyword", str(info.data_type))
+                self._client.create_payload_index(self.collection, field, kind, wait=True)
+            elif info.data_type != kind:
+                raise ContractMismatch(f"payload_index.{field}", kind.value, str(info.data_type))
 
     def payload_index_types(self) -> dict[str, str]:
         """Field name → index type, as the server reports it (empty in local mode)."""
@@ -297,6 +298,18 @@ class QdrantIndex:
         return self._client.count(
             self.collection, count_filter=_client_filter(point_filter), exact=True
         ).count
+
+    def facet(self, field: str, point_filter: PointFilter | None = None) -> dict[str | int, int]:
+        # Every value: a field has at most as many values as matching points.
+        limit = max(1, self.count(point_filter))
+        response = self._client.facet(
+            self.collection,
+            key=field,
+            facet_filter=_client_filter(point_filter),
+            limit=limit,
+            exact=True,
+        )
+        return {hit.value: hit.count for hit in response.hits if not isinstance(hit.value, bool)}
 
     def search(
         self, vector: Sequence[float], point_filter: PointFilter, *, limit: int

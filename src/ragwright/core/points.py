@@ -46,6 +46,11 @@ KEYWORD_INDEX_FIELDS: tuple[str, ...] = (
     "tenant",
     "index_state",
 )
+# Analysed terms of the point's BM25 text, written with its sparse vector: the collection's
+# avgdl is the mean of these over all points.
+LEXICAL_TERMS = "lexical_terms"
+# Integer payload indexes: the BM25 statistics are a facet over the term counts.
+INTEGER_INDEX_FIELDS: tuple[str, ...] = (LEXICAL_TERMS,)
 REQUIRED_STRING_FIELDS: tuple[str, ...] = (
     "document_id",
     "chunk_id",

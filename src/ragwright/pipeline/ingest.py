@@ -65,6 +65,7 @@ from ragwright.core.contracts import require_compatible
 from ragwright.core.lexical import AVGDL_TOLERANCE, avgdl_drifted, document_vector
 from ragwright.core.points import (
     DOCUMENT_FIELDS,
+    LEXICAL_TERMS,
     LIVE,
     STAGED,
     DocumentPlan,
@@ -101,9 +102,6 @@ from ragwright.types import (
 # ("switched", 1) … The CLI drives its progress bar from these; tests record them.
 ProgressCallback = Callable[[str, int], None]
 _READBACK_FIELDS = ("text", "document_id", "chunking_version", "document_type", "publication_state")
-# Analysed terms of the point's BM25 text, written with its sparse vector: the collection's
-# avgdl is the mean of these over all points.
-LEXICAL_TERMS = "lexical_terms"
 _REENCODE_BATCH = 256
 # A document's identity: its tenant (None for untenanted) and its id.
 DocumentKey = tuple[str | None, str]
@@ -608,23 +606,38 @@ def finish_run(
 
 
 def _stale_documents(index: VectorIndex, run: RunPlan) -> dict[DocumentKey, list[uuid.UUID]]:
-    """Stored documents of the run's tenants that the run does not hold (one paged,
-    payload-light scroll; only the stale documents' point ids are kept)."""
-    scope = set(run.scope)
+    """Stored documents of the run's tenants that the run does not hold.
+
+    The stored documents come from a facet of ``document_id`` per tenant in scope (the
+    payload index, no payload read); only the stale documents' points are scrolled,
+    for their ids. A point without a string document id or tenant is in no facet, so it
+    is left to read-time validation, never guessed at.
+    """
+    version = FieldMatch("chunking_version", (run.chunking_version,))
     stale: dict[DocumentKey, list[uuid.UUID]] = {}
-    points = index.scroll(
-        PointFilter(must=(FieldMatch("chunking_version", (run.chunking_version,)),)),
-        payload_fields=("document_id", "tenant"),
-    )
-    for point in points:
-        document_id, tenant = point.payload.get("document_id"), point.payload.get("tenant")
-        if not isinstance(document_id, str) or not (tenant is None or isinstance(tenant, str)):
-            continue  # unreadable ownership: left to read-time validation, never guessed
-        if tenant not in scope:
-            continue  # another tenant's document: outside this run's scope
-        if (tenant, document_id) not in run.keys:
-            stale.setdefault((tenant, document_id), []).append(point.point_id)
+    for tenant in run.scope:
+        owner = _tenant_filter(tenant, version)
+        stored = [d for d in index.facet("document_id", owner) if isinstance(d, str)]
+        gone = sorted(d for d in stored if (tenant, d) not in run.keys)
+        for ids in batched(gone, DOCUMENT_BATCH):
+            points = index.scroll(
+                PointFilter(
+                    must=(*owner.must, FieldMatch("document_id", tuple(ids))), empty=owner.empty
+                ),
+                payload_fields=("document_id",),
+            )
+            for point in points:
+                document_id = point.payload.get("document_id")
+                if isinstance(document_id, str):
+                    stale.setdefault((tenant, document_id), []).append(point.point_id)
     return stale
+
+
+def _tenant_filter(tenant: str | None, *must: FieldMatch) -> PointFilter:
+    """Points of ``tenant`` (untenanted ones: no ``tenant`` field) matching ``must``."""
+    if tenant is None:
+        return PointFilter(must=must, empty=("tenant",))
+    return PointFilter(must=(*must, FieldMatch("tenant", (tenant,))))
 
 
 def _shared_ids(
@@ -815,12 +828,14 @@ def _refresh_lexical_stats(
     Returns the avgdl the stored vectors now carry and how many were re-encoded.
     """
     chunks = terms = 0
-    for point in index.scroll(payload_fields=(LEXICAL_TERMS,)):
-        count = point.payload.get(LEXICAL_TERMS)
-        # Points written by other tools carry no count; they are not part of the mean.
-        if isinstance(count, int) and not isinstance(count, bool):
-            chunks += 1
-            terms += count
+    # A facet of the integer-indexed term counts: the corpus is counted from the payload
+    # index, never by reading every point (a whole scroll's pages would stay resident
+    # in an embedded index's process). Points written by other tools carry no count;
+    # they are not part of the mean.
+    for count, points in index.facet(LEXICAL_TERMS).items():
+        if isinstance(count, int):
+            chunks += points
+            terms += count * points
     if not terms:
         return encoded_avgdl, 0
     current = terms / chunks

@@ -199,6 +199,23 @@ class VectorIndexConformance:
         assert index.count(PointFilter(empty=("tenant",))) == 1
         assert index.count(PointFilter(must=(FieldMatch("tenant", ("acme",)),))) == 1
 
+    def test_facet_counts_every_value_of_an_indexed_field_inside_the_filter(
+        self, index: VectorIndex
+    ) -> None:
+        # _point(seed) belongs to doc-{seed % 3}; lexical_terms is integer-indexed.
+        index.upsert([_point(n, lexical_terms=n % 2 + 7) for n in range(1, 8)])
+        index.upsert([_point(9, tenant="acme", lexical_terms=True)])  # not a count
+        assert index.facet("document_id") == {"doc-0": 3, "doc-1": 3, "doc-2": 2}
+        assert index.facet("lexical_terms") == {7: 3, 8: 4}
+        assert index.facet("document_id", PointFilter(empty=("tenant",))) == {
+            "doc-0": 2,
+            "doc-1": 3,
+            "doc-2": 2,
+        }
+        only = PointFilter(must=(FieldMatch("document_id", ("doc-2",)),))
+        assert index.facet("lexical_terms", only) == {7: 1, 8: 1}
+        assert index.facet("document_id", PointFilter(must=(FieldMatch("tenant", ("x",)),))) == {}
+
     def test_update_sparse_replaces_only_the_sparse_vector(self, index: VectorIndex) -> None:
         first, second = uuid.UUID(int=1), uuid.UUID(int=2)
         index.upsert(
