@@ -61,10 +61,12 @@ from ragwright.service.jobs import job_routes
 from ragwright.service.problems import (
     INTERACTIVE_ERRORS,
     Problem,
+    answer_unavailable,
     document_problems,
     install_problem_handlers,
     invalid_field,
     problem_responses,
+    unavailable_outcome,
 )
 from ragwright.service.schemas import AnswerBody, IngestBody, SearchBody
 from ragwright.service.streaming import answer_stream
@@ -225,26 +227,28 @@ def create_app(
         spent = time.monotonic() - float(request.state.arrived)
         left = settings.answer_deadline - spent
         if left <= 0:
-            raise unavailable("request_deadline_exceeded", "the request's deadline has passed")
+            raise answer_unavailable(
+                "request_deadline_exceeded", "the request's deadline has passed"
+            )
         return left
 
-    def record(outcome: AnswerOutcome, key: ApiKey, route: str) -> None:
-        attributes = {
-            "mode": outcome.mode or "none",
-            "reason": outcome.reason or "none",
-            "route": route,
-        }
+    def record(
+        key: ApiKey, route: str, mode: str | None, reason: str | None, status: str | None
+    ) -> None:
+        """Count one answer outcome by mode and reason, refusals included; never its
+        question, evidence or answer."""
+        attributes = {"mode": mode or "none", "reason": reason or "none", "route": route}
         outcomes.add(1, attributes)
         with tracer.start_as_current_span("ragwright.answer") as span:
             span.set_attributes({f"ragwright.{k}": v for k, v in attributes.items()})
             span.set_attribute("ragwright.key_id", key.id)
-        logger.info(
-            "answer key=%s mode=%s reason=%s status=%s",
-            key.id,
-            outcome.mode,
-            outcome.reason,
-            outcome.status,
-        )
+        logger.info("answer key=%s mode=%s reason=%s status=%s", key.id, mode, reason, status)
+
+    def record_refusal(problem: Problem, key: ApiKey, route: str) -> None:
+        # Only an answer refused as such has a mode: invalid input, a missing scope or
+        # a full service is not an answer outcome.
+        if "mode" in problem.extensions:
+            record(key, route, problem.extensions["mode"], problem.extensions.get("reason"), None)
 
     @app.get("/healthz", tags=["operations"])
     async def healthz() -> dict[str, str]:
@@ -276,15 +280,14 @@ def create_app(
         try:
             answer_request = build_answer_request(body, key, remaining(request))
             outcome = await until_disconnect(request, answer_or_problem(answer_request))
+        except Problem as problem:
+            record_refusal(problem, key, "answers")
+            raise
         finally:
             permit.release()
-        record(outcome, key, "answers")
+        record(key, "answers", outcome.mode, outcome.reason, outcome.status)
         if outcome.mode == "unavailable":
-            raise unavailable(
-                outcome.reason or "model_unavailable",
-                "the model is unavailable and no approved template applies",
-                timings=outcome.to_dict()["timings"],
-            )
+            raise unavailable_outcome(outcome.reason, timings=outcome.to_dict()["timings"])
         return JSONResponse(outcome.public_dict())
 
     @app.post(
@@ -307,10 +310,14 @@ def create_app(
                 permit,
                 lambda on_evidence: answer_or_problem(answer_request, on_evidence),
                 present=AnswerOutcome.public_dict,
-                record=lambda outcome: record(outcome, key, "answers/stream"),
+                record=lambda data: record(
+                    key, "answers/stream", data["mode"], data["reason"], data["status"]
+                ),
             )
-        except BaseException:
+        except BaseException as error:
             permit.release()
+            if isinstance(error, Problem):
+                record_refusal(error, key, "answers/stream")
             raise
 
     @app.post(
@@ -538,18 +545,6 @@ def checked(build: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         raise Problem(403, "outside-allowlist", "Not allowed", str(error)) from error
 
 
-def unavailable(reason: str, detail: str, **extensions: Any) -> Problem:
-    return Problem(
-        503,
-        "answer-unavailable",
-        "No answer can be given now",
-        detail,
-        mode="unavailable",
-        reason=reason,
-        **extensions,
-    )
-
-
 async def guarded(work: Awaitable[T], *, answering: bool = True) -> T:
     """Run a use case; turn the failures a caller can act on into problem details
     (``answering`` false: a search, status or ingestion, whose refusals are not about an
@@ -557,7 +552,7 @@ async def guarded(work: Awaitable[T], *, answering: bool = True) -> T:
 
     def down(reason: str, detail: str, **extensions: Any) -> Problem:
         if answering:
-            return unavailable(reason, detail, **extensions)
+            return answer_unavailable(reason, detail, **extensions)
         return Problem(
             503,
             "retrieval-unavailable",

@@ -36,7 +36,7 @@ from starlette.types import Receive, Scope, Send
 from ragwright.application import AnswerOutcome
 from ragwright.core.assembly import AssembledContext
 from ragwright.service.admission import Permit
-from ragwright.service.problems import Problem, logger
+from ragwright.service.problems import Problem, logger, unavailable_outcome
 
 KEEPALIVE_SECONDS = 15.0
 DISCONNECT_POLL = 0.25
@@ -110,10 +110,11 @@ async def answer_stream(
     start: Callable[[Callable[[AssembledContext], None]], Awaitable[AnswerOutcome]],
     *,
     present: Callable[[AnswerOutcome], dict[str, Any]],
-    record: Callable[[AnswerOutcome], None],
+    record: Callable[[dict[str, Any]], None],
 ) -> StreamingResponse:
     """Start the answer; return a problem if it fails before its evidence, else the
-    stream (the caller releases ``permit`` only if this raises)."""
+    stream (the caller releases ``permit`` only if this raises). ``record`` receives
+    every ``outcome`` event's data as it is sent, a failed stream's included."""
     evidence: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     task = asyncio.ensure_future(start(lambda ctx: evidence.put_nowait(evidence_data(ctx))))
     try:
@@ -133,9 +134,14 @@ async def _events(
     task: asyncio.Future[AnswerOutcome],
     evidence: asyncio.Queue[dict[str, Any]],
     present: Callable[[AnswerOutcome], dict[str, Any]],
-    record: Callable[[AnswerOutcome], None],
+    record: Callable[[dict[str, Any]], None],
 ) -> AsyncIterator[bytes]:
     began = False
+
+    def ended(data: dict[str, Any]) -> bytes:
+        record(data)
+        return event("outcome", data)
+
     try:
         if not evidence.empty():
             yield event("evidence", evidence.get_nowait())
@@ -148,36 +154,24 @@ async def _events(
             outcome = task.result()
         except Problem as problem:
             yield event("error", problem.body())
-            yield event(
-                "outcome",
+            yield ended(
                 failed_outcome(
                     problem.extensions.get("mode", "unavailable"),
                     problem.extensions.get("reason"),
                     interrupted=began,
-                ),
+                )
             )
             return
-        record(outcome)
         body = present(outcome)
         if outcome.mode == "unavailable":
-            yield event(
-                "error",
-                Problem(
-                    503,
-                    "answer-unavailable",
-                    "No answer can be given now",
-                    "the model is unavailable and no approved template applies",
-                    mode="unavailable",
-                    reason=outcome.reason,
-                ).body(),
-            )
-            yield event("outcome", {**_outcome_fields(body), "interrupted": began})
+            yield event("error", unavailable_outcome(outcome.reason).body())
+            yield ended({**_outcome_fields(body), "interrupted": began})
             return
         if outcome.mode == "generated":
             for piece in deltas(body):
                 yield event("delta", piece)
         yield event("citations", {"citations": body["citations"]})
-        yield event("outcome", {**_outcome_fields(body), "interrupted": False})
+        yield ended({**_outcome_fields(body), "interrupted": False})
     except asyncio.CancelledError:
         # The client left: the finally below stops the work (logged without content).
         logger.info("stream closed by the client after %s", "evidence" if began else "nothing")
@@ -189,7 +183,7 @@ async def _events(
                 500, "internal", "Internal error", f"the answer failed ({type(error).__name__})"
             ).body(),
         )
-        yield event("outcome", failed_outcome("unavailable", None, interrupted=True))
+        yield ended(failed_outcome("unavailable", None, interrupted=True))
     finally:
         if not task.done():
             task.cancel()
