@@ -16,7 +16,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ragwright.application import Application, ChatSession, Workload
-from ragwright.errors import FailureCategory
+from ragwright.chat.contract import ChatRequest, ChatResponse, ChatUpdate, Deadline
+from ragwright.errors import ChatError, FailureCategory
 from ragwright.protocols import TokenCounter
 from ragwright.runtime import RuntimeComponents
 from ragwright.service import create_app
@@ -260,6 +261,76 @@ def test_provider_down_degrades_to_evidence_and_readiness_says_why(
     outcome = body.json()
     assert (outcome["mode"], outcome["reason"]) == ("evidence_only", "model_unavailable")
     assert outcome["quotes"] and outcome["answer"] == ""
+
+
+class SwitchedModel:
+    """A provider fake that replies while ``up`` is set and fails transiently while it is
+    clear; ``events`` records each call's result."""
+
+    name = "switched"
+
+    def __init__(self, *, up: bool) -> None:
+        self.up = threading.Event()
+        if up:
+            self.up.set()
+        self.events: list[str] = []
+
+    async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
+        if not self.up.is_set():
+            self.events.append("failed")
+            raise ChatError(self.name, FailureCategory.TRANSIENT, "switched off")
+        self.events.append("replied")
+        return ChatResponse(ANSWER, "stop", "switched-model", provider=self.name)
+
+    async def stream(self, request: ChatRequest, deadline: Deadline) -> Any:
+        raise AssertionError("the answer path does not stream from the provider")
+        yield ChatUpdate("")  # pragma: no cover
+
+
+def model_check(client: TestClient) -> tuple[int, str]:
+    response = client.get("/readyz")
+    return response.status_code, response.json()["checks"]["model"]["detail"]
+
+
+def test_a_model_down_at_start_is_ready_again_once_a_recheck_answers(
+    make_service: Callable[..., Service],
+) -> None:
+    model = SwitchedModel(up=False)
+    # No degradation mode: the model check decides readiness.
+    service = make_service(model, evidence_only_on_model_failure=False)
+    secret = service.key("alice", scopes=("answer", "search"))
+    with TestClient(create_app(service.application, model_recheck=0.05)) as client:
+        status, detail = model_check(client)
+        assert (status, detail.split(":")[0]) == (503, "transient")
+        model.up.set()
+        wait_for(lambda: model_check(client) == (200, "ok"))
+        service_view = client.get("/v1/status", headers=bearer(secret)).json()["service"]
+        answer = client.post("/v1/answers", json={"question": QUESTION}, headers=bearer(secret))
+    assert service_view["model"] == "ok"
+    assert answer.json()["mode"] == "generated"
+
+
+def test_a_model_that_fails_after_start_fails_the_model_check_until_it_answers(
+    make_service: Callable[..., Service],
+) -> None:
+    model = SwitchedModel(up=True)
+    service = make_service(model, evidence_only_on_model_failure=False)
+    secret = service.key("alice", scopes=("answer", "search"))
+    with TestClient(create_app(service.application, model_recheck=0.05)) as client:
+        assert model_check(client) == (200, "ok")
+        model.up.clear()
+        refused = client.post("/v1/answers", json={"question": QUESTION}, headers=bearer(secret))
+        status, detail = model_check(client)
+        service_view = client.get("/v1/status", headers=bearer(secret)).json()["service"]
+        model.up.set()
+        wait_for(lambda: model_check(client) == (200, "ok"))
+    assert refused.status_code == 503
+    assert (refused.json()["mode"], refused.json()["reason"]) == (
+        "unavailable",
+        "model_unavailable",
+    )
+    assert (status, detail.split(":")[0]) == (503, "transient")
+    assert service_view["model"].startswith("transient")
 
 
 def test_retrieval_unavailable_is_503_never_an_answer(

@@ -11,6 +11,7 @@ allowlist, never widen it. docs/service.md is the contract.
 """
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -58,6 +59,7 @@ from ragwright.errors import (
 )
 from ragwright.service.admission import Admission
 from ragwright.service.jobs import job_routes
+from ragwright.service.model_health import RECHECK_SECONDS, ModelHealth
 from ragwright.service.problems import (
     INTERACTIVE_ERRORS,
     Problem,
@@ -86,7 +88,7 @@ class ServiceState:
 
     application: Application
     admission: Admission
-    model_problem: str | None = None
+    model: ModelHealth = field(default_factory=ModelHealth)
     started_at: float = field(default_factory=time.time)
     runner: JobRunner | None = None
 
@@ -95,19 +97,24 @@ def create_app(
     application: Application,
     *,
     probe_model: bool = True,
+    model_recheck: float = RECHECK_SECONDS,
     tracer_provider: TracerProvider | None = None,
     meter_provider: MeterProvider | None = None,
 ) -> FastAPI:
     """The service over ``application`` (``ragwright serve`` builds it from settings).
 
     On startup the chat session is opened once and kept warm for every request, and the
-    model is probed (``probe_model``); a model that does not answer leaves the service
-    up in its declared degradation mode, reported by ``/readyz``.
+    model is probed (``probe_model``; false when the caller has just probed it); a model
+    that does not answer leaves the service up in its declared degradation mode,
+    reported by ``/readyz``. After that the model check follows the answers, and a model
+    marked down is probed again every ``model_recheck`` seconds until it answers
+    (:mod:`ragwright.service.model_health`).
     """
     settings = application.settings
     state = ServiceState(
         application,
         Admission(settings.serve_concurrency, settings.serve_tenant_concurrency),
+        ModelHealth(recheck_seconds=model_recheck),
     )
     tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer("ragwright.service")
     meter = (meter_provider or metrics.get_meter_provider()).get_meter("ragwright.service")
@@ -124,14 +131,16 @@ def create_app(
             stack.enter_context(application.hold_index())
             await stack.enter_async_context(application.chat_kept_open())
             if probe_model:
-                state.model_problem = await application.probe_model()
-                if state.model_problem is not None:
+                state.model.problem = await application.probe_model()
+                if state.model.problem is not None:
                     logger.warning(
                         "warning: the chat model does not answer (%s); answers degrade "
                         "to %s until it does",
-                        state.model_problem,
+                        state.model.problem,
                         degraded_mode(application),
                     )
+            rechecking = asyncio.create_task(state.model.recheck(application.probe_model))
+            stack.push_async_callback(cancelled, rechecking)
             if settings.job_workers > 0:
                 await stack.enter_async_context(application.chat_kept_open("batch"))
                 stop = asyncio.Event()
@@ -363,7 +372,7 @@ def create_app(
                     "admission": state.admission.describe(),
                     "model_capacity": application.capacity(),
                     "answer_deadline_seconds": settings.answer_deadline,
-                    "model": state.model_problem or "ok",
+                    "model": state.model.problem or "ok",
                     "degraded_mode": degraded_mode(application),
                 },
             }
@@ -423,7 +432,14 @@ def create_app(
         answer_request: AnswerRequest,
         on_evidence: Callable[[Any], None] | None = None,
     ) -> AnswerOutcome:
-        return await guarded(application.answer(answer_request, on_evidence=on_evidence))
+        try:
+            outcome = await guarded(application.answer(answer_request, on_evidence=on_evidence))
+        except Problem as problem:
+            if problem.extensions.get("reason") == "model_unavailable":
+                state.model.failed(problem.extensions.get("failure_category"))
+            raise
+        state.model.failed(outcome.result.degraded)
+        return outcome
 
     return app
 
@@ -461,6 +477,12 @@ class EdgeClock:
                 status[0] or "-",
                 (time.monotonic() - arrived) * 1000,
             )
+
+
+async def cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 async def stopped(stop: asyncio.Event, dispatching: asyncio.Task[None]) -> None:
@@ -612,7 +634,7 @@ def readiness(state: ServiceState) -> dict[str, dict[str, Any]]:
     checks: dict[str, dict[str, Any]] = {}
     index_problem = application.index_problem()
     checks["index"] = {"ok": index_problem is None, "detail": index_problem or "ok"}
-    model = state.model_problem
+    model = state.model.problem
     # A model that does not answer is not a readiness failure when a degradation mode
     # is declared: the service answers in that mode and says so in every result.
     # A stored draft answers only questions asked before: not a mode that serves traffic.
