@@ -170,6 +170,7 @@ from ragwright.pipeline.retrieve import Hit, Mode, Retriever, Thresholds
 from ragwright.protocols import Embedder, IndexPart, VectorIndex
 from ragwright.report import render_report
 from ragwright.settings import Settings
+from ragwright.threads import run_in_thread
 from ragwright.types import (
     ChunkingPolicy,
     EvalCase,
@@ -809,7 +810,7 @@ class Application:
             shown = None
             use_drafts = drafts and self._drafts_apply(request)
             if use_drafts and result.status == "evidence_only" and result.degraded:
-                shown = await asyncio.to_thread(
+                shown = await run_in_thread(
                     self._find_draft,
                     request,
                     index,
@@ -865,7 +866,7 @@ class Application:
             },
         )
         if outcome.mode == "generated" and drafts and self._drafts_apply(request):
-            await asyncio.to_thread(self._keep_draft, request, outcome)
+            await run_in_thread(self._keep_draft, request, outcome)
         return outcome
 
     # --- previous drafts ------------------------------------------------------------

@@ -34,6 +34,8 @@ from ragwright.application import (
     AnswerRequest,
     Application,
     IngestRequest,
+    SearchRequest,
+    SearchResult,
     StatusRequest,
 )
 from ragwright.application.callers import (
@@ -45,6 +47,7 @@ from ragwright.application.job_runner import JobRunner
 from ragwright.application.jobs import BatchLimits
 from ragwright.application.keys import ApiKey
 from ragwright.core.documents import validate_document
+from ragwright.deadline import Deadline, deadline_scope
 from ragwright.errors import (
     AnswerContractError,
     AssemblyError,
@@ -57,7 +60,7 @@ from ragwright.errors import (
     StorageError,
     VectorIndexError,
 )
-from ragwright.service.admission import Admission
+from ragwright.service.admission import Admission, Permit
 from ragwright.service.jobs import job_routes
 from ragwright.service.model_health import RECHECK_SECONDS, ModelHealth
 from ragwright.service.problems import (
@@ -72,6 +75,7 @@ from ragwright.service.problems import (
 )
 from ragwright.service.schemas import AnswerBody, IngestBody, SearchBody
 from ragwright.service.streaming import answer_stream
+from ragwright.threads import run_in_thread
 from ragwright.types import SourceDocument, SourceSection
 
 logger = logging.getLogger("ragwright.service")
@@ -232,14 +236,29 @@ def create_app(
     app.add_middleware(EdgeClock)
     app.include_router(job_routes(application, application.jobs, caller, checked))
 
-    def remaining(request: Request) -> float:
+    def remaining(request: Request, *, answering: bool = True) -> float:
+        """Seconds left of the request's budget, which started at the edge (EdgeClock):
+        time spent before the handler (authentication, a slow key store) counts."""
         spent = time.monotonic() - float(request.state.arrived)
         left = settings.answer_deadline - spent
         if left <= 0:
-            raise answer_unavailable(
-                "request_deadline_exceeded", "the request's deadline has passed"
+            raise unavailable(
+                "request_deadline_exceeded",
+                "the request's deadline has passed",
+                answering=answering,
             )
         return left
+
+    async def admitted(request: Request, key: ApiKey, start: Callable[[], Awaitable[T]]) -> T:
+        """Admit the request (or refuse it at once) and run ``start()``'s work until it
+        ends or the client leaves; the permit goes back when the work has ended."""
+        permit = state.admission.enter(key.tenant)
+        try:
+            work = start()
+        except BaseException:
+            permit.release()
+            raise
+        return await until_disconnect(request, work, permit)
 
     def record(
         key: ApiKey, route: str, mode: str | None, reason: str | None, status: str | None
@@ -285,15 +304,15 @@ def create_app(
         key: Annotated[ApiKey, Depends(caller("answer"))],
     ) -> JSONResponse:
         """A grounded answer with its citations, mode, provenance and stage timings."""
-        permit = state.admission.enter(key.tenant)
         try:
-            answer_request = build_answer_request(body, key, remaining(request))
-            outcome = await until_disconnect(request, answer_or_problem(answer_request))
+            outcome = await admitted(
+                request,
+                key,
+                lambda: answer_or_problem(build_answer_request(body, key, remaining(request))),
+            )
         except Problem as problem:
             record_refusal(problem, key, "answers")
             raise
-        finally:
-            permit.release()
         record(key, "answers", outcome.mode, outcome.reason, outcome.status)
         if outcome.mode == "unavailable":
             raise unavailable_outcome(outcome.reason, timings=outcome.to_dict()["timings"])
@@ -314,6 +333,13 @@ def create_app(
         permit = state.admission.enter(key.tenant)
         try:
             answer_request = build_answer_request(body, key, remaining(request))
+        except BaseException as error:
+            permit.release()
+            if isinstance(error, Problem):
+                record_refusal(error, key, "answers/stream")
+            raise
+        try:
+            # From here the stream holds the permit until the answer's work has ended.
             return await answer_stream(
                 request,
                 permit,
@@ -323,10 +349,8 @@ def create_app(
                     key, "answers/stream", data["mode"], data["reason"], data["status"]
                 ),
             )
-        except BaseException as error:
-            permit.release()
-            if isinstance(error, Problem):
-                record_refusal(error, key, "answers/stream")
+        except Problem as problem:
+            record_refusal(problem, key, "answers/stream")
             raise
 
     @app.post(
@@ -340,8 +364,16 @@ def create_app(
         key: Annotated[ApiKey, Depends(caller("search"))],
     ) -> JSONResponse:
         """The ``k`` best eligible chunks (the same shape as ``ragwright search --json``)."""
-        permit = state.admission.enter(key.tenant)
-        try:
+
+        async def searched(search_request: SearchRequest, seconds: float) -> SearchResult:
+            # The query embedding (a remote provider's retries and waits) spends what is
+            # left of the request's budget.
+            with deadline_scope(Deadline.after(seconds)):
+                return await guarded(
+                    run_in_thread(application.search, search_request), answering=False
+                )
+
+        def start() -> Awaitable[SearchResult]:
             search_request = checked(
                 search_request_for,
                 key,
@@ -349,12 +381,9 @@ def create_app(
                 k=body.k,
                 documents=body.documents,
             )
-            result = await until_disconnect(
-                request,
-                guarded(asyncio.to_thread(application.search, search_request), answering=False),
-            )
-        finally:
-            permit.release()
+            return searched(search_request, remaining(request, answering=False))
+
+        result = await admitted(request, key, start)
         return JSONResponse(result.to_dict())
 
     @app.get("/v1/status", tags=["operations"], responses=problem_responses(401, 403, 503))
@@ -567,22 +596,29 @@ def checked(build: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         raise Problem(403, "outside-allowlist", "Not allowed", str(error)) from error
 
 
+def unavailable(reason: str, detail: str, *, answering: bool, **extensions: Any) -> Problem:
+    """503 with ``reason``: an answer that cannot be given (``answer-unavailable``, with
+    ``mode``), or else a search, status or ingestion that cannot be served
+    (``retrieval-unavailable``: not about an answer, no ``mode``)."""
+    if answering:
+        return answer_unavailable(reason, detail, **extensions)
+    return Problem(
+        503,
+        "retrieval-unavailable",
+        "The index cannot be used now",
+        detail,
+        reason=reason,
+        **extensions,
+    )
+
+
 async def guarded(work: Awaitable[T], *, answering: bool = True) -> T:
     """Run a use case; turn the failures a caller can act on into problem details
     (``answering`` false: a search, status or ingestion, whose refusals are not about an
     answer: kind ``retrieval-unavailable``, no ``mode``)."""
 
     def down(reason: str, detail: str, **extensions: Any) -> Problem:
-        if answering:
-            return answer_unavailable(reason, detail, **extensions)
-        return Problem(
-            503,
-            "retrieval-unavailable",
-            "The index cannot be used now",
-            detail,
-            reason=reason,
-            **extensions,
-        )
+        return unavailable(reason, detail, answering=answering, **extensions)
 
     try:
         return await work
@@ -612,9 +648,14 @@ async def guarded(work: Awaitable[T], *, answering: bool = True) -> T:
         ) from error
 
 
-async def until_disconnect(request: Request, work: Awaitable[T]) -> T:
-    """Await ``work``, cancelling it when the client goes away (its budget is theirs)."""
+async def until_disconnect(request: Request, work: Awaitable[T], permit: Permit) -> T:
+    """Await ``work``, cancelling it when the client goes away (its budget is theirs).
+
+    ``permit`` goes back when the work has ended, not when it was cancelled: a worker
+    thread cannot be stopped, and until it returns the capacity it uses is taken (the
+    work waits for its threads: :func:`~ragwright.threads.run_in_thread`)."""
     task = asyncio.ensure_future(work)
+    task.add_done_callback(lambda _: permit.release())
     try:
         while True:
             done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL)

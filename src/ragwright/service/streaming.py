@@ -44,23 +44,23 @@ DISCONNECT_POLL = 0.25
 _SENTENCE_END = re.compile(r"(?<=[.!?]\s)")
 
 
-class PermitStream(StreamingResponse):
-    """An event stream that returns its admission permit however it ends (sent in full,
-    client gone, or never started)."""
+class AnswerStream(StreamingResponse):
+    """An event stream that cancels its answer's work however the stream ends (sent in
+    full, client gone, or cut while an event was being sent)."""
 
-    def __init__(self, content: AsyncIterator[bytes], permit: Permit) -> None:
+    def __init__(self, content: AsyncIterator[bytes], task: asyncio.Future[AnswerOutcome]) -> None:
         super().__init__(
             content,
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
-        self._permit = permit
+        self._task = task
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
-            self._permit.release()
+            self._task.cancel()  # nothing when it has ended
 
 
 def event(name: str, data: dict[str, Any]) -> bytes:
@@ -113,10 +113,13 @@ async def answer_stream(
     record: Callable[[dict[str, Any]], None],
 ) -> StreamingResponse:
     """Start the answer; return a problem if it fails before its evidence, else the
-    stream (the caller releases ``permit`` only if this raises). ``record`` receives
+    stream. ``permit`` goes back when the answer's work has ended, however the request
+    ends: a cancelled answer ends only once its running worker thread has returned, so
+    a client that leaves frees no capacity that is still in use. ``record`` receives
     every ``outcome`` event's data as it is sent, a failed stream's included."""
     evidence: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     task = asyncio.ensure_future(start(lambda ctx: evidence.put_nowait(evidence_data(ctx))))
+    task.add_done_callback(lambda _: permit.release())
     try:
         while not task.done() and evidence.empty():
             await asyncio.wait({task}, timeout=DISCONNECT_POLL)
@@ -127,7 +130,7 @@ async def answer_stream(
     except BaseException:
         task.cancel()
         raise
-    return PermitStream(_events(task, evidence, present, record), permit)
+    return AnswerStream(_events(task, evidence, present, record), task)
 
 
 async def _events(
