@@ -197,6 +197,46 @@ def test_the_key_allowlist_bounds_the_evidence_and_the_body_cannot_widen_it(
     assert "refund-policy" in assert_problem(wider, 403)["detail"]
 
 
+@pytest.mark.parametrize(
+    ("grant", "question", "document"),
+    [
+        ({"states": ("draft",)}, QUESTION, "worker-shutdown-draft"),
+        ({"types": ("note",)}, "How long does a refund take to show up?", "refund-policy"),
+    ],
+    ids=["states", "types"],
+)
+def test_the_keys_types_and_states_decide_the_evidence_it_finds(
+    make_service: Callable[..., Service],
+    client_for: Client,
+    grant: dict[str, tuple[str, ...]],
+    question: str,
+    document: str,
+) -> None:
+    service = make_service()
+    granted = service.key("granted", scopes=("search", "answer"), **grant)
+    default = service.key("default", scopes=("search", "answer"))
+    client = client_for(service)
+
+    def hits(secret: str) -> list[dict[str, Any]]:
+        response = client.post(
+            "/v1/search", json={"question": question, "k": 10}, headers=bearer(secret)
+        )
+        assert response.status_code == 200, response.text
+        return list(response.json()["hits"])
+
+    found = hits(granted)
+    assert document in {h["document_id"] for h in found}
+    assert document not in {h["document_id"] for h in hits(default)}
+    # Only what the key grants: the server's defaults (runbooks, published) do not add to it.
+    field, values = next(iter(grant.items()))
+    hit_field = {"states": "publication_state", "types": "document_type"}[field]
+    assert {h[hit_field] for h in found} == set(values)
+    answer = client.post("/v1/answers", json={"question": question}, headers=bearer(granted))
+    options = answer.json()["options"]
+    option = {"states": "publication_states", "types": "document_types"}[field]
+    assert options[option] == list(values)
+
+
 def test_search_has_the_cli_json_shape(
     make_service: Callable[..., Service], client_for: Client
 ) -> None:
