@@ -128,6 +128,36 @@ def test_a_client_that_disconnects_cancels_the_model_call_and_frees_its_permit(
     assert model.events.count("replied") == 1  # only the probe's
 
 
+def test_a_stream_closed_after_its_evidence_cancels_the_model_call_and_frees_its_permit(
+    make_service: Callable[..., Service],
+) -> None:
+    model = RecordingModel(ANSWER, hold=True)
+    service = make_service(model, serve_concurrency=1)
+    secret = service.key("alice")
+    state = service.app.state.ragwright
+    with LiveServer(service.app) as url:
+        model.release.clear()
+        try:
+            with httpx.stream(
+                "POST",
+                url + "/v1/answers/stream",
+                json={"question": QUESTION},
+                headers=bearer(secret),
+                timeout=30,
+            ) as response:
+                assert response.status_code == 200
+                lines = response.iter_lines()  # one iterator: dropping it closes the response
+                assert next(lines) == "event: evidence"
+                wait_for(lambda: model.events.count("call") == 2)  # the model is answering
+                assert state.admission.active == 1
+            # Leaving the block closed the connection after the evidence event.
+            wait_for(lambda: "cancelled" in model.events)
+            wait_for(lambda: state.admission.active == 0)
+        finally:
+            model.release.set()
+    assert model.events.count("replied") == 1  # only the probe's
+
+
 def test_one_deadline_from_the_edge_bounds_a_slow_model(
     make_service: Callable[..., Service], client_for: Client
 ) -> None:
