@@ -238,9 +238,30 @@ def test_model_down_without_template_or_evidence_mode_is_unavailable(
         "/v1/answers", json={"question": QUESTION}, headers=bearer(secret)
     )
     assert response.status_code == 503
+    assert "retry-after" not in response.headers  # nothing says when the model is back
     body = response.json()
     assert (body["mode"], body["reason"]) == ("unavailable", "model_unavailable")
     assert "quotes" not in body and "answer" not in body
+
+
+def test_a_model_pool_cooling_down_after_a_429_gives_retry_after_its_seconds_left(
+    make_service: Callable[..., Service],
+) -> None:
+    # The provider throttles with Retry-After 30: the pool cools down for 30 s, longer
+    # than the request's budget, so the answer is unavailable and the cooldown is known.
+    service = make_service(
+        ScriptedChatModel([Fail(FailureCategory.THROTTLED, retry_after=30)] * 5),
+        evidence_only_on_model_failure=False,
+        answer_deadline=3,
+    )
+    secret = service.key("alice")
+    with TestClient(create_app(service.application, probe_model=False)) as client:
+        response = client.post("/v1/answers", json={"question": QUESTION}, headers=bearer(secret))
+        left = service.application.model_cooldown()
+    assert response.status_code == 503
+    assert response.json()["mode"] == "unavailable"
+    assert 0 < int(response.headers["retry-after"]) <= 30
+    assert left is not None and 0 < left <= int(response.headers["retry-after"])
 
 
 class RealProviderComponents(FakeComponents):

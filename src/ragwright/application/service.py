@@ -1025,6 +1025,17 @@ class Application:
                 pools.update(session.capacity())
         return pools
 
+    def model_cooldown(self) -> float | None:
+        """Seconds until the kept interactive session's model pools take attempts again,
+        when every one of them is cooling down after throttling; ``None`` when one is
+        not (or outside ``chat_kept_open``): then nobody knows when capacity frees."""
+        if self._kept_chat is None:
+            return None
+        cooldowns = [p["cooldown_seconds"] for p in self._kept_chat.capacity().values()]
+        if not cooldowns or min(cooldowns) <= 0:
+            return None
+        return float(min(cooldowns))
+
     def index_problem(self) -> str | None:
         """``None`` when the collection opens for queries, else why not (one line)."""
         state = self.index_state()

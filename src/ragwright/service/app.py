@@ -13,6 +13,7 @@ allowlist, never widen it. docs/service.md is the contract.
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -315,7 +316,14 @@ def create_app(
             raise
         record(key, "answers", outcome.mode, outcome.reason, outcome.status)
         if outcome.mode == "unavailable":
-            raise unavailable_outcome(outcome.reason, timings=outcome.to_dict()["timings"])
+            # A pool cooling down after a provider's 429 refuses every attempt for a known
+            # time: the one case where the server knows when capacity can free.
+            cooldown = application.model_cooldown()
+            raise unavailable_outcome(
+                outcome.reason,
+                headers={"Retry-After": str(math.ceil(cooldown))} if cooldown else None,
+                timings=outcome.to_dict()["timings"],
+            )
         return JSONResponse(outcome.public_dict())
 
     @app.post(

@@ -70,7 +70,9 @@ class Problem(Exception):
         )
 
 
-def answer_unavailable(reason: str, detail: str, **extensions: Any) -> Problem:
+def answer_unavailable(
+    reason: str, detail: str, *, headers: Mapping[str, str] | None = None, **extensions: Any
+) -> Problem:
     """``503 answer-unavailable``: no answer the service stands behind (``mode``
     ``unavailable``, with its ``reason``)."""
     return Problem(
@@ -78,13 +80,16 @@ def answer_unavailable(reason: str, detail: str, **extensions: Any) -> Problem:
         "answer-unavailable",
         "No answer can be given now",
         detail,
+        headers=headers,
         mode="unavailable",
         reason=reason,
         **extensions,
     )
 
 
-def unavailable_outcome(reason: str | None, **extensions: Any) -> Problem:
+def unavailable_outcome(
+    reason: str | None, *, headers: Mapping[str, str] | None = None, **extensions: Any
+) -> Problem:
     """The problem for an answer whose mode is ``unavailable`` (the model did not answer
     in time and no other mode was allowed), its detail worded from ``reason``."""
     cause = (
@@ -96,6 +101,7 @@ def unavailable_outcome(reason: str | None, **extensions: Any) -> Problem:
         reason or "model_unavailable",
         f"{cause}; no previous draft or approved template applies and evidence-only "
         "answers are turned off",
+        headers=headers,
         **extensions,
     )
 
