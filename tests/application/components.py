@@ -13,7 +13,7 @@ from pathlib import Path
 from ragwright.application import Application, ChatSession, Workload
 from ragwright.chat.contract import ChatModel
 from ragwright.protocols import Embedder, TokenCounter
-from ragwright.runtime import RuntimeComponents, build_chat_pipeline
+from ragwright.runtime import RuntimeComponents, build_chat_pipeline, open_shared_state
 from ragwright.settings import Settings, load_settings
 from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
 from ragwright.testing.scripted import Reply, ScriptedChatModel
@@ -52,8 +52,10 @@ class FakeComponents(RuntimeComponents):
     def chat(self, counter: TokenCounter, workload: Workload = "interactive") -> ChatSession:
         self.sessions += 1
         self.workloads.append(workload)
-        pipeline = build_chat_pipeline(self.settings, [self.model], counter=counter)
-        return ChatSession(pipeline, _nothing)
+        # The pools build_chat_pipeline would open itself, kept so the session reports them.
+        shared = open_shared_state(self.settings, [self.model.name])
+        pipeline = build_chat_pipeline(self.settings, [self.model], counter=counter, shared=shared)
+        return ChatSession(pipeline, _nothing, capacity=shared.describe)
 
 
 async def _nothing() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 
 from ragwright.application import RevokeKeyRequest
 from ragwright.errors import FailureCategory
@@ -197,6 +197,46 @@ def test_the_key_allowlist_bounds_the_evidence_and_the_body_cannot_widen_it(
     assert "refund-policy" in assert_problem(wider, 403)["detail"]
 
 
+@pytest.mark.parametrize(
+    ("grant", "question", "document"),
+    [
+        ({"states": ("draft",)}, QUESTION, "worker-shutdown-draft"),
+        ({"types": ("note",)}, "How long does a refund take to show up?", "refund-policy"),
+    ],
+    ids=["states", "types"],
+)
+def test_the_keys_types_and_states_decide_the_evidence_it_finds(
+    make_service: Callable[..., Service],
+    client_for: Client,
+    grant: dict[str, tuple[str, ...]],
+    question: str,
+    document: str,
+) -> None:
+    service = make_service()
+    granted = service.key("granted", scopes=("search", "answer"), **grant)
+    default = service.key("default", scopes=("search", "answer"))
+    client = client_for(service)
+
+    def hits(secret: str) -> list[dict[str, Any]]:
+        response = client.post(
+            "/v1/search", json={"question": question, "k": 10}, headers=bearer(secret)
+        )
+        assert response.status_code == 200, response.text
+        return list(response.json()["hits"])
+
+    found = hits(granted)
+    assert document in {h["document_id"] for h in found}
+    assert document not in {h["document_id"] for h in hits(default)}
+    # Only what the key grants: the server's defaults (runbooks, published) do not add to it.
+    field, values = next(iter(grant.items()))
+    hit_field = {"states": "publication_state", "types": "document_type"}[field]
+    assert {h[hit_field] for h in found} == set(values)
+    answer = client.post("/v1/answers", json={"question": question}, headers=bearer(granted))
+    options = answer.json()["options"]
+    option = {"states": "publication_states", "types": "document_types"}[field]
+    assert options[option] == list(values)
+
+
 def test_search_has_the_cli_json_shape(
     make_service: Callable[..., Service], client_for: Client
 ) -> None:
@@ -287,6 +327,32 @@ def test_logs_carry_no_question_evidence_or_answer(
         assert text not in logged
 
 
+def answer_counts(reader: InMemoryMetricReader) -> dict[tuple[str, str, str], int]:
+    """The ``ragwright.answers`` counter by (mode, reason, route)."""
+    data = reader.get_metrics_data()
+    if data is None:
+        return {}
+    return {
+        (
+            str(point.attributes["mode"]),
+            str(point.attributes["reason"]),
+            str(point.attributes["route"]),
+        ): int(point.value)
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        if metric.name == "ragwright.answers"
+        for point in metric.data.data_points
+        if point.attributes is not None and isinstance(point, NumberDataPoint)
+    }
+
+
+def counted_app(service: Service) -> tuple[Any, InMemoryMetricReader]:
+    reader = InMemoryMetricReader()
+    app = create_app(service.application, meter_provider=MeterProvider(metric_readers=[reader]))
+    return app, reader
+
+
 def test_telemetry_counts_answers_by_mode_and_reason(tmp_path: Path) -> None:
     from tests.service.conftest import build_service
 
@@ -294,22 +360,42 @@ def test_telemetry_counts_answers_by_mode_and_reason(tmp_path: Path) -> None:
         tmp_path / "home", ScriptedChatModel([Fail(FailureCategory.TRANSIENT)] * 20)
     )
     secret = service.key("alice")
-    reader = InMemoryMetricReader()
-    app = create_app(service.application, meter_provider=MeterProvider(metric_readers=[reader]))
+    app, reader = counted_app(service)
     with TestClient(app) as client:
         assert ask(client, secret).json()["mode"] == "evidence_only"
-    data = reader.get_metrics_data()
-    points = [
-        point
-        for rm in data.resource_metrics
-        for sm in rm.scope_metrics
-        for metric in sm.metrics
-        if metric.name == "ragwright.answers"
-        for point in metric.data.data_points
-    ]
-    assert [
-        (dict(p.attributes)["mode"], dict(p.attributes)["reason"], p.value) for p in points
-    ] == [("evidence_only", "model_unavailable", 1)]
+    assert answer_counts(reader) == {("evidence_only", "model_unavailable", "answers"): 1}
+
+
+def test_telemetry_counts_an_answer_refused_for_a_missing_index_buffered_and_streamed(
+    make_service: Callable[..., Service],
+) -> None:
+    service = make_service(ingest=False)
+    secret = service.key("alice")
+    app, reader = counted_app(service)
+    with TestClient(app) as client:
+        assert_problem(ask(client, secret), 503)
+        streamed = client.post(
+            "/v1/answers/stream", json={"question": QUESTION}, headers=bearer(secret)
+        )
+        assert_problem(streamed, 503)  # failed before any evidence: a plain problem
+    assert answer_counts(reader) == {
+        ("unavailable", "retrieval_unavailable", "answers"): 1,
+        ("unavailable", "retrieval_unavailable", "answers/stream"): 1,
+    }
+
+
+def test_telemetry_counts_a_stream_that_fails_after_its_evidence(
+    make_service: Callable[..., Service],
+) -> None:
+    service = make_service(ScriptedChatModel([Fail(FailureCategory.INVALID_OUTPUT)] * 5))
+    secret = service.key("alice")
+    app, reader = counted_app(service)
+    with TestClient(app) as client:
+        response = client.post(
+            "/v1/answers/stream", json={"question": QUESTION}, headers=bearer(secret)
+        )
+    assert [name for name, _ in events_of(response.text)] == ["evidence", "error", "outcome"]
+    assert answer_counts(reader) == {("unavailable", "model_unavailable", "answers/stream"): 1}
 
 
 # --- the event stream ------------------------------------------------------------------------

@@ -18,14 +18,16 @@ import pytest
 from tests.service.conftest import CORPUS, QUESTION, bearer, free_port
 
 
-def ragwright(*args: str, home: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def ragwright(
+    *args: str, home: Path, timeout: float = 300, **env: str
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "ragwright", *args],
         capture_output=True,
         text=True,
         env={**os.environ, "RAGWRIGHT_HOME": str(home), **env},
         check=False,
-        timeout=300,
+        timeout=timeout,
     )
 
 
@@ -139,6 +141,70 @@ def test_serve_refuses_a_broken_configuration_with_one_line(
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert starts in lines[0]
+
+
+def closed_port() -> int:
+    return free_port()  # bound and released: nothing listens there
+
+
+def openai_env(base_url: str) -> dict[str, str]:
+    return {
+        "RAGWRIGHT_CHAT_PROVIDER": "openai",
+        "RAGWRIGHT_CHAT_MODEL": "gpt-test",
+        "RAGWRIGHT_CHAT_BASE_URL": base_url,
+        "RAGWRIGHT_CHAT_API_KEY": "sk-test",
+        "RAGWRIGHT_EVIDENCE_ONLY_ON_MODEL_FAILURE": "false",
+    }
+
+
+@pytest.mark.slow
+def test_serve_refuses_a_dead_model_without_a_degradation_mode_with_one_line(
+    idle_home: Path,
+) -> None:
+    env = openai_env(f"http://127.0.0.1:{closed_port()}/v1")
+    # A service that started instead of refusing would serve until killed.
+    result = ragwright("serve", "--port", str(free_port()), home=idle_home, timeout=120, **env)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: setting 'RAGWRIGHT_CHAT_PROVIDER': the chat model does")
+    assert "no degradation mode is declared" in lines[0]
+
+
+@pytest.mark.slow
+def test_serve_without_a_degradation_mode_probes_the_model_once(idle_home: Path) -> None:
+    from tests.scripted_openai import scripted_openai
+
+    with scripted_openai(lambda evidence: {"status": "insufficient"}) as (base_url, seen):
+        port = free_port()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "ragwright", "serve", "--port", str(port)],
+            env={**os.environ, "RAGWRIGHT_HOME": str(idle_home), **openai_env(base_url)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            ready = wait_until_ready(f"http://127.0.0.1:{port}", process)
+        finally:
+            process.terminate()
+            process.communicate(timeout=30)
+    assert ready["checks"]["model"] == {"ok": True, "detail": "ok"}
+    assert len(seen) == 1  # serve's probe; the service's start did not probe again
+
+
+def wait_until_ready(url: str, process: subprocess.Popen[str]) -> Any:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            response = httpx.get(url + "/readyz")
+            if response.status_code == 200:
+                return response.json()
+        except httpx.TransportError:
+            pass
+        assert process.poll() is None, process.stderr.read() if process.stderr else ""
+        time.sleep(0.25)
+    raise AssertionError("the service was not ready in 120 s")
 
 
 def test_serve_refuses_a_port_in_use_before_starting_anything(tmp_path: Path) -> None:

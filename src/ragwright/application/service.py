@@ -170,6 +170,7 @@ from ragwright.pipeline.retrieve import Hit, Mode, Retriever, Thresholds
 from ragwright.protocols import Embedder, IndexPart, VectorIndex
 from ragwright.report import render_report
 from ragwright.settings import Settings
+from ragwright.threads import run_in_thread
 from ragwright.types import (
     ChunkingPolicy,
     EvalCase,
@@ -809,7 +810,7 @@ class Application:
             shown = None
             use_drafts = drafts and self._drafts_apply(request)
             if use_drafts and result.status == "evidence_only" and result.degraded:
-                shown = await asyncio.to_thread(
+                shown = await run_in_thread(
                     self._find_draft,
                     request,
                     index,
@@ -865,7 +866,7 @@ class Application:
             },
         )
         if outcome.mode == "generated" and drafts and self._drafts_apply(request):
-            await asyncio.to_thread(self._keep_draft, request, outcome)
+            await run_in_thread(self._keep_draft, request, outcome)
         return outcome
 
     # --- previous drafts ------------------------------------------------------------
@@ -1023,6 +1024,17 @@ class Application:
             if session is not None:
                 pools.update(session.capacity())
         return pools
+
+    def model_cooldown(self) -> float | None:
+        """Seconds until the kept interactive session's model pools take attempts again,
+        when every one of them is cooling down after throttling; ``None`` when one is
+        not (or outside ``chat_kept_open``): then nobody knows when capacity frees."""
+        if self._kept_chat is None:
+            return None
+        cooldowns = [p["cooldown_seconds"] for p in self._kept_chat.capacity().values()]
+        if not cooldowns or min(cooldowns) <= 0:
+            return None
+        return float(min(cooldowns))
 
     def index_problem(self) -> str | None:
         """``None`` when the collection opens for queries, else why not (one line)."""

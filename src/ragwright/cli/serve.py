@@ -55,12 +55,10 @@ def serve(
     app_ = application(settings)
     for warning in app_.check_serving():
         print(f"warning: {warning}", file=sys.stderr)
-    if (
-        not settings.evidence_only_on_model_failure
-        and not app_.templates()
-        and (problem := asyncio.run(app_.probe_model())) is not None
-    ):
-        # Without a declared degradation mode every answer would be unavailable.
+    # Without a declared degradation mode every answer would be unavailable: the model
+    # must answer before the service listens, and that probe is the service's first.
+    probed = not settings.evidence_only_on_model_failure and not app_.templates()
+    if probed and (problem := asyncio.run(app_.probe_model())) is not None:
         raise ConfigError(
             "RAGWRIGHT_CHAT_PROVIDER",
             f"the chat model does not answer ({problem}) and no degradation mode is declared "
@@ -73,7 +71,7 @@ def serve(
         file=sys.stderr,
     )
     uvicorn.run(
-        create_app(app_),
+        create_app(app_, probe_model=not probed),
         host=host,
         port=port,
         log_level="info",

@@ -29,7 +29,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import hashlib
 import math
@@ -92,6 +91,7 @@ from ragwright.pipeline.answerability import (
 )
 from ragwright.pipeline.retrieve import Hit, Mode, Retriever, Thresholds
 from ragwright.protocols import TokenCounter
+from ragwright.threads import run_in_thread
 
 Status = Literal[
     "answered", "unsupported", "insufficient", "no_eligible_evidence", "evidence_only", "preview"
@@ -419,8 +419,9 @@ async def answer_question(
     HTTP stream sends it as its ``evidence`` event).
 
     Retrieval, sentence scoring, assembly and the support check are CPU- or I/O-bound
-    and synchronous: they run in worker threads (``asyncio.to_thread``, which carries the
-    deadline scope), so an event loop serving other requests is never blocked by them.
+    and synchronous: they run in worker threads (:func:`~ragwright.threads.run_in_thread`,
+    which carries the deadline scope), so an event loop serving other requests is never
+    blocked by them; a cancelled answer ends once its running thread has returned.
     ``AnswerResult.timings`` records each stage in milliseconds.
 
     Example:
@@ -458,13 +459,14 @@ async def answer_question(
             timings[stage] = timings.get(stage, 0.0) + (time.perf_counter() - started) * 1000
 
     with timed("retrieve"), deadline_scope(deadline):  # embedding and rerank spend it too
-        result = await asyncio.to_thread(
+        result = await run_in_thread(
             retriever.search, question, eligibility, scope, k=k, mode=mode, thresholds=thresholds
         )
     candidates = candidates_from(result.hits)
     scorer: SentenceScorer | None = None
     if style != "generated" or answerability_threshold is not None:
-        scorer = SentenceScorer(retriever.embedder, question)
+        with deadline_scope(deadline):  # it embeds the question: off the event loop too
+            scorer = await run_in_thread(SentenceScorer, retriever.embedder, question)
 
     def prepare(run_budget: Budget, schema: SchemaStyle, run_counter: TokenCounter) -> _Prepared:
         quoted = style == "quoted"
@@ -527,7 +529,7 @@ async def answer_question(
         return _Prepared(context, request, options, shown)
 
     with timed("assemble"), deadline_scope(deadline):
-        primary = await asyncio.to_thread(prepare, budget, schema_style, counter)
+        primary = await run_in_thread(prepare, budget, schema_style, counter)
     if primary.request is None:
         return AnswerResult(
             "no_eligible_evidence",
@@ -545,7 +547,7 @@ async def answer_question(
     if scorer is not None:
         sentences = _sentences_of(primary.context)
         with timed("score"), deadline_scope(deadline):
-            scores = await asyncio.to_thread(scorer.scores, sentences)
+            scores = await run_in_thread(scorer.scores, sentences)
         signal = answerability(sentences, scores, answerability_threshold)
     if preview:
         return AnswerResult(
@@ -575,8 +577,8 @@ async def answer_question(
             sentences = _sentences_of(primary.context)
             with timed("score"):
                 scores.update(
-                    await asyncio.to_thread(
-                        SentenceScorer(retriever.embedder, question).scores, sentences
+                    await run_in_thread(
+                        lambda: SentenceScorer(retriever.embedder, question).scores(sentences)
                     )
                 )
         picked = select_evidence(sentences, scores)
@@ -633,7 +635,7 @@ async def answer_question(
         used = prepared_for(response)
         answer = parse(response)
         support = (
-            await asyncio.to_thread(
+            await run_in_thread(
                 check_support,
                 answer.text,
                 [(c.label, c.included_text) for c in answer.citations],

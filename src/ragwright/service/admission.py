@@ -8,8 +8,10 @@ generation starts (the backpressure contract in docs/service.md):
 
 Neither refusal carries ``Retry-After``: a concurrency limiter cannot know when an
 in-progress request will finish, and a guessed interval makes clients retry together.
-The permit is held until the response has been sent in full (for a stream, until the
-last event or the client leaves).
+The permit is held until the request's work has ended (for a stream, its last event):
+when the client leaves, the work is cancelled, and the permit comes back once a worker
+thread it was running (a query embedding) has returned — a thread cannot be stopped,
+and the capacity it uses is taken until then.
 """
 
 from __future__ import annotations

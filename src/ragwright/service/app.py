@@ -11,7 +11,9 @@ allowlist, never widen it. docs/service.md is the contract.
 """
 
 import asyncio
+import contextlib
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -33,6 +35,8 @@ from ragwright.application import (
     AnswerRequest,
     Application,
     IngestRequest,
+    SearchRequest,
+    SearchResult,
     StatusRequest,
 )
 from ragwright.application.callers import (
@@ -44,6 +48,7 @@ from ragwright.application.job_runner import JobRunner
 from ragwright.application.jobs import BatchLimits
 from ragwright.application.keys import ApiKey
 from ragwright.core.documents import validate_document
+from ragwright.deadline import Deadline, deadline_scope
 from ragwright.errors import (
     AnswerContractError,
     AssemblyError,
@@ -56,18 +61,22 @@ from ragwright.errors import (
     StorageError,
     VectorIndexError,
 )
-from ragwright.service.admission import Admission
+from ragwright.service.admission import Admission, Permit
 from ragwright.service.jobs import job_routes
+from ragwright.service.model_health import RECHECK_SECONDS, ModelHealth
 from ragwright.service.problems import (
     INTERACTIVE_ERRORS,
     Problem,
+    answer_unavailable,
     document_problems,
     install_problem_handlers,
     invalid_field,
     problem_responses,
+    unavailable_outcome,
 )
 from ragwright.service.schemas import AnswerBody, IngestBody, SearchBody
 from ragwright.service.streaming import answer_stream
+from ragwright.threads import run_in_thread
 from ragwright.types import SourceDocument, SourceSection
 
 logger = logging.getLogger("ragwright.service")
@@ -84,7 +93,7 @@ class ServiceState:
 
     application: Application
     admission: Admission
-    model_problem: str | None = None
+    model: ModelHealth = field(default_factory=ModelHealth)
     started_at: float = field(default_factory=time.time)
     runner: JobRunner | None = None
 
@@ -93,19 +102,24 @@ def create_app(
     application: Application,
     *,
     probe_model: bool = True,
+    model_recheck: float = RECHECK_SECONDS,
     tracer_provider: TracerProvider | None = None,
     meter_provider: MeterProvider | None = None,
 ) -> FastAPI:
     """The service over ``application`` (``ragwright serve`` builds it from settings).
 
     On startup the chat session is opened once and kept warm for every request, and the
-    model is probed (``probe_model``); a model that does not answer leaves the service
-    up in its declared degradation mode, reported by ``/readyz``.
+    model is probed (``probe_model``; false when the caller has just probed it); a model
+    that does not answer leaves the service up in its declared degradation mode,
+    reported by ``/readyz``. After that the model check follows the answers, and a model
+    marked down is probed again every ``model_recheck`` seconds until it answers
+    (:mod:`ragwright.service.model_health`).
     """
     settings = application.settings
     state = ServiceState(
         application,
         Admission(settings.serve_concurrency, settings.serve_tenant_concurrency),
+        ModelHealth(recheck_seconds=model_recheck),
     )
     tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer("ragwright.service")
     meter = (meter_provider or metrics.get_meter_provider()).get_meter("ragwright.service")
@@ -122,14 +136,16 @@ def create_app(
             stack.enter_context(application.hold_index())
             await stack.enter_async_context(application.chat_kept_open())
             if probe_model:
-                state.model_problem = await application.probe_model()
-                if state.model_problem is not None:
+                state.model.problem = await application.probe_model()
+                if state.model.problem is not None:
                     logger.warning(
                         "warning: the chat model does not answer (%s); answers degrade "
                         "to %s until it does",
-                        state.model_problem,
+                        state.model.problem,
                         degraded_mode(application),
                     )
+            rechecking = asyncio.create_task(state.model.recheck(application.probe_model))
+            stack.push_async_callback(cancelled, rechecking)
             if settings.job_workers > 0:
                 await stack.enter_async_context(application.chat_kept_open("batch"))
                 stop = asyncio.Event()
@@ -221,30 +237,47 @@ def create_app(
     app.add_middleware(EdgeClock)
     app.include_router(job_routes(application, application.jobs, caller, checked))
 
-    def remaining(request: Request) -> float:
+    def remaining(request: Request, *, answering: bool = True) -> float:
+        """Seconds left of the request's budget, which started at the edge (EdgeClock):
+        time spent before the handler (authentication, a slow key store) counts."""
         spent = time.monotonic() - float(request.state.arrived)
         left = settings.answer_deadline - spent
         if left <= 0:
-            raise unavailable("request_deadline_exceeded", "the request's deadline has passed")
+            raise unavailable(
+                "request_deadline_exceeded",
+                "the request's deadline has passed",
+                answering=answering,
+            )
         return left
 
-    def record(outcome: AnswerOutcome, key: ApiKey, route: str) -> None:
-        attributes = {
-            "mode": outcome.mode or "none",
-            "reason": outcome.reason or "none",
-            "route": route,
-        }
+    async def admitted(request: Request, key: ApiKey, start: Callable[[], Awaitable[T]]) -> T:
+        """Admit the request (or refuse it at once) and run ``start()``'s work until it
+        ends or the client leaves; the permit goes back when the work has ended."""
+        permit = state.admission.enter(key.tenant)
+        try:
+            work = start()
+        except BaseException:
+            permit.release()
+            raise
+        return await until_disconnect(request, work, permit)
+
+    def record(
+        key: ApiKey, route: str, mode: str | None, reason: str | None, status: str | None
+    ) -> None:
+        """Count one answer outcome by mode and reason, refusals included; never its
+        question, evidence or answer."""
+        attributes = {"mode": mode or "none", "reason": reason or "none", "route": route}
         outcomes.add(1, attributes)
         with tracer.start_as_current_span("ragwright.answer") as span:
             span.set_attributes({f"ragwright.{k}": v for k, v in attributes.items()})
             span.set_attribute("ragwright.key_id", key.id)
-        logger.info(
-            "answer key=%s mode=%s reason=%s status=%s",
-            key.id,
-            outcome.mode,
-            outcome.reason,
-            outcome.status,
-        )
+        logger.info("answer key=%s mode=%s reason=%s status=%s", key.id, mode, reason, status)
+
+    def record_refusal(problem: Problem, key: ApiKey, route: str) -> None:
+        # Only an answer refused as such has a mode: invalid input, a missing scope or
+        # a full service is not an answer outcome.
+        if "mode" in problem.extensions:
+            record(key, route, problem.extensions["mode"], problem.extensions.get("reason"), None)
 
     @app.get("/healthz", tags=["operations"])
     async def healthz() -> dict[str, str]:
@@ -272,17 +305,23 @@ def create_app(
         key: Annotated[ApiKey, Depends(caller("answer"))],
     ) -> JSONResponse:
         """A grounded answer with its citations, mode, provenance and stage timings."""
-        permit = state.admission.enter(key.tenant)
         try:
-            answer_request = build_answer_request(body, key, remaining(request))
-            outcome = await until_disconnect(request, answer_or_problem(answer_request))
-        finally:
-            permit.release()
-        record(outcome, key, "answers")
+            outcome = await admitted(
+                request,
+                key,
+                lambda: answer_or_problem(build_answer_request(body, key, remaining(request))),
+            )
+        except Problem as problem:
+            record_refusal(problem, key, "answers")
+            raise
+        record(key, "answers", outcome.mode, outcome.reason, outcome.status)
         if outcome.mode == "unavailable":
-            raise unavailable(
-                outcome.reason or "model_unavailable",
-                "the model is unavailable and no approved template applies",
+            # A pool cooling down after a provider's 429 refuses every attempt for a known
+            # time: the one case where the server knows when capacity can free.
+            cooldown = application.model_cooldown()
+            raise unavailable_outcome(
+                outcome.reason,
+                headers={"Retry-After": str(math.ceil(cooldown))} if cooldown else None,
                 timings=outcome.to_dict()["timings"],
             )
         return JSONResponse(outcome.public_dict())
@@ -302,15 +341,24 @@ def create_app(
         permit = state.admission.enter(key.tenant)
         try:
             answer_request = build_answer_request(body, key, remaining(request))
+        except BaseException as error:
+            permit.release()
+            if isinstance(error, Problem):
+                record_refusal(error, key, "answers/stream")
+            raise
+        try:
+            # From here the stream holds the permit until the answer's work has ended.
             return await answer_stream(
                 request,
                 permit,
                 lambda on_evidence: answer_or_problem(answer_request, on_evidence),
                 present=AnswerOutcome.public_dict,
-                record=lambda outcome: record(outcome, key, "answers/stream"),
+                record=lambda data: record(
+                    key, "answers/stream", data["mode"], data["reason"], data["status"]
+                ),
             )
-        except BaseException:
-            permit.release()
+        except Problem as problem:
+            record_refusal(problem, key, "answers/stream")
             raise
 
     @app.post(
@@ -324,8 +372,16 @@ def create_app(
         key: Annotated[ApiKey, Depends(caller("search"))],
     ) -> JSONResponse:
         """The ``k`` best eligible chunks (the same shape as ``ragwright search --json``)."""
-        permit = state.admission.enter(key.tenant)
-        try:
+
+        async def searched(search_request: SearchRequest, seconds: float) -> SearchResult:
+            # The query embedding (a remote provider's retries and waits) spends what is
+            # left of the request's budget.
+            with deadline_scope(Deadline.after(seconds)):
+                return await guarded(
+                    run_in_thread(application.search, search_request), answering=False
+                )
+
+        def start() -> Awaitable[SearchResult]:
             search_request = checked(
                 search_request_for,
                 key,
@@ -333,12 +389,9 @@ def create_app(
                 k=body.k,
                 documents=body.documents,
             )
-            result = await until_disconnect(
-                request,
-                guarded(asyncio.to_thread(application.search, search_request), answering=False),
-            )
-        finally:
-            permit.release()
+            return searched(search_request, remaining(request, answering=False))
+
+        result = await admitted(request, key, start)
         return JSONResponse(result.to_dict())
 
     @app.get("/v1/status", tags=["operations"], responses=problem_responses(401, 403, 503))
@@ -356,7 +409,7 @@ def create_app(
                     "admission": state.admission.describe(),
                     "model_capacity": application.capacity(),
                     "answer_deadline_seconds": settings.answer_deadline,
-                    "model": state.model_problem or "ok",
+                    "model": state.model.problem or "ok",
                     "degraded_mode": degraded_mode(application),
                 },
             }
@@ -416,7 +469,14 @@ def create_app(
         answer_request: AnswerRequest,
         on_evidence: Callable[[Any], None] | None = None,
     ) -> AnswerOutcome:
-        return await guarded(application.answer(answer_request, on_evidence=on_evidence))
+        try:
+            outcome = await guarded(application.answer(answer_request, on_evidence=on_evidence))
+        except Problem as problem:
+            if problem.extensions.get("reason") == "model_unavailable":
+                state.model.failed(problem.extensions.get("failure_category"))
+            raise
+        state.model.failed(outcome.result.degraded)
+        return outcome
 
     return app
 
@@ -454,6 +514,12 @@ class EdgeClock:
                 status[0] or "-",
                 (time.monotonic() - arrived) * 1000,
             )
+
+
+async def cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 async def stopped(stop: asyncio.Event, dispatching: asyncio.Task[None]) -> None:
@@ -538,13 +604,17 @@ def checked(build: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         raise Problem(403, "outside-allowlist", "Not allowed", str(error)) from error
 
 
-def unavailable(reason: str, detail: str, **extensions: Any) -> Problem:
+def unavailable(reason: str, detail: str, *, answering: bool, **extensions: Any) -> Problem:
+    """503 with ``reason``: an answer that cannot be given (``answer-unavailable``, with
+    ``mode``), or else a search, status or ingestion that cannot be served
+    (``retrieval-unavailable``: not about an answer, no ``mode``)."""
+    if answering:
+        return answer_unavailable(reason, detail, **extensions)
     return Problem(
         503,
-        "answer-unavailable",
-        "No answer can be given now",
+        "retrieval-unavailable",
+        "The index cannot be used now",
         detail,
-        mode="unavailable",
         reason=reason,
         **extensions,
     )
@@ -556,16 +626,7 @@ async def guarded(work: Awaitable[T], *, answering: bool = True) -> T:
     answer: kind ``retrieval-unavailable``, no ``mode``)."""
 
     def down(reason: str, detail: str, **extensions: Any) -> Problem:
-        if answering:
-            return unavailable(reason, detail, **extensions)
-        return Problem(
-            503,
-            "retrieval-unavailable",
-            "The index cannot be used now",
-            detail,
-            reason=reason,
-            **extensions,
-        )
+        return unavailable(reason, detail, answering=answering, **extensions)
 
     try:
         return await work
@@ -595,9 +656,14 @@ async def guarded(work: Awaitable[T], *, answering: bool = True) -> T:
         ) from error
 
 
-async def until_disconnect(request: Request, work: Awaitable[T]) -> T:
-    """Await ``work``, cancelling it when the client goes away (its budget is theirs)."""
+async def until_disconnect(request: Request, work: Awaitable[T], permit: Permit) -> T:
+    """Await ``work``, cancelling it when the client goes away (its budget is theirs).
+
+    ``permit`` goes back when the work has ended, not when it was cancelled: a worker
+    thread cannot be stopped, and until it returns the capacity it uses is taken (the
+    work waits for its threads: :func:`~ragwright.threads.run_in_thread`)."""
     task = asyncio.ensure_future(work)
+    task.add_done_callback(lambda _: permit.release())
     try:
         while True:
             done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL)
@@ -617,7 +683,7 @@ def readiness(state: ServiceState) -> dict[str, dict[str, Any]]:
     checks: dict[str, dict[str, Any]] = {}
     index_problem = application.index_problem()
     checks["index"] = {"ok": index_problem is None, "detail": index_problem or "ok"}
-    model = state.model_problem
+    model = state.model.problem
     # A model that does not answer is not a readiness failure when a degradation mode
     # is declared: the service answers in that mode and says so in every result.
     # A stored draft answers only questions asked before: not a mode that serves traffic.

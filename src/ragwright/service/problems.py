@@ -70,6 +70,42 @@ class Problem(Exception):
         )
 
 
+def answer_unavailable(
+    reason: str, detail: str, *, headers: Mapping[str, str] | None = None, **extensions: Any
+) -> Problem:
+    """``503 answer-unavailable``: no answer the service stands behind (``mode``
+    ``unavailable``, with its ``reason``)."""
+    return Problem(
+        503,
+        "answer-unavailable",
+        "No answer can be given now",
+        detail,
+        headers=headers,
+        mode="unavailable",
+        reason=reason,
+        **extensions,
+    )
+
+
+def unavailable_outcome(
+    reason: str | None, *, headers: Mapping[str, str] | None = None, **extensions: Any
+) -> Problem:
+    """The problem for an answer whose mode is ``unavailable`` (the model did not answer
+    in time and no other mode was allowed), its detail worded from ``reason``."""
+    cause = (
+        "the request's deadline passed before the model answered"
+        if reason == "request_deadline_exceeded"
+        else "the model is unavailable"
+    )
+    return answer_unavailable(
+        reason or "model_unavailable",
+        f"{cause}; no previous draft or approved template applies and evidence-only "
+        "answers are turned off",
+        headers=headers,
+        **extensions,
+    )
+
+
 def invalid_field(field: str, rule: str, *, status: int = 422) -> Problem:
     """Invalid input, naming the field (dotted path, as the client spells it) and rule."""
     return Problem(

@@ -36,7 +36,7 @@ from starlette.types import Receive, Scope, Send
 from ragwright.application import AnswerOutcome
 from ragwright.core.assembly import AssembledContext
 from ragwright.service.admission import Permit
-from ragwright.service.problems import Problem, logger
+from ragwright.service.problems import Problem, logger, unavailable_outcome
 
 KEEPALIVE_SECONDS = 15.0
 DISCONNECT_POLL = 0.25
@@ -44,23 +44,23 @@ DISCONNECT_POLL = 0.25
 _SENTENCE_END = re.compile(r"(?<=[.!?]\s)")
 
 
-class PermitStream(StreamingResponse):
-    """An event stream that returns its admission permit however it ends (sent in full,
-    client gone, or never started)."""
+class AnswerStream(StreamingResponse):
+    """An event stream that cancels its answer's work however the stream ends (sent in
+    full, client gone, or cut while an event was being sent)."""
 
-    def __init__(self, content: AsyncIterator[bytes], permit: Permit) -> None:
+    def __init__(self, content: AsyncIterator[bytes], task: asyncio.Future[AnswerOutcome]) -> None:
         super().__init__(
             content,
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
-        self._permit = permit
+        self._task = task
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
-            self._permit.release()
+            self._task.cancel()  # nothing when it has ended
 
 
 def event(name: str, data: dict[str, Any]) -> bytes:
@@ -110,12 +110,16 @@ async def answer_stream(
     start: Callable[[Callable[[AssembledContext], None]], Awaitable[AnswerOutcome]],
     *,
     present: Callable[[AnswerOutcome], dict[str, Any]],
-    record: Callable[[AnswerOutcome], None],
+    record: Callable[[dict[str, Any]], None],
 ) -> StreamingResponse:
     """Start the answer; return a problem if it fails before its evidence, else the
-    stream (the caller releases ``permit`` only if this raises)."""
+    stream. ``permit`` goes back when the answer's work has ended, however the request
+    ends: a cancelled answer ends only once its running worker thread has returned, so
+    a client that leaves frees no capacity that is still in use. ``record`` receives
+    every ``outcome`` event's data as it is sent, a failed stream's included."""
     evidence: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     task = asyncio.ensure_future(start(lambda ctx: evidence.put_nowait(evidence_data(ctx))))
+    task.add_done_callback(lambda _: permit.release())
     try:
         while not task.done() and evidence.empty():
             await asyncio.wait({task}, timeout=DISCONNECT_POLL)
@@ -126,16 +130,21 @@ async def answer_stream(
     except BaseException:
         task.cancel()
         raise
-    return PermitStream(_events(task, evidence, present, record), permit)
+    return AnswerStream(_events(task, evidence, present, record), task)
 
 
 async def _events(
     task: asyncio.Future[AnswerOutcome],
     evidence: asyncio.Queue[dict[str, Any]],
     present: Callable[[AnswerOutcome], dict[str, Any]],
-    record: Callable[[AnswerOutcome], None],
+    record: Callable[[dict[str, Any]], None],
 ) -> AsyncIterator[bytes]:
     began = False
+
+    def ended(data: dict[str, Any]) -> bytes:
+        record(data)
+        return event("outcome", data)
+
     try:
         if not evidence.empty():
             yield event("evidence", evidence.get_nowait())
@@ -148,36 +157,24 @@ async def _events(
             outcome = task.result()
         except Problem as problem:
             yield event("error", problem.body())
-            yield event(
-                "outcome",
+            yield ended(
                 failed_outcome(
                     problem.extensions.get("mode", "unavailable"),
                     problem.extensions.get("reason"),
                     interrupted=began,
-                ),
+                )
             )
             return
-        record(outcome)
         body = present(outcome)
         if outcome.mode == "unavailable":
-            yield event(
-                "error",
-                Problem(
-                    503,
-                    "answer-unavailable",
-                    "No answer can be given now",
-                    "the model is unavailable and no approved template applies",
-                    mode="unavailable",
-                    reason=outcome.reason,
-                ).body(),
-            )
-            yield event("outcome", {**_outcome_fields(body), "interrupted": began})
+            yield event("error", unavailable_outcome(outcome.reason).body())
+            yield ended({**_outcome_fields(body), "interrupted": began})
             return
         if outcome.mode == "generated":
             for piece in deltas(body):
                 yield event("delta", piece)
         yield event("citations", {"citations": body["citations"]})
-        yield event("outcome", {**_outcome_fields(body), "interrupted": False})
+        yield ended({**_outcome_fields(body), "interrupted": False})
     except asyncio.CancelledError:
         # The client left: the finally below stops the work (logged without content).
         logger.info("stream closed by the client after %s", "evidence" if began else "nothing")
@@ -189,7 +186,7 @@ async def _events(
                 500, "internal", "Internal error", f"the answer failed ({type(error).__name__})"
             ).body(),
         )
-        yield event("outcome", failed_outcome("unavailable", None, interrupted=True))
+        yield ended(failed_outcome("unavailable", None, interrupted=True))
     finally:
         if not task.done():
             task.cancel()
