@@ -1468,8 +1468,13 @@ class Application:
 
     def key(self, key_id: str) -> ApiKey | None:
         """The key with this id (revoked ones included), else ``None``: a job's worker
-        revalidates the submitting caller's current permissions with it."""
-        return next((k for k in self.components.key_store().list() if k.id == key_id), None)
+        revalidates the submitting caller's current permissions with it.
+
+        Raises:
+            StorageError: the key store cannot be read (PostgreSQL down: within its
+                connect timeout, so call it off the event loop).
+        """
+        return self.components.key_store().get(key_id)
 
     def changed_citations(self, outcome: AnswerOutcome, key: ApiKey) -> list[str]:
         """The cited documents no longer eligible for ``key``'s caller at the revision the
