@@ -21,7 +21,7 @@ from fastapi import APIRouter, Depends, Header
 from fastapi.responses import JSONResponse
 
 from ragwright.application import Application
-from ragwright.application.callers import answer_request_for
+from ragwright.application.callers import answer_request_for, grant_digest
 from ragwright.application.job_runner import job_status
 from ragwright.application.jobs import AnswerJob, JobStore, canonical_input
 from ragwright.application.keys import ApiKey
@@ -91,6 +91,7 @@ def job_routes(
                 input_hash=canonical_input(request),
                 request=request,
                 ttl_seconds=settings.job_ttl,
+                grant_digest=grant_digest(key),
             )
         except IdempotencyConflict as error:
             raise Problem(
