@@ -433,6 +433,7 @@ class Application:
             queue.close_run(run_id, "finished")
         finally:
             index.close()
+            queue.close()
         self._purge_drafts(report.changed_documents)
         return _ingest_result(
             report, request, policy, embedder, skipped=loaded.skipped, invalid=loaded.invalid
