@@ -559,6 +559,7 @@ class PostgresJobStore(_SqlJobStore):
             )
             version = f"SELECT version FROM {self.schema}.ragwright_schema WHERE component = 'jobs'"
             rows = conn.execute(version).fetchall()
+            upgrades: Sequence[str]
             if rows:
                 upgrades = _upgrade(rows, table=self._table)
             else:

@@ -255,10 +255,11 @@ class JobStoreConformance:
         done, failed, cancelled, expired, running, queued = (
             submit(store, f"key-{i}", ttl=LEASE if i == 3 else 600.0) for i in range(6)
         )
-        for job_id, state in ((done, "succeeded"), (failed, "failed")):
+        for job_id in (done, failed):
             claimed = store.claim("w", lease_seconds=60, limits=WIDE)
             assert claimed is not None and claimed.id == job_id
-            store.publish(job_id, "w", state=state, result={} if state == "succeeded" else None)
+        store.publish(done, "w", state="succeeded", result={})
+        store.publish(failed, "w", state="failed", failure="model unavailable")
         store.cancel(cancelled)
         self.elapse(LEASE + 0.2)
         assert store.expire() == 1
