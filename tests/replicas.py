@@ -232,10 +232,13 @@ class Replica:
     def log_path(self) -> Path:
         return self.home / "serve.log"
 
+    def arguments(self) -> list[str]:
+        return ["serve", "--port", str(self.port)]
+
     def start(self, **extra: str) -> None:
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "ragwright", "serve", "--port", str(self.port)],
+                [sys.executable, "-m", "ragwright", *self.arguments()],
                 env={**os.environ, **self.env, "RAGWRIGHT_HOME": str(self.home), **extra},
                 stdout=subprocess.DEVNULL,
                 stderr=log,
@@ -274,6 +277,24 @@ class Replica:
         """The job runner's id of the current process (the last one in the log)."""
         found = RUNNER.findall(self.log())
         return found[-1] if found else None
+
+
+class Worker(Replica):
+    """A ``ragwright worker`` process (answer jobs without HTTP) with its own home: it
+    must own its embedded index, so give it a copy no ``serve`` process holds."""
+
+    def arguments(self) -> list[str]:
+        return ["worker"]
+
+    def wait_started(self, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if "jobs at once" in self.log():
+                return
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(f"worker {self.name} exited:\n{self.log()}")
+            time.sleep(0.2)
+        raise RuntimeError(f"worker {self.name} not started in {timeout} s:\n{self.log()}")
 
 
 @contextlib.contextmanager
@@ -373,6 +394,17 @@ def key_count(database_url: str) -> int:
     """API keys in the PostgreSQL key store the replicas share."""
     with psycopg.connect(database_url) as conn:
         found = conn.execute("SELECT count(*) FROM ragwright.api_keys").fetchone()
+    return int(found[0]) if found else 0
+
+
+def live_leases(database_url: str) -> int:
+    """Jobs running under a lease that has not run out, by the server's clock: the jobs
+    the batch pool counts."""
+    with psycopg.connect(database_url, connect_timeout=2) as conn:
+        found = conn.execute(
+            "SELECT count(*) FROM ragwright.answer_jobs "
+            "WHERE state = 'running' AND lease_expires_at > clock_timestamp()"
+        ).fetchone()
     return int(found[0]) if found else 0
 
 

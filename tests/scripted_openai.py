@@ -9,7 +9,10 @@ For tests that drive the real command line (a subprocess) and need a known answe
 object, or a string sent as the completion's text as it is (a malformed answer); every
 request body is recorded. A request without evidence (``ragwright serve``'s startup
 probe) gets ``{"ok": true}``. ``delay`` holds each reply that many seconds (a slow provider,
-for the service's load benchmark); each request is answered on its own thread.
+for the service's load benchmark); each request is answered on its own thread. Each
+recorded request also holds ``started`` and ``ended`` (``time.monotonic()`` on arrival
+and once its reply is ready, before it is sent), so a test can count the requests held
+open at once.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ def scripted_openai(
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append({"path": self.path, "body": body})
+            record: dict[str, Any] = {"path": self.path, "body": body, "started": time.monotonic()}
+            seen.append(record)
             try:
                 evidence = json.loads(body["messages"][-1]["content"])["evidence"]
             except (ValueError, KeyError, TypeError):
@@ -64,6 +68,8 @@ def scripted_openai(
                 "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
             }
             data = json.dumps(completion).encode()
+            # Before the reply leaves: the client's next request cannot start before it.
+            record["ended"] = time.monotonic()
             # A client killed while it waited (the fault benchmarks) is gone: nothing to say.
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 self.send_response(200)

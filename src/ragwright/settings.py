@@ -270,6 +270,13 @@ class Settings(BaseSettings):
     job_ttl: float = Field(
         3600.0, gt=0, description="Seconds an answer job may wait and run before it expires."
     )
+    job_retention: float = Field(
+        604800.0,
+        gt=0,
+        description="Seconds a finished answer job (its result, failure, and the "
+        "Idempotency-Key it holds) is kept after it finished; then the workers' sweep "
+        "deletes it and the key may name a new job.",
+    )
     job_lease: float = Field(
         30.0,
         gt=0,

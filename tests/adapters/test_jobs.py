@@ -115,6 +115,86 @@ def test_sqlite_refuses_another_schema_version(tmp_path: Path) -> None:
         SqliteJobStore(path)
 
 
+# The tables as schema version 1 made them (before grant_digest and the finished_at
+# index), with one queued job of that version.
+_V1_COLUMNS = (
+    "id {text} NOT NULL UNIQUE, tenant {text}, tenant_key {text} NOT NULL, "
+    "key_id {text} NOT NULL, idempotency_key {text} NOT NULL, input_hash {text} NOT NULL, "
+    "request {json} NOT NULL, state {text} NOT NULL, created_at {time} NOT NULL, "
+    "expires_at {time} NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, lease_owner {text}, "
+    "lease_expires_at {time}, result {json}, failure {text}, finished_at {time}, "
+    "UNIQUE (tenant_key, idempotency_key)"
+)
+_V1_JOB = (
+    "INSERT INTO {table} (id, tenant, tenant_key, key_id, idempotency_key, input_hash, "
+    "request, state, created_at, expires_at) VALUES ('old-job', 'acme', 't:acme', 'k1', "
+    "'key-1', 'h', '{{\"question\": \"q?\"}}', 'queued', {now}, {later})"
+)
+
+
+def test_sqlite_upgrades_a_version_1_store_in_place_keeping_its_jobs(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "jobs.sqlite3"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE ragwright_schema (component TEXT PRIMARY KEY, version INTEGER)")
+        db.execute("INSERT INTO ragwright_schema VALUES ('jobs', 1)")
+        columns = _V1_COLUMNS.format(text="TEXT", json="TEXT", time="TEXT")
+        db.execute(f"CREATE TABLE answer_jobs (seq INTEGER PRIMARY KEY, {columns}) STRICT")
+        db.execute(
+            _V1_JOB.format(
+                table="answer_jobs",
+                now="'2020-01-01T00:00:00.000000Z'",
+                later="'2999-01-01T00:00:00.000000Z'",
+            )
+        )
+    store = SqliteJobStore(path)
+    try:
+        old = store.get("old-job")
+        assert old is not None and (old.state, old.grant_digest) == ("queued", None)
+        new = store.get(submit(store, "key-2"))
+        assert new is not None and new.grant_digest == "grant-1"
+    finally:
+        store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT version FROM ragwright_schema").fetchall() == [(2,)]
+    SqliteJobStore(path).close()  # the upgraded store opens again as it is
+
+
+def test_postgres_upgrades_a_version_1_schema_in_place_keeping_its_jobs() -> None:
+    schema = f"test_jobs_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(URL, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+        conn.execute(
+            f"CREATE TABLE {schema}.ragwright_schema (component text PRIMARY KEY, version integer)"
+        )
+        conn.execute(f"INSERT INTO {schema}.ragwright_schema VALUES ('jobs', 1)")
+        columns = _V1_COLUMNS.format(text="text", json="jsonb", time="timestamptz")
+        conn.execute(
+            f"CREATE TABLE {schema}.answer_jobs "
+            f"(seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, {columns})"
+        )
+        conn.execute(
+            _V1_JOB.format(
+                table=f"{schema}.answer_jobs", now="now()", later="now() + interval '1 hour'"
+            )
+        )
+    try:
+        stores = [PostgresJobStore(URL, schema=schema) for _ in range(2)]  # once, then as is
+        old = stores[1].get("old-job")
+        assert old is not None and (old.state, old.grant_digest) == ("queued", None)
+        new = stores[1].get(submit(stores[0], "key-2"))
+        assert new is not None and new.grant_digest == "grant-1"
+        for store in stores:
+            store.close()
+        with psycopg.connect(URL) as conn:
+            version = conn.execute(f"SELECT version FROM {schema}.ragwright_schema").fetchall()
+        assert version == [(2,)]
+    finally:
+        with psycopg.connect(URL, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
 def test_postgres_stores_opening_together_create_the_schema_once() -> None:
     schema = f"test_jobs_{uuid.uuid4().hex[:12]}"
     stores: list[PostgresJobStore] = []

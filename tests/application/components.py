@@ -34,7 +34,9 @@ def quoted(*sentence_ids: str) -> Reply:
 
 
 class FakeComponents(RuntimeComponents):
-    """Runtime components with the hashing embedder and a scripted provider."""
+    """Runtime components with the hashing embedder and a scripted provider. Each chat
+    session gets the capacity pools of its workload, as the real ones do (so
+    ``Application.capacity()`` shows which pool a call took)."""
 
     def __init__(self, settings: Settings, model: ChatModel | None = None) -> None:
         super().__init__(settings)
@@ -52,8 +54,9 @@ class FakeComponents(RuntimeComponents):
     def chat(self, counter: TokenCounter, workload: Workload = "interactive") -> ChatSession:
         self.sessions += 1
         self.workloads.append(workload)
-        # The pools build_chat_pipeline would open itself, kept so the session reports them.
-        shared = open_shared_state(self.settings, [self.model.name])
+        # The pools build_chat_pipeline would open itself (the workload's own), kept so
+        # the session reports them.
+        shared = open_shared_state(self.settings, [self.model.name], workload=workload)
         pipeline = build_chat_pipeline(self.settings, [self.model], counter=counter, shared=shared)
         return ChatSession(pipeline, _nothing, capacity=shared.describe)
 

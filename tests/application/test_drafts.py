@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,10 @@ from ragwright.runtime import RuntimeComponents
 from ragwright.settings import load_settings
 from ragwright.testing.fakes import ManualClock
 from ragwright.testing.scripted import Fail, ScriptedChatModel, Step
+from tests.adapters.qdrant_server import serve_qdrant_double
 from tests.application.components import FakeComponents, answered
 from tests.application.postgres import POSTGRES_URL, fresh_schema
+from tests.replicas import scratch_database
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 QUESTION = "How are refunds paid back?"
@@ -152,6 +155,45 @@ def test_no_draft_after_the_cited_document_changed_it_is_purged(
     app.ingest(IngestRequest(sources=(corpus,)))
     assert components.draft_store().find("acme", question_key(QUESTION)) == []
     assert ask(app).mode == "evidence_only"
+
+
+@pytest.mark.slow
+def test_a_queued_ingestion_that_changes_a_cited_document_purges_its_drafts(
+    tmp_path: Path, corpus: Path, clock: ManualClock
+) -> None:
+    # ingest --queue: the coordinator validates, workers elsewhere write into the Qdrant
+    # server (here the REST double), and the coordinator purges once the items are done.
+    script: list[Step] = [answered("S1", text=ANSWER)] * 2 + [Fail(FailureCategory.TRANSIENT)]
+    with scratch_database() as database, serve_qdrant_double(record=False) as (qdrant, _):
+        shared = {
+            "backend": "qdrant",
+            "qdrant_location": qdrant,
+            "collection": "drafts",
+            "database_url": database,
+        }
+        app, components = application(
+            tmp_path / "home", clock, ScriptedChatModel(script * 10), **shared
+        )
+        app.ingest(IngestRequest(sources=(corpus,)))
+        assert ask(app).mode == ask(app, tenant="globex").mode == "generated"
+        write_doc(corpus, "acme", "Refunds are paid as store credit from now on.")
+        worker, _ = application(tmp_path / "worker", clock, **shared)  # another machine
+        stop = threading.Event()
+        working = threading.Thread(
+            target=worker.ingest_worker, kwargs={"worker": "w1", "stop": stop}, daemon=True
+        )
+        working.start()
+        try:
+            result = app.ingest_queued(IngestRequest(sources=(corpus,)), item_size=1)
+        finally:
+            stop.set()
+            working.join(60)
+        store = components.draft_store()
+        acme = store.find("acme", question_key(QUESTION))
+        globex = store.find("globex", question_key(QUESTION))
+        store.close()
+    assert result.to_dict()["documents_changed"] == 1
+    assert acme == [] and len(globex) == 1  # only the tenant whose document changed
 
 
 def test_a_replica_that_missed_the_purge_still_refuses_the_changed_draft(

@@ -202,6 +202,16 @@ def test_a_revoked_key_authenticates_nothing(store: KeyStore) -> None:
     assert still is not None and still.id == kept.id and store.list()[1].id == kept.id
 
 
+def test_a_key_is_read_by_its_id_revoked_ones_included(store: KeyStore) -> None:
+    key, _ = store.add(tenant="acme", scopes=("answer",), types=("runbook",), name="jobs")
+    other, _ = store.add(tenant=None, scopes=("search",))
+    assert store.get(key.id) == key
+    store.revoke(other.id)
+    revoked = store.get(other.id)
+    assert revoked is not None and revoked.id == other.id and not revoked.active
+    assert store.get("0123456789ab") is None
+
+
 def test_revoking_twice_keeps_the_first_date(store: KeyStore, clock: ManualClock) -> None:
     key, _ = store.add(tenant=None, scopes=("search",))
     first = store.revoke(key.id).revoked_at

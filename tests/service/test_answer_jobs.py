@@ -4,6 +4,10 @@ revalidation before running and before publishing, and degraded answers requeued
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
+import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -12,9 +16,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ragwright.application import IngestRequest, RevokeKeyRequest
+from ragwright.application.callers import grant_digest
 from ragwright.application.job_runner import DispatchRamp, JobRunner
-from ragwright.application.jobs import BatchLimits
+from ragwright.application.jobs import BatchLimits, canonical_input
 from ragwright.errors import FailureCategory, StorageError
+from ragwright.settings import load_settings
 from ragwright.testing.scripted import Fail, ScriptedChatModel
 from tests.application.components import answered
 from tests.service.conftest import CORPUS, QUESTION, RecordingModel, Service, bearer
@@ -450,3 +456,495 @@ def test_the_job_deadline_setting_bounds_each_attempt(
     assert "cancelled" in model.events  # the attempt was stopped at its deadline
     job = service.application.jobs().get(job_id)
     assert job is not None and job.state in ("queued", "running") and job.result is None
+
+
+# --- invalid input ---------------------------------------------------------------------
+
+# 600 tokens for the hashing embedder (a word or a mark each), which reads at most 512;
+# 1,199 characters, within the request's own limit of 2,000.
+TOO_MANY_TOKENS = " ".join(["a"] * 599) + " ?"
+
+
+def test_a_question_longer_than_the_embedder_reads_is_refused_at_submission(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    service = make_service(job_workers=0)
+    secret = service.key("alice")
+    response = submit(client_for(service), secret, body={"question": TOO_MANY_TOKENS})
+    assert response.status_code == 422, response.text
+    assert response.json()["errors"][0]["field"] == "question"
+    assert "512" in response.json()["errors"][0]["rule"]
+    assert service.application.jobs().counts().states == {}
+
+
+def store_job(service: Service, key_name: str, question: str, idempotency_key: str) -> str:
+    """A job put in the store directly, as an older replica (or one with another
+    embedder) could have accepted it: no submission check ran."""
+    key = next(k for k in service.application.list_keys().keys if k.name == key_name)
+    request = {"question": question, "history": [], "documents": []}
+    return (
+        service.application.jobs()
+        .submit(
+            tenant=key.tenant,
+            key_id=key.id,
+            idempotency_key=idempotency_key,
+            input_hash=canonical_input(request),
+            request=request,
+            ttl_seconds=600,
+            grant_digest=grant_digest(key),
+        )
+        .job.id
+    )
+
+
+def test_invalid_input_found_when_the_job_runs_fails_it_without_an_outage(
+    make_service: Callable[..., Service],
+) -> None:
+    service = make_service(job_workers=0)
+    service.key("alice")
+    job_id = store_job(service, "alice", TOO_MANY_TOKENS, "k-long")
+    events: list[str] = []
+    job_runner = runner(service, events, concurrency=4)
+    asyncio.run(_run_until(job_runner, events, f"failed:{job_id}"))
+    assert any(e.startswith(f"failed:{job_id}:invalid_request: question:") for e in events)
+    assert not any(e.startswith("released:") for e in events)  # not requeued as an outage
+    assert job_runner.ramp.allowed == 4 and job_runner.ramp.paused_until == 0.0
+    job = service.application.jobs().get(job_id)
+    assert job is not None and job.state == "failed" and job.attempts == 1
+
+
+# --- the key store seen from the runner -------------------------------------------------
+
+
+class GatedKeyStore:
+    """The real key store, except that ``get`` waits until the test's event loop opens
+    the gate (at most 10 s), as a PostgreSQL key store waits for a server that is down:
+    run on the event loop, it would block the loop that must open it."""
+
+    def __init__(self, keys: Any) -> None:
+        self.keys = keys
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+        self.opened_in_time: list[bool] = []
+
+    def get(self, key_id: str) -> Any:
+        self.entered.set()
+        self.opened_in_time.append(self.gate.wait(10))
+        return self.keys.get(key_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.keys, name)
+
+
+def test_the_runner_reads_the_submitting_key_off_the_event_loop(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    service = make_service(job_workers=0)
+    secret = service.key("alice")
+    job_id = submit(client_for(service), secret).json()["id"]
+    gated = GatedKeyStore(service.components.key_store())
+    service.components._keys = gated  # type: ignore[assignment]
+    events: list[str] = []
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(runner(service, events).run(stop))
+        while not gated.entered.is_set():
+            await asyncio.sleep(0.01)
+        gated.gate.set()  # runs only if the loop is free while the key is read
+        while not any(e.startswith(f"published:{job_id}") for e in events):
+            await asyncio.sleep(0.01)
+        stop.set()
+        await task
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert gated.opened_in_time and all(gated.opened_in_time)
+
+
+class KeyLookupDown:
+    """A key store whose server is down: ``get`` raises as ``PostgresKeyStore`` does."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def get(self, key_id: str) -> Any:
+        self.calls += 1
+        raise StorageError("postgresql://127.0.0.1:5432/keys", "connection refused")
+
+
+def test_a_key_store_outage_hands_the_job_back_and_logs_it_without_content(
+    make_service: Callable[..., Service], client_for: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    service = make_service(job_workers=0)
+    secret = service.key("alice")
+    job_id = submit(client_for(service), secret).json()["id"]
+    down = KeyLookupDown()
+    service.components._keys = down  # type: ignore[assignment]
+    events: list[str] = []
+    job_runner = runner(service, events)
+    with caplog.at_level(logging.INFO, logger="ragwright"):
+        asyncio.run(_run_until(job_runner, events, f"released:{job_id}"))
+    assert events[:3] == [
+        f"claimed:{job_id}",
+        f"keys_unavailable:{job_id}",
+        f"released:{job_id}:keys_unavailable",
+    ]
+    assert down.calls == 1 and job_runner.ramp.allowed == 1  # an outage: dispatch ramps down
+    job = service.application.jobs().get(job_id)
+    assert job is not None and job.state == "queued" and job.result is None
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(job_id in line and "key store is unavailable" in line for line in warned)
+    assert QUESTION not in caplog.text
+
+
+# --- renewal while the job store is down -----------------------------------------------
+
+
+class RenewalsDown:
+    """The real job store, except that the first ``failures`` renewals raise as a
+    PostgreSQL store does while the server is down; every renewal is recorded."""
+
+    def __init__(self, store: Any, failures: int) -> None:
+        self.store = store
+        self.failures = failures
+        self.renewals: list[str] = []
+
+    def renew(self, job_id: str, worker: str, **kwargs: Any) -> bool:
+        if self.failures > 0:
+            self.failures -= 1
+            self.renewals.append("down")
+            raise StorageError("postgresql://127.0.0.1:5432/jobs", "connection refused")
+        renewed = bool(self.store.renew(job_id, worker, **kwargs))
+        self.renewals.append("ok" if renewed else "refused")
+        return renewed
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def job_runner_over(service: Service, store: Any, events: list[str], **kwargs: Any) -> JobRunner:
+    options: dict[str, Any] = {
+        "concurrency": 1,
+        "limits": BatchLimits(2),
+        "lease_seconds": 0.6,
+        "deadline_seconds": 30.0,
+        "poll_seconds": 0.05,
+        "events": events.append,
+    }
+    options.update(kwargs)
+    return JobRunner(service.application, store, **options)
+
+
+def test_a_failed_renewal_is_tried_again_and_the_job_still_publishes(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    model = RecordingModel(ANSWER, hold=True)
+    service = make_service(model, job_workers=0)
+    secret = service.key("alice")
+    job_id = submit(client_for(service), secret).json()["id"]
+    model.release.clear()
+    store = RenewalsDown(service.application.jobs(), failures=1)
+    events: list[str] = []
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(job_runner_over(service, store, events).run(stop))
+        # The renewal after the failure goes on: two more renewals while the model works.
+        while store.renewals.count("ok") < 2:
+            await asyncio.sleep(0.01)
+        model.release.set()
+        while not any(e.startswith(f"published:{job_id}") for e in events):
+            await asyncio.sleep(0.01)
+        stop.set()
+        await task
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert store.renewals[0] == "down" and f"renewal_failed:{job_id}" in events
+    job = service.application.jobs().get(job_id)
+    assert job is not None and job.state == "succeeded" and job.attempts == 1
+
+
+def test_renewals_failing_past_the_lease_stop_the_answer_and_publish_nothing(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    model = RecordingModel(ANSWER, hold=True)
+    service = make_service(model, job_workers=0)
+    secret = service.key("alice")
+    job_id = submit(client_for(service), secret).json()["id"]
+    model.release.clear()
+    store = RenewalsDown(service.application.jobs(), failures=1000)
+    events: list[str] = []
+    asyncio.run(_run_until(job_runner_over(service, store, events), events, f"lost:{job_id}"))
+    assert f"lost:{job_id}" in events
+    assert "cancelled" in model.events  # the answer was stopped
+    assert len(store.renewals) >= 2 and set(store.renewals) == {"down"}
+    job = service.application.jobs().get(job_id)
+    assert job is not None and job.state == "running" and job.result is None  # lease lapses
+
+
+class PublishBroken:
+    """The real job store, except that ``publish`` fails with ``error``."""
+
+    def __init__(self, store: Any, error: Exception) -> None:
+        self.store = store
+        self.error = error
+
+    def publish(self, *args: Any, **kwargs: Any) -> bool:
+        raise self.error
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def test_a_bug_in_a_job_task_is_logged_with_the_job_id_and_without_content(
+    make_service: Callable[..., Service], client_for: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    service = make_service(job_workers=0)
+    secret = service.key("alice")
+    job_id = submit(client_for(service), secret).json()["id"]
+    store = PublishBroken(service.application.jobs(), RuntimeError(f"cannot store {QUESTION}"))
+    events: list[str] = []
+    job_runner = job_runner_over(service, store, events)
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(job_runner.run(stop))
+        while not any("ended by" in r.getMessage() for r in caplog.records):
+            await asyncio.sleep(0.01)
+        stop.set()
+        await task
+
+    with caplog.at_level(logging.INFO, logger="ragwright"):
+        asyncio.run(asyncio.wait_for(scenario(), 60))
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert line.startswith(f"job {job_id} ended by an unexpected RuntimeError")
+    assert "publish" in line  # the traceback says where
+    assert QUESTION not in caplog.text
+
+
+def test_a_job_store_outage_at_publish_is_logged_and_the_job_runs_again_later(
+    make_service: Callable[..., Service], client_for: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    service = make_service(job_workers=0)
+    secret = service.key("alice")
+    job_id = submit(client_for(service), secret).json()["id"]
+    down = StorageError("postgresql://127.0.0.1:5432/jobs", "connection refused")
+    store = PublishBroken(service.application.jobs(), down)
+    events: list[str] = []
+    with caplog.at_level(logging.INFO, logger="ragwright"):
+        asyncio.run(
+            _run_until(job_runner_over(service, store, events), events, "store_unavailable:")
+        )
+    assert events[-1] == "store_unavailable:StorageError"
+    assert any(
+        job_id in r.getMessage() and "publish not recorded" in r.getMessage()
+        for r in caplog.records
+    )
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    job = service.application.jobs().get(job_id)
+    assert job is not None and job.state == "running"  # its lease lapses; claimed again
+
+
+# --- reads under the reader's eligibility ----------------------------------------------
+
+
+def test_a_result_citing_documents_of_types_or_states_the_reader_may_not_see_is_refused(
+    make_service: Callable[..., Service], client_for: Client, tmp_path: Any
+) -> None:
+    service = make_service(job_workers=1)
+    alice = service.key("alice")
+    notes_only = service.key("notes", types=("note",))
+    drafts_only = service.key("drafts", states=("draft",))
+    wider = service.key("wider", types=("runbook", "note"), states=("published", "draft"))
+    client = client_for(service)
+    job_id = submit(client, alice).json()["id"]
+    done = wait_for_state(client, alice, job_id, "succeeded", "failed")
+    assert done["state"] == "succeeded", done
+    cited = {c["document_id"] for c in done["result"]["citations"]}
+    for reader in (notes_only, drafts_only):
+        refused = client.get(f"/v1/answer-jobs/{job_id}", headers=bearer(reader))
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["type"] == "/problems/not-eligible"
+        deleted = client.delete(f"/v1/answer-jobs/{job_id}", headers=bearer(reader))
+        assert deleted.status_code == 403
+    assert client.get(f"/v1/answer-jobs/{job_id}", headers=bearer(wider)).status_code == 200
+    # Eligibility now, not at submission: the cited document is a note since.
+    edited = tmp_path / "retyped"
+    edited.mkdir()
+    for source in CORPUS.glob("*.md"):
+        text = source.read_text()
+        if any(f"document_id: {d}\n" in text for d in cited):
+            text = text.replace("document_type: runbook", "document_type: note")
+        (edited / source.name).write_text(text)
+    service.application.ingest(IngestRequest((edited,)))
+    refused = client.get(f"/v1/answer-jobs/{job_id}", headers=bearer(alice))
+    assert refused.status_code == 403 and refused.json()["type"] == "/problems/not-eligible"
+    assert client.get(f"/v1/answer-jobs/{job_id}", headers=bearer(wider)).status_code == 200
+
+
+# --- the batch pool ----------------------------------------------------------------------
+
+
+def test_a_jobs_model_attempt_takes_its_lease_from_the_batch_pool_not_the_interactive_one(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    model = RecordingModel(ANSWER, hold=True)
+    service = make_service(model, job_workers=1)
+    secret = service.key("alice")
+    client = client_for(service)
+    model.release.clear()  # the startup probe went through: hold the job's answer
+    job_id = submit(client, secret).json()["id"]
+    end = time.monotonic() + 30
+    while model.events.count("call") < 2 and time.monotonic() < end:
+        time.sleep(0.01)
+    held = {name: pool["in_use"] for name, pool in service.application.capacity().items()}
+    model.release.set()
+    assert held == {"interactive/recording": 0, "batch/recording": 1}
+    assert wait_for_state(client, secret, job_id, "succeeded")["state"] == "succeeded"
+
+
+# --- the grant recorded at submission ----------------------------------------------------
+
+
+def change_grant(service: Service, name: str, **columns: list[str]) -> None:
+    """Change a key's grant in its store, as an operator editing the row would."""
+    key = next(k for k in service.application.list_keys().keys if k.name == name)
+    with sqlite3.connect(service.application.settings.key_store_path) as db:
+        for column, values in columns.items():
+            db.execute(
+                f"UPDATE api_keys SET {column} = ? WHERE id = ?", (json.dumps(values), key.id)
+            )
+
+
+def test_a_grant_changed_before_the_job_runs_fails_it_permission_changed(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    service = make_service(job_workers=0)
+    secret = service.key("alice")
+    job_id = submit(client_for(service), secret).json()["id"]
+    change_grant(service, "alice", states=["published", "draft"])
+    events: list[str] = []
+    calls = service.components.model.calls  # type: ignore[attr-defined]
+    asyncio.run(_run_until(runner(service, events), events, f"failed:{job_id}"))
+    assert f"failed:{job_id}:permission_changed" in events
+    assert service.components.model.calls == calls  # type: ignore[attr-defined]
+    job = service.application.jobs().get(job_id)
+    assert job is not None and (job.state, job.failure) == ("failed", "permission_changed")
+
+
+def test_a_grant_changed_while_the_job_runs_fails_it_before_publishing(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    model = RecordingModel(ANSWER, hold=True)
+    service = make_service(model, job_workers=0)
+    secret = service.key("alice")
+    job_id = submit(client_for(service), secret).json()["id"]
+    model.release.clear()
+    events: list[str] = []
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(runner(service, events).run(stop))
+        while model.events.count("call") < 2:  # the probe's, then the job's
+            await asyncio.sleep(0.01)
+        await asyncio.to_thread(change_grant, service, "alice", documents=["worker-shutdown"])
+        model.release.set()
+        while not any(e.startswith(f"failed:{job_id}") for e in events):
+            await asyncio.sleep(0.01)
+        stop.set()
+        await task
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert f"failed:{job_id}:permission_changed" in events
+    job = service.application.jobs().get(job_id)
+    assert job is not None and job.state == "failed" and job.result is None
+
+
+# --- renewal --------------------------------------------------------------------------
+
+
+def test_a_job_longer_than_its_lease_runs_once_with_two_workers(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    model = RecordingModel(ANSWER, hold=True)
+    service = make_service(model, job_workers=0)
+    secret = service.key("alice")
+    job_id = submit(client_for(service), secret).json()["id"]
+    model.release.clear()
+    events: list[str] = []
+    lease = 2.0
+    store = RenewalsDown(service.application.jobs(), failures=0)
+    workers = [
+        job_runner_over(service, store, events, lease_seconds=lease, worker_id=f"w{n}")
+        for n in range(2)
+    ]
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        tasks = [asyncio.create_task(w.run(stop)) for w in workers]
+        while model.events.count("call") < 2:  # the probe's, then the job's
+            await asyncio.sleep(0.01)
+        # The answer takes three leases: without renewals the other worker (polling
+        # every 50 ms) would claim the job once the first lease ran out.
+        await asyncio.sleep(3 * lease)
+        model.release.set()
+        while not any(e.startswith(f"published:{job_id}") for e in events):
+            await asyncio.sleep(0.01)
+        stop.set()
+        await asyncio.gather(*tasks)
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert events.count(f"claimed:{job_id}") == 1
+    assert model.events.count("call") == 2  # the probe's and the job's: it ran once
+    assert store.renewals.count("ok") >= 6  # every third of a lease
+    job = service.application.jobs().get(job_id)
+    assert job is not None and job.state == "succeeded" and job.attempts == 1
+
+
+# --- retention and the store on submission ---------------------------------------------
+
+
+def test_finished_jobs_are_deleted_after_the_retention_setting_and_free_their_key(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    service = make_service(job_workers=0, job_retention=0.3)
+    secret = service.key("alice")
+    client = client_for(service)
+    job_id = submit(client, secret).json()["id"]
+    events: list[str] = []
+    job_runner = runner(service, events, sweep_seconds=0.05)  # retention from the setting
+    assert job_runner.retention_seconds == 0.3
+    asyncio.run(_run_until(job_runner, events, "purged:"))
+    assert events.index(f"published:{job_id}") < events.index("purged:1")
+    assert client.get(f"/v1/answer-jobs/{job_id}", headers=bearer(secret)).status_code == 404
+    again = submit(client, secret, body={"question": "Another question?"})
+    assert again.status_code == 202 and again.json()["id"] != job_id  # the key is free
+
+
+def test_the_default_retention_is_a_week() -> None:
+    assert load_settings().job_retention == 7 * 24 * 3600
+
+
+class SubmitDown:
+    """A job store whose server is down: ``submit`` raises as ``PostgresJobStore`` does."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def submit(self, **kwargs: Any) -> Any:
+        self.calls += 1
+        raise StorageError("postgresql://127.0.0.1:5432/jobs", "connection refused")
+
+
+def test_a_job_store_outage_on_submit_is_503_jobs_unavailable_and_nothing_is_accepted(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    service = make_service(job_workers=0)
+    secret = service.key("alice")
+    down = SubmitDown()
+    service.components._jobs = down  # type: ignore[assignment]
+    response = submit(client_for(service), secret)
+    assert response.status_code == 503, response.text
+    assert response.json()["type"] == "/problems/jobs-unavailable"
+    assert "submit again with the same Idempotency-Key" in response.json()["detail"]
+    assert down.calls == 1

@@ -223,6 +223,7 @@ def test_serve_refuses_a_port_in_use_before_starting_anything(tmp_path: Path) ->
 def test_worker_runs_answer_jobs_without_http_and_stops_on_sigterm(idle_home: Path) -> None:
     import signal
 
+    from ragwright.application.callers import grant_digest
     from ragwright.application.jobs import canonical_input
     from ragwright.runtime import build_application
     from ragwright.settings import load_settings
@@ -239,6 +240,7 @@ def test_worker_runs_answer_jobs_without_http_and_stops_on_sigterm(idle_home: Pa
             input_hash=canonical_input(request),
             request=request,
             ttl_seconds=600,
+            grant_digest=grant_digest(key),
         )
         .job
     )

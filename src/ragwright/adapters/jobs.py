@@ -4,6 +4,11 @@ Both hold one table, ``answer_jobs``, with the same columns, and a schema-versio
 ``ragwright_schema``. The rules live in SQL that both share (:class:`_SqlJobStore`); a
 backend supplies only its clock, its transactions, its JSON and timestamp encodings.
 
+Schema versions: 1 had no ``grant_digest`` column and no ``finished_at`` index; a
+store of version 1 is upgraded in place on open (``_UPGRADES``: a nullable column and
+an index, so replicas still running the previous ragwright keep reading and writing it
+until they restart, when they refuse the newer version). Any other version is refused.
+
 - Idempotency: ``UNIQUE (tenant_key, idempotency_key)``, where ``tenant_key`` is ``''``
   for an untenanted caller and ``'t:' + tenant`` otherwise (a NULL tenant would not
   collide in a unique index). ``submit`` inserts with ``ON CONFLICT DO NOTHING`` and
@@ -51,14 +56,15 @@ from ragwright.errors import IdempotencyConflict, JobNotFound, RequestError, Sto
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 CONNECT_TIMEOUT = 5.0
 _TIMESTAMP = "%Y-%m-%dT%H:%M:%S.%fZ"  # fixed width: compares correctly as text
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 _COLUMNS = (
     "id, tenant, key_id, idempotency_key, input_hash, request, state, created_at, "
-    "expires_at, attempts, lease_owner, lease_expires_at, result, failure, finished_at"
+    "expires_at, attempts, lease_owner, lease_expires_at, result, failure, finished_at, "
+    "grant_digest"
 )
 # A job a worker may take: waiting, or running under a lease that ran out (its worker
 # died), and in either case not past its own expiry.
@@ -66,6 +72,15 @@ _CLAIMABLE = (
     "(j.state = 'queued' OR (j.state = 'running' AND j.lease_expires_at <= ?)) AND j.expires_at > ?"
 )
 _LIVE = "state = 'running' AND lease_expires_at > ?"
+_FINISHED = "state IN ('succeeded', 'failed', 'cancelled', 'expired')"
+# What brings a store of version N to N + 1 ({table}: the jobs table, schema-qualified
+# on PostgreSQL); run in the transaction that records N + 1.
+_UPGRADES: dict[int, tuple[str, ...]] = {
+    1: (
+        "ALTER TABLE {table} ADD COLUMN grant_digest TEXT",
+        "CREATE INDEX answer_jobs_finished ON {table} (finished_at)",
+    ),
+}
 
 _SQLITE_SCHEMA = (
     """CREATE TABLE ragwright_schema (
@@ -90,19 +105,16 @@ _SQLITE_SCHEMA = (
         result TEXT,
         failure TEXT,
         finished_at TEXT,
+        grant_digest TEXT,
         UNIQUE (tenant_key, idempotency_key)
     ) STRICT""",
     "CREATE INDEX answer_jobs_state ON answer_jobs (state, created_at, seq)",
+    "CREATE INDEX answer_jobs_finished ON answer_jobs (finished_at)",
 )
 
 
 def _postgres_schema(schema: str) -> tuple[str, ...]:
     return (
-        f"CREATE SCHEMA IF NOT EXISTS {schema}",
-        f"""CREATE TABLE IF NOT EXISTS {schema}.ragwright_schema (
-            component text PRIMARY KEY,
-            version integer NOT NULL
-        )""",
         f"""CREATE TABLE IF NOT EXISTS {schema}.answer_jobs (
             seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
             id text NOT NULL UNIQUE,
@@ -121,10 +133,12 @@ def _postgres_schema(schema: str) -> tuple[str, ...]:
             result jsonb,
             failure text,
             finished_at timestamptz,
+            grant_digest text,
             UNIQUE (tenant_key, idempotency_key)
         )""",
         f"CREATE INDEX IF NOT EXISTS answer_jobs_state ON {schema}.answer_jobs "
         "(state, created_at, seq)",
+        f"CREATE INDEX IF NOT EXISTS answer_jobs_finished ON {schema}.answer_jobs (finished_at)",
     )
 
 
@@ -143,6 +157,7 @@ class _SqlJobStore:
         input_hash: str,
         request: Mapping[str, Any],
         ttl_seconds: float,
+        grant_digest: str,
     ) -> Submitted:
         if not idempotency_key:
             raise RequestError("idempotency_key", "must not be empty")
@@ -153,8 +168,8 @@ class _SqlJobStore:
         with self._transaction(mode="write") as (run, now):
             run(
                 f"INSERT INTO {self._table} (id, tenant, tenant_key, key_id, idempotency_key, "
-                "input_hash, request, state, created_at, expires_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?) "
+                "input_hash, request, state, created_at, expires_at, grant_digest) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?) "
                 "ON CONFLICT (tenant_key, idempotency_key) DO NOTHING",
                 (
                     job_id,
@@ -166,6 +181,7 @@ class _SqlJobStore:
                     self._json(request),
                     now,
                     self._later(now, ttl_seconds),
+                    grant_digest,
                 ),
             )
             rows = run(
@@ -287,6 +303,16 @@ class _SqlJobStore:
             )
         return len(rows)
 
+    def purge(self, *, older_than: float) -> int:
+        if older_than < 0:
+            raise RequestError("older_than", f"must not be negative, got {older_than}")
+        with self._transaction(mode="write") as (run, now):
+            rows = run(
+                f"DELETE FROM {self._table} WHERE {_FINISHED} AND finished_at <= ? RETURNING id",
+                (self._later(now, -older_than),),
+            )
+        return len(rows)
+
     def counts(self) -> JobCounts:
         with self._transaction(mode="read") as (run, now):
             states = run(f"SELECT state, count(*) FROM {self._table} GROUP BY state", ())
@@ -336,6 +362,7 @@ class _SqlJobStore:
                 result,
                 failure,
                 finished_at,
+                grant_digest,
             ) = row
             return AnswerJob(
                 id=str(job_id),
@@ -353,6 +380,7 @@ class _SqlJobStore:
                 result=None if result is None else self._mapping(result),
                 failure=failure,
                 finished_at=None if finished_at is None else self._text(finished_at),
+                grant_digest=grant_digest,
             )
         except (TypeError, ValueError) as error:
             raise StorageError(
@@ -402,6 +430,9 @@ class SqliteJobStore(SqliteFile, _SqlJobStore):
             if "ragwright_schema" not in tables or "answer_jobs" not in tables:
                 # Never add a table to a database something else owns.
                 raise StorageError(str(self.path), "holds other tables: not a job store")
+            rows = run("SELECT version FROM ragwright_schema WHERE component = 'jobs'", ())
+            for statement in _upgrade(rows, table="answer_jobs"):
+                run(statement, ())
             _check_version(
                 run("SELECT version FROM ragwright_schema WHERE component = 'jobs'", ()),
                 self._where,
@@ -519,16 +550,27 @@ class PostgresJobStore(_SqlJobStore):
             conn.execute(
                 "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"ragwright.ddl:{self.schema}",)
             )
-            for statement in _postgres_schema(self.schema):
-                conn.execute(statement)
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
             conn.execute(
-                f"INSERT INTO {self.schema}.ragwright_schema VALUES ('jobs', %s) "
-                "ON CONFLICT (component) DO NOTHING",
-                (SCHEMA_VERSION,),
+                f"""CREATE TABLE IF NOT EXISTS {self.schema}.ragwright_schema (
+                    component text PRIMARY KEY,
+                    version integer NOT NULL
+                )"""
             )
-            rows = conn.execute(
-                f"SELECT version FROM {self.schema}.ragwright_schema WHERE component = 'jobs'"
-            ).fetchall()
+            version = f"SELECT version FROM {self.schema}.ragwright_schema WHERE component = 'jobs'"
+            rows = conn.execute(version).fetchall()
+            upgrades: Sequence[str]
+            if rows:
+                upgrades = _upgrade(rows, table=self._table)
+            else:
+                upgrades = _postgres_schema(self.schema)
+                conn.execute(
+                    f"INSERT INTO {self.schema}.ragwright_schema VALUES ('jobs', %s)",
+                    (SCHEMA_VERSION,),
+                )
+            for statement in upgrades:
+                conn.execute(statement)
+            rows = conn.execute(version).fetchall()
         _check_version(rows, f"{self._where} schema {self.schema}")
 
     @contextlib.contextmanager
@@ -588,6 +630,23 @@ class PostgresJobStore(_SqlJobStore):
 
 def _tenant_key(tenant: str | None) -> str:
     return "" if tenant is None else f"t:{tenant}"
+
+
+def _upgrade(rows: Sequence[Sequence[Any]], *, table: str) -> list[str]:
+    """The statements that bring a store at the recorded version to ``SCHEMA_VERSION``,
+    the version's own update included; none for any other version (refused after)."""
+    version = rows[0][0] if rows else None
+    if not isinstance(version, int) or version not in _UPGRADES:
+        return []
+    statements = []
+    while version in _UPGRADES:
+        statements += [s.format(table=table) for s in _UPGRADES[version]]
+        version += 1
+    schema = f"{table.rpartition('.')[0]}." if "." in table else ""
+    statements.append(
+        f"UPDATE {schema}ragwright_schema SET version = {version} WHERE component = 'jobs'"
+    )
+    return statements
 
 
 def _check_version(rows: Sequence[Sequence[Any]], where: str) -> None:

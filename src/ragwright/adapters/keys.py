@@ -162,6 +162,11 @@ class SqliteKeyStore(SqliteFile):
             rows = db.execute(f"SELECT {_COLUMNS} FROM api_keys ORDER BY rowid")
             return [_key(str(self.path), row) for row in rows]
 
+    def get(self, key_id: str) -> ApiKey | None:
+        with self._read() as db:
+            row = db.execute(f"SELECT {_COLUMNS} FROM api_keys WHERE id = ?", (key_id,)).fetchone()
+        return None if row is None else _key(str(self.path), row)
+
     def revoke(self, key_id: str) -> ApiKey:
         with self._write() as db:
             db.execute(
@@ -281,6 +286,11 @@ class PostgresKeyStore:
         with self._connection() as db:
             rows = db.execute(f"SELECT {_COLUMNS} FROM api_keys ORDER BY seq").fetchall()
         return [_key(self._where, row) for row in rows]
+
+    def get(self, key_id: str) -> ApiKey | None:
+        with self._connection() as db:
+            row = db.execute(f"SELECT {_COLUMNS} FROM api_keys WHERE id = %s", (key_id,)).fetchone()
+        return None if row is None else _key(self._where, row)
 
     def revoke(self, key_id: str) -> ApiKey:
         with self._connection() as db:

@@ -7,6 +7,8 @@ request may narrow the documents within the allowlist, never widen it" lives onc
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 
 from ragwright.application.keys import ApiKey
@@ -43,6 +45,25 @@ def allowed_documents(key: ApiKey, documents: Sequence[str]) -> tuple[str, ...] 
 def evidence_for(key: ApiKey, documents: Sequence[str]) -> EvidenceFilter:
     """The key's eligibility, narrowed to ``documents`` when given."""
     return EvidenceFilter(types=key.types, states=key.states, documents=tuple(documents))
+
+
+def grant_digest(key: ApiKey) -> str:
+    """SHA-256 (hex) of what ``key`` lets its caller see: its tenant, allowlist and
+    effective document types and publication states (the defaults applied), each sorted.
+
+    An answer job records it at submission and compares it before running and before
+    publishing, so a grant that changed in between fails the job (``permission_changed``)
+    instead of being applied silently. Scopes and revocation are checked on their own.
+    """
+    evidence = evidence_for(key, ())
+    grant = {
+        "tenant": key.tenant,
+        "documents": sorted(key.documents),
+        "types": sorted(evidence.effective_types),
+        "states": sorted(evidence.effective_states),
+    }
+    text = json.dumps(grant, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def answer_request_for(

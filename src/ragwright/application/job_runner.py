@@ -8,11 +8,17 @@ from the batch capacity pools, never the interactive ones.
 Each job:
 
 1. **Revalidate before execution.** The submitting key must still be active, with the
-   same tenant and the ``answer`` scope; otherwise the job fails ``permission_revoked``.
+   same tenant and the ``answer`` scope (else the job fails ``permission_revoked``),
+   and grant what it granted at submission (the job's ``grant_digest``: else it fails
+   ``permission_changed``). The key is read off the event loop; a key store that is
+   down hands the job back to the queue.
 2. **Answer** with the key's eligibility, under ``RAGWRIGHT_JOB_DEADLINE``, while a
    task renews the lease every third of it. A renewal refused (the job was cancelled,
    expired, or taken over after this worker stalled) stops the answer: nothing is
-   published.
+   published. A renewal that fails because the store is down is tried again until the
+   lease would have run out. Invalid input found only now (a question the embedder
+   cannot read, history the model's window cannot hold) fails the job
+   ``invalid_request``: running it again would not help.
 3. **The model unavailable** (the answer degraded): a job is work that still matters
    later, so it goes back to the queue instead of publishing evidence only, and the
    dispatch ramp drops to one job at a time (:class:`DispatchRamp`).
@@ -21,6 +27,9 @@ Each job:
    again (up to ``MAX_ATTEMPTS`` claims), then fails ``inputs_changed``.
 5. **Publish** through the store's guarded write: at most once per job, only by the
    worker holding the current lease.
+
+Every sweep (``EXPIRY_SWEEP``) marks overdue jobs ``expired`` and deletes finished jobs
+older than ``RAGWRIGHT_JOB_RETENTION``. Logs name jobs by id, never their content.
 """
 
 from __future__ import annotations
@@ -28,15 +37,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import traceback
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ragwright.application.callers import OutsideAllowlist, answer_request_for
+from ragwright.application.callers import OutsideAllowlist, answer_request_for, grant_digest
 from ragwright.application.jobs import AnswerJob, BatchLimits, JobStore
 from ragwright.application.keys import ApiKey
-from ragwright.errors import RagwrightError, RequestError
+from ragwright.errors import AssemblyError, RagwrightError, RequestError, StorageError
 
 if TYPE_CHECKING:
     from ragwright.application.service import Application
@@ -46,7 +56,8 @@ logger = logging.getLogger("ragwright.jobs")
 # Claims of one job before a changing input fails it instead of running it again.
 MAX_ATTEMPTS = 3
 DEGRADED = ("model_unavailable", "request_deadline_exceeded")
-# Seconds between two sweeps marking overdue jobs ``expired`` (each process sweeps).
+# Seconds between two sweeps marking overdue jobs ``expired`` and deleting finished ones
+# past their retention (each process sweeps).
 EXPIRY_SWEEP = 10.0
 
 
@@ -85,7 +96,12 @@ class DispatchRamp:
 class JobRunner:
     """Claims and runs answer jobs until stopped; ``events`` receives one line per step
     (``claimed:<id>``, ``published:<id>``, ``released:<id>:<reason>``, ``failed:<id>:
-    <reason>``, ``lost:<id>``, ``store_unavailable:<error>``), never content."""
+    <reason>``, ``lost:<id>``, ``store_unavailable:<error>``, ``keys_unavailable:<id>``,
+    ``renewal_failed:<id>``, ``expired:<n>``, ``purged:<n>``), never content.
+
+    ``retention_seconds`` (default ``RAGWRIGHT_JOB_RETENTION``) is how long finished jobs
+    are kept; ``sweep_seconds`` how often this process sweeps.
+    """
 
     def __init__(
         self,
@@ -100,6 +116,8 @@ class JobRunner:
         worker_id: str | None = None,
         events: Callable[[str], None] | None = None,
         ramp: DispatchRamp | None = None,
+        retention_seconds: float | None = None,
+        sweep_seconds: float = EXPIRY_SWEEP,
     ) -> None:
         self.application = application
         self.store = store
@@ -111,6 +129,10 @@ class JobRunner:
         self.worker_id = worker_id or f"worker-{uuid.uuid4().hex[:12]}"
         self.events = events or (lambda _event: None)
         self.ramp = ramp or DispatchRamp(concurrency)
+        self.retention_seconds = (
+            application.settings.job_retention if retention_seconds is None else retention_seconds
+        )
+        self.sweep_seconds = sweep_seconds
         self._running: set[asyncio.Task[None]] = set()
         self._next_sweep = 0.0
         # Set when a job ends, so a freed slot is taken at once, not at the next poll
@@ -123,6 +145,8 @@ class JobRunner:
             while not stop.is_set():
                 self._freed.clear()
                 if self.ramp.may_start(len(self._running)):
+                    # The lease starts no earlier than this: renewals count from here.
+                    claiming = time.monotonic()
                     try:
                         job = await asyncio.to_thread(
                             self.store.claim,
@@ -139,35 +163,52 @@ class JobRunner:
                         job = None
                     if job is not None:
                         self.events(f"claimed:{job.id}")
-                        task = asyncio.create_task(self.execute(job))
+                        task = asyncio.create_task(
+                            self.execute(job, claimed_at=claiming), name=f"job {job.id}"
+                        )
                         self._running.add(task)
                         task.add_done_callback(self._ended)
                         continue
-                await self._expire_due()
+                await self._sweep()
                 await self._idle(stop)
         finally:
             if self._running:
                 await asyncio.gather(*self._running, return_exceptions=True)
 
-    async def _expire_due(self) -> None:
+    async def _sweep(self) -> None:
         """Mark jobs past their expiry ``expired`` (a claim never takes them; this makes
-        their state say so), at most every ``EXPIRY_SWEEP`` seconds per process."""
+        their state say so) and delete finished jobs older than the retention, at most
+        every ``sweep_seconds`` per process."""
         now = time.monotonic()
         if now < self._next_sweep:
             return
-        self._next_sweep = now + EXPIRY_SWEEP
+        self._next_sweep = now + self.sweep_seconds
         try:
             expired = await asyncio.to_thread(self.store.expire)
+            purged = await asyncio.to_thread(self.store.purge, older_than=self.retention_seconds)
         except RagwrightError as error:
             logger.warning("job store unavailable: %s", error)
             return
         if expired:
             self.events(f"expired:{expired}")
             logger.info("%d job(s) expired", expired)
+        if purged:
+            self.events(f"purged:{purged}")
+            logger.info("%d finished job(s) past their retention deleted", purged)
 
     def _ended(self, task: asyncio.Task[None]) -> None:
         self._running.discard(task)
         self._freed.set()
+        if task.cancelled() or (error := task.exception()) is None:
+            return
+        # A bug, not an outcome: the job's lease lapses and it is claimed again. The
+        # traceback names code only; the exception's message could quote the job's input.
+        logger.error(
+            "%s ended by an unexpected %s; it runs again after its lease\n%s",
+            task.get_name(),
+            type(error).__name__,
+            "".join(traceback.format_tb(error.__traceback__)).rstrip(),
+        )
 
     async def _idle(self, stop: asyncio.Event) -> None:
         """Wait for a poll interval, a job to end, or ``stop``, whichever comes first."""
@@ -180,13 +221,13 @@ class JobRunner:
             for wait in waits:
                 wait.cancel()
 
-    async def execute(self, job: AnswerJob) -> None:
-        """Run one claimed job to a published outcome, a release, or a lost lease."""
-        key = self.application.key(job.key_id)
-        if not _still_allowed(key, job):
-            await self._publish_failure(job, "permission_revoked")
+    async def execute(self, job: AnswerJob, *, claimed_at: float | None = None) -> None:
+        """Run one claimed job to a published outcome, a release, or a lost lease
+        (``claimed_at``: ``time.monotonic()`` when its claim began, else now)."""
+        claimed_at = time.monotonic() if claimed_at is None else claimed_at
+        key = await self._revalidated_key(job)
+        if key is None:
             return
-        assert key is not None
         try:
             request = answer_request_for(
                 key,
@@ -199,14 +240,19 @@ class JobRunner:
             await self._publish_failure(job, f"invalid_request: {error}")
             return
         answer = asyncio.ensure_future(self.application.answer(request, workload="batch"))
-        renewing = asyncio.create_task(self._renew_until(answer, job))
+        renewing = asyncio.create_task(self._renew_until(answer, job, claimed_at))
         try:
             outcome = await answer
         except asyncio.CancelledError:
-            if renewing.done() and renewing.result() is False:
+            if renewing.done() and not renewing.cancelled() and renewing.result() is False:
                 self.events(f"lost:{job.id}")
                 return  # cancelled, expired or taken over: publish nothing
             raise
+        except (RequestError, AssemblyError) as error:
+            # The input itself is refused (a question longer than the embedder reads, a
+            # history the model's window cannot hold): no later attempt would differ.
+            await self._publish_failure(job, f"invalid_request: {error}")
+            return
         except RagwrightError as error:
             # Retrieval or the index failed: the work still matters; try again later.
             await self._release(job, f"unavailable: {type(error).__name__}", outage=True)
@@ -216,11 +262,9 @@ class JobRunner:
         if outcome.reason in DEGRADED:
             await self._release(job, outcome.reason or "model_unavailable", outage=True)
             return
-        key = self.application.key(job.key_id)
-        if not _still_allowed(key, job):
-            await self._publish_failure(job, "permission_revoked")
+        key = await self._revalidated_key(job)
+        if key is None:
             return
-        assert key is not None
         changed = await asyncio.to_thread(self.application.changed_citations, outcome, key)
         if changed:
             reason = f"inputs_changed: {', '.join(changed)}"
@@ -229,51 +273,127 @@ class JobRunner:
             else:
                 await self._publish_failure(job, reason)
             return
-        published = await asyncio.to_thread(
-            self.store.publish,
-            job.id,
-            self.worker_id,
-            state="succeeded",
-            result=outcome.public_dict(),
+        published = await self._store_write(
+            job,
+            "publish",
+            lambda: self.store.publish(
+                job.id, self.worker_id, state="succeeded", result=outcome.public_dict()
+            ),
         )
+        if published is None:
+            return
         self.events(f"published:{job.id}" if published else f"lost:{job.id}")
         if published:
             self.ramp.success()
             logger.info("job %s succeeded mode=%s attempts=%d", job.id, outcome.mode, job.attempts)
 
-    async def _renew_until(self, answer: asyncio.Future[Any], job: AnswerJob) -> bool:
+    async def _revalidated_key(self, job: AnswerJob) -> ApiKey | None:
+        """The submitting key, when the job may go on with it; ``None`` when it may not:
+        the job was failed (``permission_revoked``, ``permission_changed``) or, with the
+        key store down, handed back to the queue."""
+        try:
+            # Off the event loop: a PostgreSQL key store that is down takes up to its
+            # connect timeout to say so, and interactive requests share this loop.
+            key = await asyncio.to_thread(self.application.key, job.key_id)
+        except StorageError as error:
+            self.events(f"keys_unavailable:{job.id}")
+            logger.warning(
+                "job %s: the API key store is unavailable (%s); the job goes back to the queue",
+                job.id,
+                type(error).__name__,
+            )
+            await self._release(job, "keys_unavailable", outage=True)
+            return None
+        if key is None or not _still_allowed(key, job):
+            await self._publish_failure(job, "permission_revoked")
+            return None
+        if job.grant_digest is not None and grant_digest(key) != job.grant_digest:
+            # The key's documents, types or states changed since submission: neither the
+            # old grant (no longer the caller's) nor the new one (not what was asked
+            # under) may answer silently.
+            await self._publish_failure(job, "permission_changed")
+            return None
+        return key
+
+    async def _renew_until(
+        self, answer: asyncio.Future[Any], job: AnswerJob, claimed_at: float
+    ) -> bool:
+        """Renew the lease every third of it while ``answer`` runs; ``False`` (and the
+        answer cancelled) once the lease is lost: refused, or not renewed in time while
+        the store was down."""
+        renewed_at = claimed_at
         while not answer.done():
             await asyncio.sleep(self.lease_seconds / 3)
             if answer.done():
                 break
-            renewed = await asyncio.to_thread(
-                self.store.renew, job.id, self.worker_id, lease_seconds=self.lease_seconds
-            )
+            attempt = time.monotonic()
+            try:
+                renewed = await asyncio.to_thread(
+                    self.store.renew, job.id, self.worker_id, lease_seconds=self.lease_seconds
+                )
+            except StorageError as error:
+                self.events(f"renewal_failed:{job.id}")
+                if time.monotonic() - renewed_at < self.lease_seconds:
+                    logger.warning(
+                        "job %s: lease not renewed, the job store is unavailable (%s); "
+                        "trying again",
+                        job.id,
+                        type(error).__name__,
+                    )
+                    continue
+                # Another worker may hold it by now: stop; it runs again after the lease.
+                logger.warning("job %s: lease ran out while the job store was unavailable", job.id)
+                renewed = False
             if not renewed:
                 answer.cancel()
                 return False
+            renewed_at = attempt
         return True
 
+    async def _store_write(
+        self, job: AnswerJob, what: str, write: Callable[[], bool]
+    ) -> bool | None:
+        """``write`` (a guarded store call) off the event loop; ``None`` when the store is
+        down: nothing changed, and the job runs again once its lease runs out."""
+        try:
+            return await asyncio.to_thread(write)
+        except StorageError as error:
+            self.events(f"store_unavailable:{type(error).__name__}")
+            logger.warning(
+                "job %s: %s not recorded, the job store is unavailable (%s); it runs again "
+                "after its lease",
+                job.id,
+                what,
+                type(error).__name__,
+            )
+            return None
+
     async def _release(self, job: AnswerJob, reason: str, *, outage: bool) -> None:
-        released = await asyncio.to_thread(
-            self.store.release, job.id, self.worker_id, reason=reason
-        )
-        self.events(f"released:{job.id}:{reason}" if released else f"lost:{job.id}")
         if outage:
             self.ramp.outage()
+        released = await self._store_write(
+            job, "release", lambda: self.store.release(job.id, self.worker_id, reason=reason)
+        )
+        if released is None:
+            return
+        self.events(f"released:{job.id}:{reason}" if released else f"lost:{job.id}")
         logger.info("job %s released (%s)", job.id, reason)
 
     async def _publish_failure(self, job: AnswerJob, reason: str) -> None:
-        published = await asyncio.to_thread(
-            self.store.publish, job.id, self.worker_id, state="failed", failure=reason
+        published = await self._store_write(
+            job,
+            "failure",
+            lambda: self.store.publish(job.id, self.worker_id, state="failed", failure=reason),
         )
+        if published is None:
+            return
         self.events(f"failed:{job.id}:{reason}" if published else f"lost:{job.id}")
         logger.info("job %s failed (%s)", job.id, reason.split(":", maxsplit=1)[0])
 
 
-def _still_allowed(key: ApiKey | None, job: AnswerJob) -> bool:
+def _still_allowed(key: ApiKey, job: AnswerJob) -> bool:
     """The submitting key is still active, for the job's tenant, with the answer scope."""
-    return key is not None and key.active and key.tenant == job.tenant and key.allows("answer")
+    return key.active and key.tenant == job.tenant and key.allows("answer")
 
 
 def job_status(job: AnswerJob) -> Mapping[str, Any]:

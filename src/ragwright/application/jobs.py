@@ -38,7 +38,9 @@ class AnswerJob:
     ``input_hash`` is SHA-256 of its canonical JSON. ``lease_owner`` and
     ``lease_expires_at`` are set while a worker holds it; ``attempts`` counts claims.
     ``result`` is the answer's JSON form once ``succeeded``; ``failure`` says why a job
-    ``failed``. Times are UTC ISO 8601 strings.
+    ``failed``. ``grant_digest`` is the submitting key's grant when it was accepted
+    (:func:`~ragwright.application.callers.grant_digest`; ``None`` for a job accepted
+    before stores recorded it, schema version 1). Times are UTC ISO 8601 strings.
     """
 
     id: str
@@ -56,6 +58,7 @@ class AnswerJob:
     result: Mapping[str, Any] | None = None
     failure: str | None = None
     finished_at: str | None = None
+    grant_digest: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -104,8 +107,11 @@ class JobStore(Protocol):
         input_hash: str,
         request: Mapping[str, Any],
         ttl_seconds: float,
+        grant_digest: str,
     ) -> Submitted:
         """Persist a new queued job, or return the existing one for this tenant and key.
+        ``grant_digest`` records the submitting key's grant (not part of the input: the
+        same key and input with another grant is still the same job).
 
         Raises:
             IdempotencyConflict: the key names a job with another ``input_hash``.
@@ -156,6 +162,12 @@ class JobStore(Protocol):
 
     def expire(self) -> int:
         """Mark unfinished jobs past their expiry ``expired``; how many."""
+        ...
+
+    def purge(self, *, older_than: float) -> int:
+        """Delete finished jobs (succeeded, failed, cancelled, expired) that finished at
+        least ``older_than`` seconds ago, results included; how many. Their
+        idempotency keys are free again."""
         ...
 
     def counts(self) -> JobCounts:

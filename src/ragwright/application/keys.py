@@ -110,6 +110,11 @@ class KeyStore(Protocol):
         """Every key, revoked ones included, oldest first."""
         ...
 
+    def get(self, key_id: str) -> ApiKey | None:
+        """The key with this id, revoked or not, else ``None`` (one row read: a job's
+        worker revalidates the submitting caller with it)."""
+        ...
+
     def revoke(self, key_id: str) -> ApiKey:
         """Revoke a key; revoking it again keeps the first ``revoked_at``.
 

@@ -434,6 +434,7 @@ class Application:
             queue.close_run(run_id, "finished")
         finally:
             index.close()
+            queue.close()
         self._purge_drafts(report.changed_documents)
         return _ingest_result(
             report, request, policy, embedder, skipped=loaded.skipped, invalid=loaded.invalid
@@ -1480,8 +1481,13 @@ class Application:
 
     def key(self, key_id: str) -> ApiKey | None:
         """The key with this id (revoked ones included), else ``None``: a job's worker
-        revalidates the submitting caller's current permissions with it."""
-        return next((k for k in self.components.key_store().list() if k.id == key_id), None)
+        revalidates the submitting caller's current permissions with it.
+
+        Raises:
+            StorageError: the key store cannot be read (PostgreSQL down: within its
+                connect timeout, so call it off the event loop).
+        """
+        return self.components.key_store().get(key_id)
 
     def changed_citations(self, outcome: AnswerOutcome, key: ApiKey) -> list[str]:
         """The cited documents no longer eligible for ``key``'s caller at the revision the
@@ -1492,15 +1498,41 @@ class Application:
             return []
         by_label = {s.label: s.candidate for s in result.context.sources}
         cited = {c.document_id: by_label[c.label].revision for c in result.citations}
-        version = result.citations[0].chunking_version
+        current = self._eligible_revisions(key, cited, result.citations[0].chunking_version)
+        return sorted(d for d, revision in cited.items() if current.get(d) != {revision})
+
+    def ineligible_citations(
+        self, key: ApiKey, citations: Sequence[Mapping[str, Any]]
+    ) -> list[str]:
+        """The documents a stored result cites (``citations`` in their JSON form) that
+        ``key``'s caller may not see now at any revision: outside its tenant, allowlist,
+        document types or publication states, or gone. A job's result is shown to a
+        reader only when this is empty (a document that merely changed revision since is
+        still the reader's to see).
+
+        Raises:
+            VectorIndexError: the index cannot be read.
+        """
+        if not citations:
+            return []
+        cited = sorted({str(c["document_id"]) for c in citations})
+        version = str(citations[0]["chunking_version"])
+        current = self._eligible_revisions(key, cited, version)
+        return [d for d in cited if d not in current]
+
+    def _eligible_revisions(
+        self, key: ApiKey, document_ids: Iterable[str], chunking_version: str
+    ) -> dict[str, set[str]]:
+        """The revisions among live points of ``document_ids`` that ``key``'s caller may
+        see now (tenant, allowlist, the key's document types and publication states)."""
         eligibility = dataclasses.replace(
             self.eligibility(evidence_for(key, ())),
-            chunking_version=version,
-            document_ids=tuple(sorted(cited)),
+            chunking_version=chunking_version,
+            document_ids=tuple(sorted(document_ids)),
         )
         scope = CallerScope(tenant=key.tenant, allowed_documents=key.documents or None)
         current: dict[str, set[str]] = {}
-        index = self.components.open_index(version, write=False, any_chunking_version=True)
+        index = self.components.open_index(chunking_version, write=False, any_chunking_version=True)
         try:
             with index.reading():
                 for point in index.scroll(
@@ -1511,7 +1543,7 @@ class Application:
                     current.setdefault(document, set()).add(str(point.payload.get("revision")))
         finally:
             index.close()
-        return sorted(d for d, revision in cited.items() if current.get(d) != {revision})
+        return current
 
     # --- shared decisions -----------------------------------------------------------
 

@@ -1,13 +1,16 @@
 """``/v1/answer-jobs``: durable answer jobs (202 Accepted, idempotency keys).
 
-A submission is validated like an answer request, persisted, and only then acknowledged
-with 202, the job's ``id`` and its status URL (also in ``Location``). The
-``Idempotency-Key`` header is required: the same key (for the caller's tenant) with the
-same input is the same job; with another input it is 409. Status, result and
-cancellation are authorised against the caller's current permissions: another tenant's
-job does not exist for it (404), and a result citing documents outside its allowlist is
-refused (403). If the store cannot durably accept the job, the answer is 503: never a
-202 for work that might be lost. docs/service.md ("Durable answer jobs").
+A submission is validated like an answer request (the question's tokens included: a
+question the embedder cannot read is 422 now, not a job that can never run), persisted
+with a digest of the submitting key's grant, and only then acknowledged with 202, the
+job's ``id`` and its status URL (also in ``Location``). The ``Idempotency-Key`` header
+is required: the same key (for the caller's tenant) with the same input is the same job;
+with another input it is 409. Status, result and cancellation are authorised against the
+caller's current permissions: another tenant's job does not exist for it (404), and a
+result citing documents outside its allowlist (403 ``outside-allowlist``) or that it may
+not see now by document type or publication state (403 ``not-eligible``) is refused.
+If the store cannot durably accept the job, the answer is 503: never a 202 for work that
+might be lost. docs/service.md ("Durable answer jobs").
 """
 
 import asyncio
@@ -21,11 +24,11 @@ from fastapi import APIRouter, Depends, Header
 from fastapi.responses import JSONResponse
 
 from ragwright.application import Application
-from ragwright.application.callers import answer_request_for
+from ragwright.application.callers import answer_request_for, grant_digest
 from ragwright.application.job_runner import job_status
 from ragwright.application.jobs import AnswerJob, JobStore, canonical_input
 from ragwright.application.keys import ApiKey
-from ragwright.errors import IdempotencyConflict, JobNotFound, RagwrightError
+from ragwright.errors import IdempotencyConflict, JobNotFound, RagwrightError, VectorIndexError
 from ragwright.service.problems import Problem, problem_responses
 from ragwright.service.schemas import AnswerBody
 
@@ -81,6 +84,8 @@ def job_routes(
             history=[(m.role, m.content) for m in body.history],
             documents=body.documents,
         )
+        # Off the event loop: counting may load the embedder's tokenizer.
+        await asyncio.to_thread(checked, application.check_question_tokens, body.question)
         request = body.model_dump(mode="json")
         try:
             submitted = await asyncio.to_thread(
@@ -91,6 +96,7 @@ def job_routes(
                 input_hash=canonical_input(request),
                 request=request,
                 ttl_seconds=settings.job_ttl,
+                grant_digest=grant_digest(key),
             )
         except IdempotencyConflict as error:
             raise Problem(
@@ -121,7 +127,7 @@ def job_routes(
     ) -> JSONResponse:
         """The job's state and, once it succeeded, its answer (the shape of
         ``POST /v1/answers``)."""
-        job = visible(await read(job_id), key)
+        job = await visible(await read(job_id), key)
         return JSONResponse(dict(job_status(job)))
 
     @router.delete("/v1/answer-jobs/{job_id}", responses=problem_responses(401, 403, 404, 503))
@@ -129,7 +135,7 @@ def job_routes(
         job_id: str, key: Annotated[ApiKey, Depends(caller("answer"))]
     ) -> JSONResponse:
         """Cancel a job that has not finished (a finished one is returned as it is)."""
-        visible(await read(job_id), key)
+        await visible(await read(job_id), key)
         try:
             job = await asyncio.to_thread(store().cancel, job_id)
         except JobNotFound as error:
@@ -150,6 +156,34 @@ def job_routes(
         except RagwrightError as error:
             raise store_unavailable(error) from error
 
+    async def visible(job: AnswerJob | None, key: ApiKey) -> AnswerJob:
+        """The job, if the caller may see it now: its tenant's, and a result whose cited
+        documents are within the key's allowlist and eligible for it now (document
+        types, publication states). Another tenant's job is indistinguishable from none."""
+        job = within_allowlist(job, key)
+        citations = job.result.get("citations", []) if job.result is not None else []
+        if not citations:
+            return job
+        try:
+            refused = await asyncio.to_thread(application.ineligible_citations, key, citations)
+        except VectorIndexError as error:
+            raise Problem(
+                503,
+                "retrieval-unavailable",
+                "The index cannot be used now",
+                f"the job's cited documents cannot be checked ({type(error).__name__})",
+                reason="retrieval_unavailable",
+            ) from error
+        if refused:
+            raise Problem(
+                403,
+                "not-eligible",
+                "Not allowed",
+                f"the job's result cites {len(refused)} document(s) this key may not see now "
+                f"(document type, publication state, or gone; first: {refused[0]!r})",
+            )
+        return job
+
     return router
 
 
@@ -159,9 +193,9 @@ def overdue(job: AnswerJob) -> bool:
     return expires <= datetime.now(UTC)
 
 
-def visible(job: AnswerJob | None, key: ApiKey) -> AnswerJob:
-    """The job, if the caller may see it now: its tenant's, and a result within the
-    key's allowlist. Another tenant's job is indistinguishable from none."""
+def within_allowlist(job: AnswerJob | None, key: ApiKey) -> AnswerJob:
+    """The job if it is the caller's tenant's and its result cites nothing outside the
+    key's allowlist (checked without the index)."""
     if job is None or job.tenant != key.tenant:
         raise missing()
     if key.documents and job.result is not None:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from ragwright.application.jobs import BatchLimits, JobStore, canonical_input
-from ragwright.errors import IdempotencyConflict, JobNotFound
+from ragwright.errors import IdempotencyConflict, JobNotFound, RequestError
 
 LEASE = 0.3  # seconds: short, so a lease runs out within a test
 WIDE = BatchLimits(pool=100)
@@ -35,6 +35,7 @@ def submit(
     tenant: str | None = "acme",
     question: str = "q?",
     ttl: float = 600.0,
+    grant: str = "grant-1",
 ) -> str:
     request = {"question": question}
     return store.submit(
@@ -44,6 +45,7 @@ def submit(
         input_hash=canonical_input(request),
         request=request,
         ttl_seconds=ttl,
+        grant_digest=grant,
     ).job.id
 
 
@@ -75,6 +77,7 @@ class JobStoreConformance:
             input_hash=canonical_input(request),
             request=request,
             ttl_seconds=60,
+            grant_digest="grant-1",
         )
         assert done.created
         again = self.open_again(store)
@@ -83,13 +86,14 @@ class JobStoreConformance:
         finally:
             again.close()
         assert job is not None
-        assert (job.state, job.tenant, job.key_id, job.request, job.attempts) == (
-            "queued",
-            "acme",
-            "k1",
-            request,
-            0,
-        )
+        assert (
+            job.state,
+            job.tenant,
+            job.key_id,
+            job.request,
+            job.attempts,
+            job.grant_digest,
+        ) == ("queued", "acme", "k1", request, 0, "grant-1")
         assert job.expires_at > job.created_at
 
     def test_same_key_same_input_returns_the_existing_job(self, store: JobStore) -> None:
@@ -102,8 +106,23 @@ class JobStoreConformance:
             input_hash=canonical_input(request),
             request=request,
             ttl_seconds=60,
+            grant_digest="grant-1",
         )
         assert (again.job.id, again.created) == (first, False)
+
+    def test_the_grant_is_not_part_of_the_input(self, store: JobStore) -> None:
+        first = submit(store, "key-1", grant="before")
+        again = store.submit(
+            tenant="acme",
+            key_id="k1",
+            idempotency_key="key-1",
+            input_hash=canonical_input({"question": "q?"}),
+            request={"question": "q?"},
+            ttl_seconds=60,
+            grant_digest="after",
+        )
+        # The same job, still with the grant it was accepted under.
+        assert (again.job.id, again.created, again.job.grant_digest) == (first, False, "before")
 
     def test_same_key_other_input_is_a_conflict_naming_the_job(self, store: JobStore) -> None:
         first = submit(store, "key-1")
@@ -227,6 +246,41 @@ class JobStoreConformance:
         job = store.get(job_id)
         assert job is not None and job.state == "expired" and job.finished_at is not None
         assert store.expire() == 0
+
+    # Retention.
+
+    def test_finished_jobs_past_the_retention_are_purged_and_free_their_key(
+        self, store: JobStore
+    ) -> None:
+        done, failed, cancelled, expired, running, queued = (
+            submit(store, f"key-{i}", ttl=LEASE if i == 3 else 600.0) for i in range(6)
+        )
+        for job_id in (done, failed):
+            claimed = store.claim("w", lease_seconds=60, limits=WIDE)
+            assert claimed is not None and claimed.id == job_id
+        store.publish(done, "w", state="succeeded", result={})
+        store.publish(failed, "w", state="failed", failure="model unavailable")
+        store.cancel(cancelled)
+        self.elapse(LEASE + 0.2)
+        assert store.expire() == 1
+        claimed = store.claim("w", lease_seconds=600, limits=WIDE)
+        assert claimed is not None and claimed.id == running
+        assert store.purge(older_than=60) == 0  # finished too recently
+        self.elapse(0.5)
+        recent = submit(store, "key-recent")
+        store.cancel(recent)
+        assert store.purge(older_than=0.4) == 4  # not the one cancelled just now
+        assert [store.get(j) for j in (done, failed, cancelled, expired)] == [None] * 4
+        assert {job.state for job in map(store.get, (running, queued, recent)) if job} == {
+            "running",
+            "queued",
+            "cancelled",
+        }
+        # The purged job's Idempotency-Key names a new job, even for another input.
+        assert submit(store, "key-0", question="another?") not in (done, failed)
+        assert store.purge(older_than=0) == 1  # the recent one, with no retention
+        with pytest.raises(RequestError):
+            store.purge(older_than=-1)
 
     # Batch limits.
 
