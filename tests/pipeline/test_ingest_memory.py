@@ -15,7 +15,7 @@ from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.core.contracts import contract_for
 from ragwright.core.documents import validate_document
-from ragwright.pipeline.ingest import ingest
+from ragwright.pipeline.ingest import BATCHES_IN_FLIGHT, ingest
 from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
 from ragwright.types import ChunkingPolicy, SourceDocument, SourceSection
 
@@ -71,6 +71,6 @@ def test_ingestion_holds_a_bounded_number_of_documents_at_once(tmp_path: Path) -
             document_batch=DOCUMENT_BATCH,
         )
     assert (report.documents, report.documents_changed, source.passes) == (600, 600, 2)
-    # One batch being read plus the batch being written; a run that listed the corpus
-    # would hold all 600.
-    assert 0 < source.most_alive <= 2 * DOCUMENT_BATCH
+    # The batch being read plus the batches being written (one switching, the next ones
+    # embedding); a run that listed the corpus would hold all 600.
+    assert 0 < source.most_alive <= (1 + BATCHES_IN_FLIGHT) * DOCUMENT_BATCH

@@ -18,9 +18,13 @@ batches from a queue):
 2. **Stage** — chunks whose stored id is absent (new or edited text) are embedded in
    length-sorted batches, up to the embedder's ``in_flight`` calls at once, and upserted
    with ``index_state="staged"``; queries only ever match ``live`` points, so staged
-   points are invisible. Every written point is read back. Embedding of the next batches
-   overlaps the write and read-back of the current one.
-3. **Switch** — obsolete points of the document are deleted, then one ``set_payload``
+   points are invisible. Every written point is read back. The calls stay outstanding
+   across document batches: the next batch is scanned and planned once the current
+   one's calls are all made, and its calls go out while the current one's last ones
+   return and while it is switched and verified (at most :data:`BATCHES_IN_FLIGHT`
+   document batches held). One writer thread makes every write in order.
+3. **Switch** — once every point of the batch is staged and read back, obsolete points
+   of the document are deleted, then one ``set_payload``
    sets the document-level fields (revision, metadata, digest, ``index_state="live"``) on
    all its desired points. Until the delete the visible set is the old revision; between
    delete and flip it is the unchanged chunks (a subset of both revisions); after the
@@ -56,9 +60,9 @@ import contextvars
 import uuid
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ragwright.core.chunking import TokenCounter, build_chunks
 from ragwright.core.contracts import require_compatible
@@ -105,6 +109,7 @@ _READBACK_FIELDS = ("text", "document_id", "chunking_version", "document_type", 
 # avgdl is the mean of these over all points.
 LEXICAL_TERMS = "lexical_terms"
 _REENCODE_BATCH = 256
+T = TypeVar("T")
 # A document's identity: its tenant (None for untenanted) and its id.
 DocumentKey = tuple[str | None, str]
 
@@ -180,7 +185,8 @@ class RunPlan:
     """What the validation pass decided before any write.
 
     ``keys`` holds every document of the run (prune deletes documents of the run's
-    tenants not in it); ``changed`` the documents the writing pass must process. Keys
+    tenants not in it); ``changed`` the documents the writing pass must process;
+    ``shared_in_run`` the document ids the run holds under more than one tenant. Keys
     are the only per-document state kept for the whole run: no texts, no vectors.
     """
 
@@ -193,6 +199,7 @@ class RunPlan:
     staging_avgdl: float
     encoded_avgdl: float | None
     prune: bool
+    shared_in_run: frozenset[str] = frozenset()
 
     @property
     def documents(self) -> int:
@@ -259,7 +266,7 @@ class BatchReport:
 
 # Documents per change-detection scan (one filtered, payload-light scroll each) in the
 # validation pass, and per batch in the writing pass: what memory holds at once is about
-# this many documents, their chunks and one embedding batch per in-flight call.
+# BATCHES_IN_FLIGHT such batches with their chunks, and one embedding batch per call.
 DOCUMENT_BATCH = 128
 
 
@@ -294,9 +301,12 @@ def ingest(
 
     Two passes over ``documents`` (so it must be re-iterable: a list, or a source that
     reads its files again): :func:`prepare_run` validates everything before any write,
-    then :func:`ingest_batch` writes the changed documents ``document_batch`` at a time,
-    then :func:`finish_run` prunes and refreshes the BM25 statistics. Several workers
-    run the same three steps with the batches on a queue (docs/ingestion.md).
+    then the changed documents are written ``document_batch`` at a time as
+    :func:`ingest_batch` writes one batch (the next batches embedding while one is
+    switched), then :func:`finish_run` prunes and refreshes the BM25 statistics.
+    Several workers run the same three steps with the batches on a queue
+    (docs/ingestion.md). ``progress`` and ``phase_hook`` may be called from the
+    ingestion's writer thread.
 
     Args:
         documents: validated documents, unique (tenant, id) pairs.
@@ -336,23 +346,18 @@ def ingest(
         document_batch=document_batch,
         progress=progress,
     )
-    context = run.batch_context()
-    reports = [
-        ingest_batch(
-            batch,
-            context,
-            policy=policy,
-            embedder=embedder,
-            sparse_encoder=sparse_encoder,
-            index=index,
-            batch_size=batch_size,
-            progress=progress,
-            phase_hook=phase_hook,
-        )
-        for batch in batched(
-            (d for d in documents if document_key(d) in run.changed), document_batch
-        )
-    ]
+    reports = _write_batches(
+        batched((d for d in documents if document_key(d) in run.changed), document_batch),
+        run.batch_context(),
+        policy=policy,
+        embedder=embedder,
+        sparse_encoder=sparse_encoder,
+        index=index,
+        batch_size=batch_size,
+        progress=progress,
+        phase_hook=phase_hook,
+        shared_in_run=run.shared_in_run,
+    )
     return finish_run(
         run, reports, index=index, sparse_encoder=sparse_encoder, avgdl_tolerance=avgdl_tolerance
     )
@@ -438,7 +443,16 @@ def prepare_run(
         staging_avgdl=staging_avgdl,
         encoded_avgdl=encoded_avgdl,
         prune=prune,
+        shared_in_run=_shared_in_run(seen),
     )
+
+
+def _shared_in_run(keys: Iterable[DocumentKey]) -> frozenset[str]:
+    """Document ids that ``keys`` hold under more than one tenant."""
+    tenants: dict[str, int] = {}
+    for _tenant, document_id in keys:
+        tenants[document_id] = tenants.get(document_id, 0) + 1
+    return frozenset(document_id for document_id, count in tenants.items() if count > 1)
 
 
 def _check_unique(seen: dict[DocumentKey, str], document: SourceDocument) -> None:
@@ -513,16 +527,266 @@ def ingest_batch(
     half-switched document; a document already switched is verified and still counted
     as changed, so the run's summary is the same whoever finished the batch.
     """
+    (report,) = _write_batches(
+        [documents],
+        context,
+        policy=policy,
+        embedder=embedder,
+        sparse_encoder=sparse_encoder,
+        index=index,
+        batch_size=batch_size,
+        progress=progress,
+        phase_hook=phase_hook,
+    )
+    return report
+
+
+# Document batches the writing pass holds at once: one switching (its plans are needed
+# until it is verified) and up to two embedding, so the next batches' embedding calls
+# keep ``in_flight`` requests outstanding while a batch is switched and verified.
+BATCHES_IN_FLIGHT = 3
+
+
+@dataclass(slots=True, eq=False)
+class _Batch:
+    """One batch of the writing pass: its plans, its inputs in embedding order (length
+    sorted), the staged writes handed to the writer and, once all are, its switch."""
+
+    work: list[_DocumentWork]
+    held: dict[str, set[str | None]]
+    pending: list[PlannedPoint]
+    lengths: list[int]
+    calls_left: int = 0
+    tokens: int = 0
+    writes: list[Future[None]] = field(default_factory=list)
+    switched: Future[BatchReport] | None = None
+
+
+def _write_batches(
+    batches: Iterable[Sequence[SourceDocument]],
+    context: BatchContext,
+    *,
+    policy: ChunkingPolicy,
+    embedder: Embedder,
+    sparse_encoder: SparseEncoder,
+    index: VectorIndex,
+    batch_size: int,
+    progress: ProgressCallback | None = None,
+    phase_hook: Callable[[str, str], None] | None = None,
+    shared_in_run: frozenset[str] = frozenset(),
+) -> list[BatchReport]:
+    """Stage, switch and verify each batch of documents; their reports, in order.
+
+    Up to the embedder's ``in_flight`` embedding calls are outstanding at once, across
+    batch boundaries: the next batch is planned (scanned, chunked) as soon as the
+    current one's calls are all made, so its calls go out while the current one's last
+    calls return and while it is switched and verified. At most
+    :data:`BATCHES_IN_FLIGHT` batches are held. One writer thread does every index
+    write of the pass in order: a batch's staged upserts (each read back), then its
+    switch and verify, which starts only once every point of the batch is staged and
+    read back. After a failure the writer starts nothing more; a failure of an
+    embedding call lets the writer finish what it was handed (staged points, switches
+    of batches already staged), which an uninterrupted sequence of batches would also
+    have done, then raises. Each embedding call runs in a copy of the caller's context,
+    so it spends the caller's deadline.
+
+    ``shared_in_run`` names the document ids the run holds under several tenants: a
+    later batch reports such an id as shared with an earlier batch's document even when
+    that one is not written yet, as one batch after another would.
+    """
     if context.chunking_version != policy.version:
         raise ContractMismatch("chunking_version", context.chunking_version, policy.version)
-    notify = progress or (lambda _event, _count: None)
-    hook = phase_hook or (lambda _doc, _phase: None)
+    in_flight = max(1, int(getattr(embedder, "in_flight", 1)))
+    with (
+        ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="ragwright-embed") as pool,
+        _Writer() as writer,
+    ):
+        writing = _WritingPass(
+            iter(batches),
+            context,
+            policy=policy,
+            embedder=embedder,
+            sparse_encoder=sparse_encoder,
+            index=index,
+            batch_size=batch_size,
+            in_flight=in_flight,
+            notify=progress or (lambda _event, _count: None),
+            hook=phase_hook or (lambda _doc, _phase: None),
+            shared_in_run=shared_in_run,
+            pool=pool,
+            writer=writer,
+        )
+        try:
+            return writing.run()
+        finally:
+            writing.cancel()
+
+
+class _WritingPass:
+    """The state of :func:`_write_batches`: batches held, embedding calls not made yet
+    and outstanding (in the order they were made), and the reports collected."""
+
+    def __init__(
+        self,
+        batches: Iterator[Sequence[SourceDocument]],
+        context: BatchContext,
+        *,
+        policy: ChunkingPolicy,
+        embedder: Embedder,
+        sparse_encoder: SparseEncoder,
+        index: VectorIndex,
+        batch_size: int,
+        in_flight: int,
+        notify: ProgressCallback,
+        hook: Callable[[str, str], None],
+        shared_in_run: frozenset[str],
+        pool: ThreadPoolExecutor,
+        writer: _Writer,
+    ) -> None:
+        self.batches = batches
+        self.context = context
+        self.policy = policy
+        self.embedder = embedder
+        self.sparse_encoder = sparse_encoder
+        self.index = index
+        self.batch_size = batch_size
+        self.in_flight = in_flight
+        self.notify = notify
+        self.hook = hook
+        self.shared_in_run = shared_in_run
+        self.pool = pool
+        self.writer = writer
+        self.held: deque[_Batch] = deque()  # planned, not reported: BATCHES_IN_FLIGHT at most
+        self.waiting: deque[tuple[_Batch, int]] = deque()  # calls not made yet (batch, start)
+        self.calls: deque[tuple[_Batch, int, Future[list[list[float]]]]] = deque()
+        self.earlier: dict[str, set[str | None]] = {}  # tenants of shared ids seen so far
+        self.reports: list[BatchReport] = []
+        self.more = True
+
+    def run(self) -> list[BatchReport]:
+        while True:
+            self._make_calls()
+            if self.calls:
+                self._take_call()
+            elif self.held:
+                # No call left: every held batch is with the writer; wait for the oldest.
+                self._switch_of(self.held[0]).result()
+            else:
+                return self.reports
+            self._collect()
+
+    def cancel(self) -> None:
+        """Cancel the embedding calls not started yet (after a failure)."""
+        for _batch, _start, call in self.calls:
+            call.cancel()
+
+    def _make_calls(self) -> None:
+        """Keep ``in_flight`` calls outstanding, planning the next batch when the held
+        ones have no call left to make (and fewer than BATCHES_IN_FLIGHT are held)."""
+        while len(self.calls) < self.in_flight:
+            if self.waiting:
+                batch, start = self.waiting.popleft()
+                texts = [p.embedding_input for p in batch.pending[start : start + self.batch_size]]
+                in_context = contextvars.copy_context().run
+                call = self.pool.submit(in_context, self.embedder.embed_documents, texts)
+                self.calls.append((batch, start, call))
+            elif not self._plan_next():
+                return
+
+    def _plan_next(self) -> bool:
+        if not self.more or len(self.held) >= BATCHES_IN_FLIGHT:
+            return False
+        documents = next(self.batches, None)
+        if documents is None:
+            self.more = False
+            return False
+        batch = _plan_batch(
+            documents, self.policy, self.embedder, self.sparse_encoder, self.index, self.earlier
+        )
+        for document in documents:
+            if document.document_id in self.shared_in_run:
+                self.earlier.setdefault(document.document_id, set()).add(document.tenant)
+        self.held.append(batch)
+        starts = range(0, len(batch.pending), self.batch_size)
+        batch.calls_left = len(starts)
+        self.waiting.extend((batch, start) for start in starts)
+        if not starts:  # nothing to embed (a metadata change, or every point staged)
+            self._hand_over(batch)
+        return True
+
+    def _take_call(self) -> None:
+        """Hand the oldest call's vectors to the writer (and, after its batch's last
+        call, the batch's switch) or, when no batch can be planned until the oldest
+        is switched and that ends first, just collect it."""
+        batch, start, call = self.calls[0]
+        oldest = self.held[0].switched
+        if not self.waiting and len(self.held) == BATCHES_IN_FLIGHT and oldest is not None:
+            either: list[Future[Any]] = [call, oldest]
+            wait(either, return_when=FIRST_COMPLETED)
+            if not call.done():
+                return
+        self.calls.popleft()
+        vectors = call.result()
+        self.writer.check()
+        dimensions = self.embedder.profile.dimensions
+        for vector in vectors:
+            if len(vector) != dimensions:
+                raise DimensionMismatch(dimensions, len(vector))
+        points = batch.pending[start : start + self.batch_size]
+        if self.embedder.counts_tokens:
+            batch.tokens += sum(batch.lengths[start : start + self.batch_size])
+        batch.writes.append(
+            self.writer.submit(
+                _write_and_verify,
+                self.index,
+                self.sparse_encoder,
+                points,
+                vectors,
+                self.context.staging_avgdl,
+            )
+        )
+        self.notify("embedded", len(points))
+        batch.calls_left -= 1
+        if batch.calls_left == 0:
+            self._hand_over(batch)
+
+    def _hand_over(self, batch: _Batch) -> None:
+        batch.switched = self.writer.submit(
+            _switch_batch, batch, self.index, self.notify, self.hook
+        )
+
+    @staticmethod
+    def _switch_of(batch: _Batch) -> Future[BatchReport]:
+        if batch.switched is None:  # pragma: no cover
+            raise AssertionError("unreachable: a batch with no call left is handed over")
+        return batch.switched
+
+    def _collect(self) -> None:
+        """Move the reports of the oldest batches that are switched and verified."""
+        while self.held and (switched := self.held[0].switched) is not None and switched.done():
+            self.reports.append(switched.result())
+            self.held.popleft()
+
+
+def _plan_batch(
+    documents: Sequence[SourceDocument],
+    policy: ChunkingPolicy,
+    embedder: Embedder,
+    sparse_encoder: SparseEncoder,
+    index: VectorIndex,
+    earlier: dict[str, set[str | None]],
+) -> _Batch:
+    """Scan the batch's stored points and plan its documents: what to embed (in
+    length-sorted order), keep and delete, and which ids the index holds for other
+    tenants (``earlier``: those of earlier batches of the pass, written or not)."""
     existing = _scan_documents(index, policy.version, documents)
     held: dict[str, set[str | None]] = {}
     for tenant, document_id in existing:
         held.setdefault(document_id, set()).add(tenant)
     work: list[_DocumentWork] = []
     for document in documents:
+        if document.document_id in earlier:
+            held.setdefault(document.document_id, set()).update(earlier[document.document_id])
         source = _source_digest(document, policy, embedder, sparse_encoder)
         plan = _plan(document, policy, embedder, source)
         stored = existing.get(document_key(document), {})
@@ -537,33 +801,73 @@ def ingest_batch(
         )
     pending = [p for item in work for p in item.to_embed]
     lengths = _check_lengths(embedder, pending)
-    embedded_tokens = _stage(
-        embedder,
-        sparse_encoder,
-        index,
-        pending,
-        lengths,
-        batch_size,
-        notify,
-        context.staging_avgdl,
-    )
+    # Padding is wasted compute: each embedding call gets inputs of similar length.
+    order = sorted(range(len(pending)), key=lambda i: lengths[i])
+    return _Batch(work, held, [pending[i] for i in order], [lengths[i] for i in order])
+
+
+def _switch_batch(
+    batch: _Batch,
+    index: VectorIndex,
+    notify: ProgressCallback,
+    hook: Callable[[str, str], None],
+) -> BatchReport:
+    """Switch and verify every document of a staged batch (on the writer thread)."""
+    for write in batch.writes:
+        write.result()  # written before this, in order; a document switches only staged
     payload_updated = deleted = verified = 0
-    for item in work:
+    for item in batch.work:
         payload_updated += _refresh_kept(index, item)
         deleted += len(item.obsolete)
         verified += _switch(index, item, hook)
         notify("switched", len(item.plan.points))
     return BatchReport(
-        chunks=sum(len(item.plan.points) for item in work),
-        embedded=len(pending),
+        chunks=sum(len(item.plan.points) for item in batch.work),
+        embedded=len(batch.pending),
         payload_updated=payload_updated,
         deleted=deleted,
         verified=verified,
-        documents_changed=len(work),
-        embedding_tokens=embedded_tokens,
-        shared_ids=_shared_ids(work, held),
-        changed_documents=tuple(document_key(item.plan.document) for item in work),
+        documents_changed=len(batch.work),
+        embedding_tokens=batch.tokens,
+        shared_ids=_shared_ids(batch.work, batch.held),
+        changed_documents=tuple(document_key(item.plan.document) for item in batch.work),
     )
+
+
+class _Writer:
+    """One thread that runs the writing pass's index writes in the order given.
+
+    After a task fails, the tasks after it do not run (they raise the same error), and
+    :meth:`check` raises it on the caller's thread. Leaving the block waits for the
+    tasks already given (those after a failure end at once).
+    """
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragwright-writer")
+        self._failure: BaseException | None = None
+
+    def __enter__(self) -> _Writer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.shutdown(wait=True)
+
+    def submit(self, task: Callable[..., T], *args: Any) -> Future[T]:
+        def run() -> T:
+            if self._failure is not None:
+                raise self._failure
+            try:
+                return task(*args)
+            except BaseException as error:
+                self._failure = error
+                raise
+
+        return self._pool.submit(contextvars.copy_context().run, run)
+
+    def check(self) -> None:
+        """Raise the first failure of a write, if any."""
+        if self._failure is not None:
+            raise self._failure
 
 
 def finish_run(
@@ -708,70 +1012,6 @@ def _check_lengths(embedder: Embedder, pending: Sequence[PlannedPoint]) -> list[
                 limit,
             )
     return lengths
-
-
-def _stage(
-    embedder: Embedder,
-    sparse_encoder: SparseEncoder,
-    index: VectorIndex,
-    pending: Sequence[PlannedPoint],
-    lengths: Sequence[int],
-    batch_size: int,
-    notify: ProgressCallback,
-    avgdl: float,
-) -> int:
-    """Embed in length-sorted batches and write them staged, overlapping the two.
-
-    Up to the embedder's ``in_flight`` calls run at once (remote providers; 1 for the
-    bundled model); the batches are written in order by one writer thread while the
-    next ones embed. Each call runs in a copy of the caller's context, so it spends the
-    caller's deadline.
-    """
-    order = sorted(range(len(pending)), key=lambda i: lengths[i])
-    dimensions = embedder.profile.dimensions
-    in_flight = max(1, int(getattr(embedder, "in_flight", 1)))
-    starts = iter(range(0, len(order), batch_size))
-    tokens = 0
-    with (
-        ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="ragwright-embed") as pool,
-        ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragwright-writer") as writer,
-    ):
-        embedding: deque[tuple[int, Future[list[list[float]]]]] = deque()
-
-        def submit_embeddings() -> None:
-            while len(embedding) < in_flight:
-                start = next(starts, None)
-                if start is None:
-                    return
-                texts = [pending[i].embedding_input for i in order[start : start + batch_size]]
-                call = contextvars.copy_context().run
-                embedding.append((start, pool.submit(call, embedder.embed_documents, texts)))
-
-        written: Future[None] | None = None
-        try:
-            submit_embeddings()
-            while embedding:
-                start, call = embedding.popleft()
-                vectors = call.result()
-                submit_embeddings()  # the next batches embed while this one is written
-                for vector in vectors:
-                    if len(vector) != dimensions:
-                        raise DimensionMismatch(dimensions, len(vector))
-                batch = [pending[i] for i in order[start : start + batch_size]]
-                if embedder.counts_tokens:
-                    tokens += sum(lengths[i] for i in order[start : start + batch_size])
-                if written is not None:
-                    written.result()
-                written = writer.submit(
-                    _write_and_verify, index, sparse_encoder, batch, vectors, avgdl
-                )
-                notify("embedded", len(batch))
-            if written is not None:
-                written.result()
-        finally:
-            for _, call in embedding:
-                call.cancel()
-    return tokens
 
 
 def _write_and_verify(
