@@ -51,6 +51,7 @@ from ragwright.application.drafts import (
     question_key,
 )
 from ragwright.application.ingest_queue import (
+    IngestQueue,
     ItemResult,
     WorkerStats,
     WorkItem,
@@ -278,16 +279,7 @@ class Application:
     ) -> IngestResult:
         """Bring the index in line with ``request.sources`` within the run's tenants."""
         policy = self.chunking_policy(request.chunking)
-        # Sources are streamed: ingestion reads them one file at a time (twice), so the
-        # corpus is never held here (docs/ingestion.md, "Memory").
-        stream = None if request.documents else self.stream_documents(request)
-        documents = request.documents if stream is None else stream
-        self._check_rebuild(request, documents, stream, policy.version)
-        if stream is not None and not request.rebuild:
-            # One reading pass (nothing kept) before the index is opened for writing, so
-            # invalid or missing sources leave no index behind; --rebuild made it already.
-            for _ in stream:
-                pass
+        documents, stream = self._open_sources(request, policy.version)
         embedder = self.components.embedder()
         index = self.components.open_index(
             policy.version,
@@ -310,16 +302,26 @@ class Application:
         finally:
             index.close()
         self._purge_drafts(report.changed_documents)
-        return _ingest_result(
-            report,
-            request,
-            policy,
-            embedder,
-            skipped=()
-            if stream is None
-            else tuple(SkippedFile(path, reason) for path, reason in stream.skipped),
-            invalid=() if stream is None else stream.invalid,
-        )
+        return _ingest_result(report, request, policy, embedder, stream)
+
+    def _open_sources(
+        self, request: IngestRequest, version: str
+    ) -> tuple[Iterable[SourceDocument], DocumentStream | None]:
+        """The run's documents: the request's, or its sources streamed (then also the
+        stream, for what it skipped), with ``--rebuild`` checked.
+
+        Sources are streamed: each pass reads them one file at a time, so the corpus is
+        never held (docs/ingestion.md, "Memory"). They are read once here, keeping
+        nothing, before the index is opened for writing, so invalid or missing sources
+        leave no index behind (``--rebuild``'s check made that pass already).
+        """
+        stream = None if request.documents else self.stream_documents(request)
+        documents = request.documents if stream is None else stream
+        self._check_rebuild(request, documents, stream, version)
+        if stream is not None and not request.rebuild:
+            for _ in stream:
+                pass
+        return documents, stream
 
     def stream_documents(self, request: IngestRequest) -> DocumentStream:
         """The documents of :meth:`load_documents`, read and validated one file at a time
@@ -368,11 +370,22 @@ class Application:
         if item_size < 1:
             raise RequestError("item_size", f"must be at least 1, got {item_size}")
         queue = self.components.ingest_queue()
+        try:
+            return self._run_queued(queue, request, item_size, progress, started, poll)
+        finally:
+            queue.close()
+
+    def _run_queued(
+        self,
+        queue: IngestQueue,
+        request: IngestRequest,
+        item_size: int,
+        progress: ProgressCallback | None,
+        started: Callable[[str], None] | None,
+        poll: float,
+    ) -> IngestResult:
         policy = self.chunking_policy(request.chunking)
-        loaded = (
-            LoadedSources(request.documents) if request.documents else self.load_documents(request)
-        )
-        self._check_rebuild(request, loaded.documents, loaded, policy.version)
+        documents, stream = self._open_sources(request, policy.version)
         embedder = self.components.embedder()
         sparse_encoder = self.components.sparse_encoder()
         index = self.components.open_index(
@@ -384,7 +397,7 @@ class Application:
         notify = progress or (lambda _event, _count: None)
         try:
             run = prepare_run(
-                loaded.documents,
+                documents,
                 policy=policy,
                 embedder=embedder,
                 sparse_encoder=sparse_encoder,
@@ -399,10 +412,12 @@ class Application:
                 if started is not None and run.changed:
                     started(run_id)
                 items = 0
-                changed = (d for d in loaded.documents if document_key(d) in run.changed)
-                for number, documents in enumerate(batched(changed, item_size)):
+                # The writing pass reads the sources again: only the item being built is
+                # held, whatever the corpus's size.
+                changed = (d for d in documents if document_key(d) in run.changed)
+                for number, item in enumerate(batched(changed, item_size)):
                     body = item_body(
-                        documents,
+                        item,
                         context=run.batch_context().to_json(),
                         policy=policy,
                         embedding_profile=embedder.profile.profile_id,
@@ -434,9 +449,7 @@ class Application:
         finally:
             index.close()
         self._purge_drafts(report.changed_documents)
-        return _ingest_result(
-            report, request, policy, embedder, skipped=loaded.skipped, invalid=loaded.invalid
-        )
+        return _ingest_result(report, request, policy, embedder, stream)
 
     def ingest_worker(
         self,
@@ -1794,11 +1807,12 @@ def _ingest_result(
     request: IngestRequest,
     policy: ChunkingPolicy,
     embedder: Embedder,
-    *,
-    skipped: tuple[Any, ...],
-    invalid: tuple[Any, ...],
+    stream: DocumentStream | None,
 ) -> IngestResult:
-    """The use case's result: the pipeline's report with the run's sources and profile."""
+    """The use case's result: the pipeline's report with the run's sources and profile,
+    and what the ``stream`` the documents came from (if any) skipped."""
+    skipped = () if stream is None else tuple(SkippedFile(p, r) for p, r in stream.skipped)
+    invalid = () if stream is None else stream.invalid
     return IngestResult(
         # Not asdict: it would turn the nested records into dicts.
         **{

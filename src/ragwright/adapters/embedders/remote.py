@@ -47,7 +47,6 @@ from ragwright.errors import (
 )
 from ragwright.types import EmbeddingProfile
 
-
 # What a hosted API may append to the model name it was asked for: a version or a date
 # ("-v2", "-2024-05-13", "-20240513", "-0613"). OpenAI answered text-embedding-ada-002
 # requests as "text-embedding-ada-002-v2" until January 2024 and now reports the name
@@ -61,7 +60,9 @@ def reports_model(reported: str, model: str) -> bool:
     (profile ``text-embedding-3`` is not ``text-embedding-3-large``)."""
     if reported == model:
         return True
-    return reported.startswith(model) and _MODEL_SUFFIX.fullmatch(reported[len(model) :]) is not None
+    return (
+        reported.startswith(model) and _MODEL_SUFFIX.fullmatch(reported[len(model) :]) is not None
+    )
 
 
 def _check_in_flight(in_flight: int) -> int:
