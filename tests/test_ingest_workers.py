@@ -191,3 +191,52 @@ def test_local_workers_started_by_the_coordinator_run_its_items(tmp_path: Path) 
         recorded = results(database)
         assert [item for item, _, _ in recorded] == [0, 1, 2]
         assert {worker.rsplit("-", 1)[-1] for _, _, worker in recorded} <= {"local0", "local1"}
+
+
+def test_a_queued_runs_deadline_bounds_its_items_retries_on_the_workers(tmp_path: Path) -> None:
+    """The coordinator's RAGWRIGHT_INGEST_DEADLINE travels with the items: a worker that
+    has no deadline of its own stops retrying a provider that keeps failing transiently
+    when the run's deadline leaves no room, and the run fails naming it."""
+    from tests.scripted_openai import scripted_embeddings
+
+    attempts = 40
+    failing = [(503, {"Retry-After": "0.5"})] * 200
+    with (
+        scratch_database() as database,
+        serve_qdrant_double(record=False) as (qdrant_url, _),
+        scripted_embeddings(failures=failing) as embeddings,
+        processes() as started,
+    ):
+        env = {
+            **server_env(tmp_path / "home", qdrant_url, "bounded", database),
+            "RAGWRIGHT_EMBEDDING_PROVIDER": "openai",
+            "RAGWRIGHT_EMBEDDING_PROFILE_ID": "scripted-v1",
+            "RAGWRIGHT_EMBEDDING_MODEL": "scripted-embed",
+            "RAGWRIGHT_EMBEDDING_DIGEST": "sha256:" + "0" * 64,
+            "RAGWRIGHT_EMBEDDING_DIMENSIONS": "64",
+            "RAGWRIGHT_EMBEDDING_IN_FLIGHT": "1",
+            "RAGWRIGHT_OPENAI_BASE_URL": embeddings.base_url,
+            "RAGWRIGHT_OPENAI_API_KEY": "unused",
+            "RAGWRIGHT_REMOTE_CALL_ATTEMPTS": str(attempts),
+            "RAGWRIGHT_REMOTE_CALL_BUDGET": "600",
+        }
+        worker = Process(
+            "worker", ("ingest-worker", "--name", "w", "--until-idle", "5"), env, tmp_path / "w.log"
+        ).start()
+        started.append(worker)
+        coordinator = Process(
+            "coordinator",
+            ("ingest", str(SAMPLES), "--queue", "--item-size", "100", "--json"),
+            {**env, "RAGWRIGHT_INGEST_DEADLINE": "10"},
+            tmp_path / "coordinator.log",
+        ).start()
+        started.append(coordinator)
+        status, _ = coordinator.finish(timeout=120)
+        assert worker.finish(timeout=60)[0] == 0, worker.log()
+        recorded = results(database)
+    assert status == 1, coordinator.log()
+    assert "work item 0 failed on worker w" in coordinator.log(), coordinator.log()
+    assert "deadline_exhausted" in coordinator.log(), coordinator.log()
+    assert [(item, outcome) for item, outcome, _ in recorded] == [(0, "failed")]
+    # Retried every 0.5 s until the run's 10 s ran out: far fewer than 40 attempts.
+    assert 1 <= len(embeddings.requests) <= 20

@@ -17,8 +17,8 @@ from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.core.contracts import contract_for
 from ragwright.core.documents import validate_document
-from ragwright.deadline import Deadline, current_deadline, deadline_scope
-from ragwright.errors import InputTooLong, ReadBackError
+from ragwright.deadline import Deadline, current_deadline, deadline_bound, deadline_scope
+from ragwright.errors import EmbeddingProviderError, FailureCategory, InputTooLong, ReadBackError
 from ragwright.pipeline.ingest import (
     BatchReport,
     batched,
@@ -363,3 +363,17 @@ def test_an_id_in_two_tenants_is_reported_shared_as_one_batch_after_another_woul
     assert [(s.document_id, s.tenant, s.other_tenants) for s in report.shared_ids] == [
         ("faq", "globex", ("acme",))
     ]
+
+
+def test_no_embedding_call_starts_once_the_runs_deadline_passed(open_index: Any) -> None:
+    """Also for an embedder that spends no deadline itself (the bundled model): the
+    pass stops before its next call."""
+    embedder = SlowEmbedder(in_flight=2, delay=0.0)
+    index = open_index("i")
+    with (
+        deadline_bound(Deadline(0.0, clock=lambda: 1.0)),
+        pytest.raises(EmbeddingProviderError) as caught,
+    ):
+        run(index, corpus(4), embedder)
+    assert caught.value.category is FailureCategory.DEADLINE_EXHAUSTED
+    assert embedder.calls == [] and index.count() == 0

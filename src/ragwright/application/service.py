@@ -119,7 +119,7 @@ from ragwright.core.chunking import build_chunks
 from ragwright.core.eligibility import CallerScope, Eligibility, eligibility_filter
 from ragwright.core.points import LIVE, format_query_input, read_payload
 from ragwright.core.templates import ApprovedTemplate, select_template
-from ragwright.deadline import Deadline, deadline_scope
+from ragwright.deadline import Deadline, deadline_bound, deadline_scope
 from ragwright.errors import (
     AnswerContractError,
     AssemblyError,
@@ -277,7 +277,11 @@ class Application:
     def ingest(
         self, request: IngestRequest, *, progress: ProgressCallback | None = None
     ) -> IngestResult:
-        """Bring the index in line with ``request.sources`` within the run's tenants."""
+        """Bring the index in line with ``request.sources`` within the run's tenants,
+        within ``RAGWRIGHT_INGEST_DEADLINE`` when set (no embedding attempt, retry or
+        backoff outlives it; the run stops as ``deadline_exhausted``)."""
+        seconds = self.settings.ingest_deadline
+        run_deadline = None if seconds is None else Deadline.after(seconds)
         policy = self.chunking_policy(request.chunking)
         documents, stream = self._open_sources(request, policy.version)
         embedder = self.components.embedder()
@@ -288,17 +292,18 @@ class Application:
             rebuild=request.rebuild,
         )
         try:
-            report = ingest(
-                documents,
-                policy=policy,
-                embedder=embedder,
-                sparse_encoder=self.components.sparse_encoder(),
-                index=index,
-                prune=request.prune,
-                tenants=() if request.tenant is None else (request.tenant,),
-                batch_size=self.settings.batch_size,
-                progress=progress,
-            )
+            with deadline_bound(run_deadline):
+                report = ingest(
+                    documents,
+                    policy=policy,
+                    embedder=embedder,
+                    sparse_encoder=self.components.sparse_encoder(),
+                    index=index,
+                    prune=request.prune,
+                    tenants=() if request.tenant is None else (request.tenant,),
+                    batch_size=self.settings.batch_size,
+                    progress=progress,
+                )
         finally:
             index.close()
         self._purge_drafts(report.changed_documents)
@@ -369,9 +374,13 @@ class Application:
         self._require_index_server()
         if item_size < 1:
             raise RequestError("item_size", f"must be at least 1, got {item_size}")
+        seconds = self.settings.ingest_deadline
+        # Workers on other machines bound each item by the run's deadline: a time on the
+        # wall clock, which the machines share (their monotonic clocks they do not).
+        deadline_at = None if seconds is None else self.clock() + seconds
         queue = self.components.ingest_queue()
         try:
-            return self._run_queued(queue, request, item_size, progress, started, poll)
+            return self._run_queued(queue, request, item_size, progress, started, poll, deadline_at)
         finally:
             queue.close()
 
@@ -383,6 +392,7 @@ class Application:
         progress: ProgressCallback | None,
         started: Callable[[str], None] | None,
         poll: float,
+        deadline_at: float | None,
     ) -> IngestResult:
         policy = self.chunking_policy(request.chunking)
         documents, stream = self._open_sources(request, policy.version)
@@ -422,6 +432,7 @@ class Application:
                         policy=policy,
                         embedding_profile=embedder.profile.profile_id,
                         lexical_profile=sparse_encoder.profile.profile_id,
+                        deadline_at=deadline_at,
                     )
                     queue.enqueue(run_id, number, body)
                     items += 1
@@ -462,7 +473,9 @@ class Application:
         """Run ingestion work items from the shared queue into the configured index
         until ``stop`` is set (or no item was queued or held for ``idle_exit``
         seconds). Each item runs ``ingest_batch`` on its documents with the run's
-        chunking policy and context; its report is recorded once per item."""
+        chunking policy and context, within its run's deadline and this worker's
+        ``RAGWRIGHT_INGEST_DEADLINE`` from the item's start (whichever ends first); its
+        report is recorded once per item."""
         self._require_index_server()
         queue = self.components.ingest_queue()
         embedder = self.components.embedder()
@@ -478,18 +491,20 @@ class Application:
                 raise ContractMismatch(
                     "lexical_profile_id", body.lexical_profile, sparse_encoder.profile.profile_id
                 )
+            item_deadline = self._item_deadline(body.deadline_at)
             index = self.components.open_index(body.policy.version, write=True)
             try:
-                report = ingest_batch(
-                    body.documents,
-                    BatchContext.from_json(dict(body.context)),
-                    policy=body.policy,
-                    embedder=embedder,
-                    sparse_encoder=sparse_encoder,
-                    index=index,
-                    batch_size=self.settings.batch_size,
-                    phase_hook=phase_hook,
-                )
+                with deadline_bound(item_deadline):
+                    report = ingest_batch(
+                        body.documents,
+                        BatchContext.from_json(dict(body.context)),
+                        policy=body.policy,
+                        embedder=embedder,
+                        sparse_encoder=sparse_encoder,
+                        index=index,
+                        batch_size=self.settings.batch_size,
+                        phase_hook=phase_hook,
+                    )
             finally:
                 index.close()
             return report.to_json()
@@ -498,6 +513,14 @@ class Application:
             return queue.work(handle, worker=worker, idle_exit=idle_exit, stop=stop)
         finally:
             queue.close()
+
+    def _item_deadline(self, deadline_at: float | None) -> Deadline | None:
+        """A work item's deadline: its run's (``deadline_at`` on the wall clock) or this
+        worker's ``RAGWRIGHT_INGEST_DEADLINE`` from now, whichever ends first."""
+        deadlines = [] if deadline_at is None else [Deadline.after(deadline_at - self.clock())]
+        if self.settings.ingest_deadline is not None:
+            deadlines.append(Deadline.after(self.settings.ingest_deadline))
+        return min(deadlines, key=lambda deadline: deadline.expires_at, default=None)
 
     def _require_index_server(self) -> None:
         location = self.settings.qdrant_location or ""

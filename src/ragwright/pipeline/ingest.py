@@ -80,10 +80,13 @@ from ragwright.core.points import (
     read_payload,
     source_digest,
 )
+from ragwright.deadline import current_bound
 from ragwright.errors import (
     ContractMismatch,
     DimensionMismatch,
     DocumentError,
+    EmbeddingProviderError,
+    FailureCategory,
     InputTooLong,
     ReadBackError,
     SourceError,
@@ -685,6 +688,15 @@ class _WritingPass:
         ones have no call left to make (and fewer than BATCHES_IN_FLIGHT are held)."""
         while len(self.calls) < self.in_flight:
             if self.waiting:
+                bound = current_bound()
+                if bound is not None and bound.expired:
+                    # The run's deadline (RAGWRIGHT_INGEST_DEADLINE) passed: no new call,
+                    # whether or not the embedder spends deadlines itself.
+                    raise EmbeddingProviderError(
+                        self.embedder.profile.provider,
+                        FailureCategory.DEADLINE_EXHAUSTED,
+                        "the run's deadline passed before the next embedding call",
+                    )
                 batch, start = self.waiting.popleft()
                 texts = [p.embedding_input for p in batch.pending[start : start + self.batch_size]]
                 in_context = contextvars.copy_context().run
