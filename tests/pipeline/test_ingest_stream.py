@@ -377,3 +377,58 @@ def test_no_embedding_call_starts_once_the_runs_deadline_passed(open_index: Any)
         run(index, corpus(4), embedder)
     assert caught.value.category is FailureCategory.DEADLINE_EXHAUSTED
     assert embedder.calls == [] and index.count() == 0
+
+
+@dataclasses.dataclass
+class PausedEmbedder(HashingEmbedder):
+    """Waits in its first call until ``release`` is set (a worker that stalled after
+    planning its batch: a long pause, a lost lease); ``entered`` says it got there."""
+
+    release: threading.Event = dataclasses.field(default_factory=threading.Event)
+    entered: threading.Event = dataclasses.field(default_factory=threading.Event)
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.entered.set()
+        self.release.wait(timeout=60)
+        return super().embed_documents(texts)
+
+
+def test_a_late_attempt_at_a_batch_leaves_the_points_another_attempt_switched_live(
+    open_index: Any,
+) -> None:
+    """Worker A plans the batch and stalls; worker B runs the same batch to the end;
+    A wakes up, writes its staged points and dies before switching. B's points stay
+    live: A never stages a point that is already live with its plan's digest."""
+    index = open_index("i")
+    documents = corpus(3)
+    common: dict[str, Any] = {"policy": POLICY, "sparse_encoder": Bm25Encoder(), "index": index}
+    plan = prepare_run(documents, embedder=HashingEmbedder(), **common)
+    late = PausedEmbedder()
+
+    def dies_before_switching(_document_id: str, phase: str) -> None:
+        if phase == "staged":
+            raise KeyboardInterrupt("worker A killed")
+
+    died: list[BaseException] = []
+
+    def worker_a() -> None:
+        try:
+            ingest_batch(
+                documents,
+                plan.batch_context(),
+                embedder=late,
+                phase_hook=dies_before_switching,
+                **common,
+            )
+        except BaseException as error:
+            died.append(error)
+
+    a = threading.Thread(target=worker_a)
+    a.start()
+    assert late.entered.wait(timeout=60)  # A has scanned the batch and is embedding
+    report = ingest_batch(documents, plan.batch_context(), embedder=HashingEmbedder(), **common)
+    late.release.set()
+    a.join(timeout=60)
+    assert [type(error) for error in died] == [KeyboardInterrupt]
+    live = index.count(PointFilter(must=(FieldMatch("index_state", ("live",)),)))
+    assert (live, index.count()) == (report.chunks, report.chunks)

@@ -1033,9 +1033,23 @@ def _write_and_verify(
     vectors: Sequence[Sequence[float]],
     avgdl: float,
 ) -> None:
+    # A point's id is its content's (embedding input and BM25 text), so a point already
+    # live with the plan's document digest is this very point after its switch: another
+    # attempt at the batch switched it (a worker presumed dead after its lease that still
+    # writes) or a concurrent run did. Staging it again would hide it until its document
+    # switches again, which never comes if this attempt then dies: it is left as it is.
+    planned = {p.stored_id: p.payload["document_digest"] for p in batch}
+    switched = {
+        point.point_id
+        for point in index.retrieve(list(planned))
+        if point.payload.get("index_state") == LIVE
+        and point.payload.get("document_digest") == planned[point.point_id]
+    }
     # BM25 encoding runs here, on the writer thread, while the model embeds the next batch.
     points = []
     for p, vector in zip(batch, vectors, strict=True):
+        if p.stored_id in switched:
+            continue
         terms = sparse_encoder.terms(p.lexical_text)
         points.append(
             IndexPoint(
@@ -1045,6 +1059,8 @@ def _write_and_verify(
                 document_vector(terms, sparse_encoder.profile, avgdl),
             )
         )
+    if not points:
+        return
     index.upsert(points)
     stored = {p.point_id: p.payload for p in index.retrieve([p.point_id for p in points])}
     for point in points:
