@@ -23,8 +23,9 @@ from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.application import Application, IngestRequest
 from ragwright.core.contracts import contract_for
 from ragwright.core.documents import validate_document
-from ragwright.pipeline.ingest import BATCHES_IN_FLIGHT, ingest
 from ragwright.pipeline.ingest import DOCUMENT_BATCH as VALIDATION_BATCH
+from ragwright.pipeline.ingest import ingest
+from ragwright.pipeline.writing import BATCHES_IN_FLIGHT
 from ragwright.settings import load_settings
 from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
 from ragwright.types import ChunkingPolicy, SkippedDocument, SourceDocument, SourceSection

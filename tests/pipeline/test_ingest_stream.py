@@ -19,15 +19,8 @@ from ragwright.core.contracts import contract_for
 from ragwright.core.documents import validate_document
 from ragwright.deadline import Deadline, current_deadline, deadline_bound, deadline_scope
 from ragwright.errors import EmbeddingProviderError, FailureCategory, InputTooLong, ReadBackError
-from ragwright.pipeline.ingest import (
-    BatchReport,
-    batched,
-    document_key,
-    finish_run,
-    ingest,
-    ingest_batch,
-    prepare_run,
-)
+from ragwright.pipeline.ingest import batched, finish_run, ingest, prepare_run
+from ragwright.pipeline.writing import BatchReport, document_key, ingest_batch
 from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
 from ragwright.types import ChunkingPolicy, FieldMatch, PointFilter, SourceDocument, SourceSection
 
@@ -114,10 +107,10 @@ def test_several_embedding_calls_are_in_flight_and_the_index_is_the_same(
     documents = corpus(12)
     one = SlowEmbedder(in_flight=1)
     run(open_index("one"), documents, one)
-    several = SlowEmbedder(in_flight=4)
+    several = RendezvousEmbedder(in_flight=4)
     report = run(open_index("several"), documents, several)
     assert one.most_active == 1
-    assert several.most_active == 4
+    assert several.most_outstanding == 4
     assert report.embedded == report.chunks == len(several.embedded_texts)
     assert snapshot(open_index("one")) == snapshot(open_index("several"))
 
@@ -130,7 +123,7 @@ class RendezvousEmbedder(HashingEmbedder):
     only gets its calls back after ``patience`` seconds each, and shows fewer."""
 
     in_flight: int = 1
-    patience: float = 5.0
+    patience: float = 30.0
     outstanding: int = 0
     most_outstanding: int = 0
     met: bool = False

@@ -6,7 +6,7 @@ changed documents on the queue in items of a few documents each, waits until eve
 has a recorded result, then runs :func:`~ragwright.pipeline.ingest.finish_run` over
 those results (prune, BM25 statistics, the summary). Workers (``ragwright
 ingest-worker``), on this machine or others, take items and run
-:func:`~ragwright.pipeline.ingest.ingest_batch` on them against one shared index.
+:func:`~ragwright.pipeline.writing.ingest_batch` on them against one shared index.
 
 Exactness: a run id scopes everything; each item's result is recorded once (the first
 recorded result of ``(run id, item)`` stands, later ones are dropped), and the summary

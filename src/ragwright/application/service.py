@@ -155,19 +155,16 @@ from ragwright.pipeline.evaluate import (
     run_evaluation,
     save_run,
 )
-from ragwright.pipeline.ingest import (
+from ragwright.pipeline.ingest import batched, finish_run, ingest, prepare_run
+from ragwright.pipeline.retrieve import Hit, Mode, Retriever, Thresholds
+from ragwright.pipeline.writing import (
     BatchContext,
     BatchReport,
     ProgressCallback,
-    batched,
     document_key,
-    finish_run,
-    ingest,
     ingest_batch,
-    prepare_run,
     token_counter,
 )
-from ragwright.pipeline.retrieve import Hit, Mode, Retriever, Thresholds
 from ragwright.protocols import Embedder, IndexPart, VectorIndex
 from ragwright.report import render_report
 from ragwright.settings import Settings
