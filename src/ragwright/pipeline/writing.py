@@ -263,10 +263,10 @@ def write_batches(
     :data:`BATCHES_IN_FLIGHT` batches are held. One writer thread does every index
     write of the pass in order: a batch's staged upserts (each read back), then its
     switch and verify, which starts only once every point of the batch is staged and
-    read back. After a failure the writer starts nothing more; a failure of an
-    embedding call lets the writer finish what it was handed (staged points, switches
-    of batches already staged), which an uninterrupted sequence of batches would also
-    have done, then raises. Each embedding call runs in a copy of the caller's context,
+    read back. After one of its writes fails the writer starts nothing more; a failed
+    embedding call lets the writer finish what it was handed (staged points, switches of
+    batches already staged), which an uninterrupted sequence of batches would also have
+    done, then raises. Each embedding call runs in a copy of the caller's context,
     so it spends the caller's deadline.
 
     ``shared_in_run`` names the document ids the run holds under several tenants: a
