@@ -23,11 +23,26 @@ limit (``capacity * batch / latency`` chunks/s) reached. The same documents thro
 the whole pipeline with the bundled ONNX model (one batch at a time; chunking capped at
 256 MiniLM tokens too) for comparison.
 
-The server's vectors are the hashing test embedder's (64 dimensions): this measures the
-transport and the concurrency, not a model. It runs in this process on its own threads.
+The scripted server's vectors are the hashing test embedder's (64 dimensions): this
+measures the transport and the concurrency, not a model. It runs in this process on its
+own threads.
+
+3. **llama.cpp** - a real OpenAI-compatible server: llama.cpp's, from the ``xllamacpp``
+   wheel, serving the project's only GGUF (its chat model, Qwen2.5-Coder-0.5B-Instruct
+   Q4_K_M, mean-pooled: it exercises the path, it is not a retrieval-quality embedder;
+   ``tests/llama_embeddings.py``) with N slots (``--parallel``, one unified KV stream)
+   and N batches in flight, N = 1, 2, 4, on 1 and on 2 CPU threads, through
+   ``pipeline.ingest`` for the first ``--llama-documents`` abstracts in requests of
+   ``--llama-batch-size`` chunks. Such a server is limited by the CPU it computes on,
+   not by waiting: the process's CPU time over the wall time (``cpu_cores_busy``, the
+   server's threads and the pipeline's together) says how much of the machine it used.
+   Each run is one pass (a warm-up request first); the same documents through the
+   bundled ONNX model beside it.
+
 The machine's 1-minute load average before and after is recorded: other work on the
-machine slows the ONNX figure (CPU-bound) far more than the remote ones (waiting).
-Prints JSON and writes ``benchmarks/results/remote_embedding.json``. No assertions.
+machine slows the CPU-bound figures (ONNX, llama.cpp) far more than the scripted ones
+(waiting). Prints JSON and writes ``benchmarks/results/remote_embedding.json``. No
+assertions.
 
     python benchmarks/remote_embedding.py [--documents 800] [--latency 0.25]
 """
@@ -38,6 +53,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import sys
@@ -47,6 +63,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
+
+from ragwright.adapters.chatmodels.local import GGUF_SHA256, assemble_model
 from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.embedders.onnx import OnnxEmbedder
 from ragwright.adapters.lexical import Bm25Encoder
@@ -62,12 +81,16 @@ from ragwright.types import ChunkingPolicy, SourceDocument
 ROOT = Path(__file__).resolve().parents[1]
 # The scripted server lives with the tests (they use it too).
 sys.path.insert(0, str(ROOT))
+from tests.llama_embeddings import DIMENSIONS, MODEL_ALIAS, llama_embedding_server  # noqa: E402
 from tests.scripted_openai import EmbeddingServer, scripted_embeddings  # noqa: E402
 
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
 REMOTE_POLICY = ChunkingPolicy(kind="sentence-blocks", max_words=200)
 ONNX_POLICY = ChunkingPolicy(kind="sentence-blocks", max_words=200, max_tokens=256)
 IN_FLIGHT = (1, 2, 4, 8, 16)
+LLAMA_IN_FLIGHT = (1, 2, 4)  # also the server's slots
+LLAMA_THREADS = (1, 2)  # the machine has 2 cores
+LLAMA_SLOT_TOKENS = 1024  # the longest 200-word SciFact chunk is well under it
 LEXICAL = LexicalProfile()
 
 
@@ -89,6 +112,92 @@ def remote_settings(base_url: str, in_flight: int) -> Settings:
         openai_base_url=base_url,
         openai_api_key="unused",  # type: ignore[arg-type]
     )
+
+
+def llama_settings(base_url: str, in_flight: int) -> Settings:
+    return Settings(
+        embedding_provider="openai",
+        embedding_profile_id="qwen-meanpool-bench-v1",
+        embedding_model=MODEL_ALIAS,
+        embedding_digest=f"sha256:{GGUF_SHA256}",
+        embedding_dimensions=DIMENSIONS,
+        embedding_document_format="{title}\n\n{text}",
+        embedding_in_flight=in_flight,
+        openai_base_url=base_url,
+        openai_api_key="unused",  # type: ignore[arg-type]
+    )
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process so far, every thread (the in-process server's too)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def llama_sweep(
+    documents: list[SourceDocument], batch_size: int, models: Path
+) -> dict[str, object]:
+    """The pipeline against llama.cpp's server for each (threads, N slots = N in flight)."""
+    model = assemble_model(models)
+    rows: list[dict[str, object]] = []
+    tokens: int | None = None
+    chunks = 0
+    for threads in LLAMA_THREADS:
+        for in_flight in LLAMA_IN_FLIGHT:
+            with llama_embedding_server(
+                model, parallel=in_flight, slot_tokens=LLAMA_SLOT_TOKENS, threads=threads
+            ) as server:
+                embedder = open_embedder(llama_settings(server.base_url, in_flight))
+                embedder.embed_documents(["warm up"])
+                if tokens is None:
+                    tokens = count_tokens(server.base_url, documents, embedder)
+                cpu_before = cpu_seconds()
+                seconds, chunks = ingest_once(documents, embedder, REMOTE_POLICY, batch_size)
+                cpu = cpu_seconds() - cpu_before
+            rows.append(
+                {
+                    "threads": threads,
+                    "slots": in_flight,
+                    "in_flight": in_flight,
+                    "seconds": round(seconds, 2),
+                    "chunks_per_s": round(chunks / seconds, 2),
+                    "tokens_per_s": None if tokens is None else round(tokens / seconds, 1),
+                    "cpu_cores_busy": round(cpu / seconds, 2),
+                }
+            )
+    base = float(str(rows[0]["chunks_per_s"]))
+    for row in rows:
+        row["ratio_to_1_thread_1_slot"] = round(float(str(row["chunks_per_s"])) / base, 2)
+    return {
+        "server": "llama.cpp (xllamacpp) /v1/embeddings, in this process",
+        "model": "Qwen2.5-Coder-0.5B-Instruct Q4_K_M, mean pooling, 896 dimensions "
+        "(the shipped chat GGUF: exercises the path, not a retrieval-quality embedder)",
+        "slot_tokens": LLAMA_SLOT_TOKENS,
+        "kv_unified": True,
+        "documents": len(documents),
+        "chunking_version": REMOTE_POLICY.version,
+        "chunks": chunks,
+        "input_tokens": tokens,
+        "batch_size": batch_size,
+        "rows": rows,
+    }
+
+
+def count_tokens(base_url: str, documents: list[SourceDocument], embedder: Embedder) -> int | None:
+    """The server's own token count of every embedding input (its /tokenize), or None."""
+    inputs = [
+        p.embedding_input
+        for plan in plan_documents(documents, REMOTE_POLICY, embedder)
+        for p in plan.points
+    ]
+    try:
+        with httpx.Client(base_url=base_url, timeout=60) as client:
+            return sum(
+                len(client.post("/tokenize", json={"content": text}).json()["tokens"])
+                for text in inputs
+            )
+    except (httpx.HTTPError, KeyError, ValueError):
+        return None
 
 
 def ingest_once(
@@ -169,6 +278,18 @@ def sweep(
     return rows
 
 
+def onnx_run(documents: list[SourceDocument], batch_size: int) -> dict[str, object]:
+    """The documents through the pipeline with the bundled model (one batch at a time)."""
+    seconds, chunks = ingest_once(documents, OnnxEmbedder(), ONNX_POLICY, batch_size)
+    return {
+        "documents": len(documents),
+        "chunking_version": ONNX_POLICY.version,
+        "chunks": chunks,
+        "seconds": round(seconds, 2),
+        "chunks_per_s": round(chunks / seconds, 1),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--documents", type=int, default=800, help="first N SciFact abstracts")
@@ -177,6 +298,9 @@ def main() -> None:
     parser.add_argument("--server-capacity", type=int, default=8, help="requests at once")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--skip-onnx", action="store_true")
+    parser.add_argument("--llama-documents", type=int, default=16, help="first N abstracts")
+    parser.add_argument("--llama-batch-size", type=int, default=4, help="chunks per request")
+    parser.add_argument("--skip-llama", action="store_true")
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "remote_embedding.json"
     )
@@ -207,15 +331,19 @@ def main() -> None:
         len(inputs),
         **options,  # type: ignore[arg-type]
     )
+    llama: dict[str, object] | None = None
     onnx: dict[str, object] | None = None
+    onnx_small: dict[str, object] | None = None
+    if not args.skip_llama:
+        models = Path(tempfile.mkdtemp(prefix="ragwright-bench-gguf-"))
+        try:
+            llama = llama_sweep(documents[: args.llama_documents], args.llama_batch_size, models)
+        finally:
+            shutil.rmtree(models, ignore_errors=True)
     if not args.skip_onnx:
-        seconds, chunks = ingest_once(documents, OnnxEmbedder(), ONNX_POLICY, args.batch_size)
-        onnx = {
-            "chunking_version": ONNX_POLICY.version,
-            "chunks": chunks,
-            "seconds": round(seconds, 2),
-            "chunks_per_s": round(chunks / seconds, 1),
-        }
+        onnx = onnx_run(documents, args.batch_size)
+        if llama is not None:
+            onnx_small = onnx_run(documents[: args.llama_documents], args.batch_size)
     machine: dict[str, object] = {
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
@@ -241,6 +369,8 @@ def main() -> None:
         "pipeline_ingest": pipeline,
         "embedder_only": embedder_level,
         "bundled_onnx_pipeline_ingest": onnx,
+        "llama_cpp_pipeline_ingest": llama,
+        "bundled_onnx_pipeline_ingest_llama_documents": onnx_small,
     }
     machine["load_average_1m_after"] = round(os.getloadavg()[0], 2)
     args.out.parent.mkdir(parents=True, exist_ok=True)

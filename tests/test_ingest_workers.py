@@ -10,6 +10,7 @@ process): no Qdrant server binary runs here. The embedder is the bundled ONNX mo
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -139,6 +140,60 @@ def test_three_workers_with_one_killed_mid_item_build_the_single_process_index(
         assert again["unchanged"] == again["chunks"] == reference["chunks"]
 
 
+def revise(corpus: Path) -> None:
+    """A second revision of the sample corpus, in place (a document's source path is part
+    of its metadata): one document edited (a paragraph rewritten), one published
+    (metadata only), one removed and one added."""
+    edited = corpus / "api-rate-limits.md"
+    text = edited.read_text()
+    assert "one hundred requests per minute" in text
+    edited.write_text(text.replace("one hundred requests per minute", "two hundred a minute"))
+    draft = corpus / "worker-shutdown-draft.md"
+    draft.write_text(draft.read_text().replace("state: draft", "state: published"))
+    (corpus / "refund-policy.md").unlink()
+    (corpus / "status-page.md").write_text(
+        "---\ndocument_id: status-page\ndocument_type: runbook\npublication_state: published\n"
+        "---\n# Update the status page\n\n## During an incident\n\nPost an update every "
+        "thirty minutes while the incident is open, even when nothing changed.\n"
+    )
+
+
+def test_a_queued_rerun_with_edits_removals_and_prune_equals_a_single_process_rerun(
+    tmp_path: Path,
+) -> None:
+    """Change detection, obsolete cleanup and prune on a collection that already holds
+    the corpus: the second queued run's summary and index equal a single process's."""
+    corpus = tmp_path / "corpus"
+    shutil.copytree(SAMPLES, corpus)
+    with scratch_database() as database, serve_qdrant_double(record=False) as (qdrant_url, double):
+        reference_env = server_env(tmp_path / "reference", qdrant_url, "reference", database)
+        queued_env = server_env(tmp_path / "queued", qdrant_url, "queued", database)
+        queued_args = ("--queue", "--item-size", "2", "--local-workers", "2")
+        ragwright_json("ingest", str(corpus), env=reference_env)
+        initial = ragwright_json("ingest", str(corpus), *queued_args, env=queued_env, timeout=120)
+        revise(corpus)
+        reference = ragwright_json("ingest", str(corpus), "--prune", env=reference_env)
+        queued = ragwright_json(
+            "ingest", str(corpus), "--prune", *queued_args, env=queued_env, timeout=120
+        )
+        ours, theirs = snapshot(double, "queued"), snapshot(double, "reference")
+
+    assert initial["documents_changed"] == 10
+    # Only the added and the edited documents are embedded (the edited one's unchanged
+    # windows are kept), the published draft is a payload update, the removed one pruned.
+    assert (queued["documents_changed"], queued["documents_pruned"]) == (3, 1)
+    assert 0 < queued["embedded"] < queued["chunks"] and queued["deleted"] > 0
+    assert queued["payload_updated"] > 0
+    # With no worker killed, every count is the single process's, not only the exact ones.
+    assert queued == reference
+    assert ours.keys() == theirs.keys()
+    assert {k: p.payload_sha256 for k, p in ours.items()} == {
+        k: p.payload_sha256 for k, p in theirs.items()
+    }
+    assert {k: p.sparse for k, p in ours.items()} == {k: p.sparse for k, p in theirs.items()}
+    assert max_dense_difference(ours, theirs) < 1e-5
+
+
 def test_queued_ingestion_refuses_the_embedded_index_and_options_without_queue(
     tmp_path: Path,
 ) -> None:
@@ -191,3 +246,52 @@ def test_local_workers_started_by_the_coordinator_run_its_items(tmp_path: Path) 
         recorded = results(database)
         assert [item for item, _, _ in recorded] == [0, 1, 2]
         assert {worker.rsplit("-", 1)[-1] for _, _, worker in recorded} <= {"local0", "local1"}
+
+
+def test_a_queued_runs_deadline_bounds_its_items_retries_on_the_workers(tmp_path: Path) -> None:
+    """The coordinator's RAGWRIGHT_INGEST_DEADLINE travels with the items: a worker that
+    has no deadline of its own stops retrying a provider that keeps failing transiently
+    when the run's deadline leaves no room, and the run fails naming it."""
+    from tests.scripted_openai import scripted_embeddings
+
+    attempts = 40
+    failing = [(503, {"Retry-After": "0.5"})] * 200
+    with (
+        scratch_database() as database,
+        serve_qdrant_double(record=False) as (qdrant_url, _),
+        scripted_embeddings(failures=failing) as embeddings,
+        processes() as started,
+    ):
+        env = {
+            **server_env(tmp_path / "home", qdrant_url, "bounded", database),
+            "RAGWRIGHT_EMBEDDING_PROVIDER": "openai",
+            "RAGWRIGHT_EMBEDDING_PROFILE_ID": "scripted-v1",
+            "RAGWRIGHT_EMBEDDING_MODEL": "scripted-embed",
+            "RAGWRIGHT_EMBEDDING_DIGEST": "sha256:" + "0" * 64,
+            "RAGWRIGHT_EMBEDDING_DIMENSIONS": "64",
+            "RAGWRIGHT_EMBEDDING_IN_FLIGHT": "1",
+            "RAGWRIGHT_OPENAI_BASE_URL": embeddings.base_url,
+            "RAGWRIGHT_OPENAI_API_KEY": "unused",
+            "RAGWRIGHT_REMOTE_CALL_ATTEMPTS": str(attempts),
+            "RAGWRIGHT_REMOTE_CALL_BUDGET": "600",
+        }
+        worker = Process(
+            "worker", ("ingest-worker", "--name", "w", "--until-idle", "5"), env, tmp_path / "w.log"
+        ).start()
+        started.append(worker)
+        coordinator = Process(
+            "coordinator",
+            ("ingest", str(SAMPLES), "--queue", "--item-size", "100", "--json"),
+            {**env, "RAGWRIGHT_INGEST_DEADLINE": "10"},
+            tmp_path / "coordinator.log",
+        ).start()
+        started.append(coordinator)
+        status, _ = coordinator.finish(timeout=120)
+        assert worker.finish(timeout=60)[0] == 0, worker.log()
+        recorded = results(database)
+    assert status == 1, coordinator.log()
+    assert "work item 0 failed on worker w" in coordinator.log(), coordinator.log()
+    assert "deadline_exhausted" in coordinator.log(), coordinator.log()
+    assert [(item, outcome) for item, outcome, _ in recorded] == [(0, "failed")]
+    # Retried every 0.5 s until the run's 10 s ran out: far fewer than 40 attempts.
+    assert 1 <= len(embeddings.requests) <= 20

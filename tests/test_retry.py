@@ -12,7 +12,7 @@ import pytest
 
 from ragwright.adapters.embedders.remote import OpenAIEmbedder
 from ragwright.adapters.rerankers import HttpReranker
-from ragwright.deadline import Deadline, current_deadline, deadline_scope
+from ragwright.deadline import Deadline, current_deadline, deadline_bound, deadline_scope
 from ragwright.embedding_gate import EmbeddingCapacityGate
 from ragwright.errors import (
     ChatError,
@@ -200,6 +200,28 @@ def test_without_a_deadline_each_call_gets_the_call_budget() -> None:
     assert first is not None and second is not None and first is not second
     assert 6.0 < first.remaining() <= 7.0
     assert current_deadline() is None  # the fallback budget does not leak out
+
+
+def test_a_bound_cuts_the_call_budget_so_no_wait_outlives_it() -> None:
+    clock = Clock()
+    inner = FlakyEmbedder(fail(retry_after=0.6), fail(retry_after=0.6))
+    embedder, events = wrap(inner, clock, attempts=5, budget=60.0)
+    with deadline_bound(clock.deadline(1.0)), pytest.raises(EmbeddingProviderError) as caught:
+        embedder.embed_query("q")
+    # 0.6 fits into the bound's 1.0; the second 0.6 does not fit the 0.4 left, although
+    # the call's own 60 s budget would have held both.
+    assert caught.value.category is F.DEADLINE_EXHAUSTED
+    assert clock.waits == [0.6] and len(inner.attempts) == 2
+    assert events == ["retry:wait", "retry:no-budget"]
+
+
+def test_under_a_later_bound_each_call_keeps_its_own_budget() -> None:
+    inner = FlakyEmbedder()
+    embedder, _ = wrap(inner, Clock(), budget=7.0)
+    with deadline_bound(Deadline.after(3600.0)):
+        embedder.embed_query("a")
+    (attempt,) = inner.attempts
+    assert attempt is not None and 6.0 < attempt.remaining() <= 7.0
 
 
 def test_the_wrapper_keeps_the_inner_capabilities() -> None:

@@ -10,6 +10,11 @@ and the retrying wrappers (``ragwright.retry``) and the remote adapters read it 
 :func:`current_deadline`: retries, waits and every HTTP timeout spend that one budget. A
 context variable keeps concurrent requests (threads, asyncio tasks) apart. This module
 depends on the standard library only, so every layer above the core may import it.
+
+A long operation of many calls (an ingestion run) sets a *bound* instead
+(:func:`deadline_bound`): each call keeps its own budget (the retrying wrappers'
+``call_budget``, so a hung request still ends after it) and that budget is cut where
+the bound ends, so no attempt, retry or backoff outlives the operation.
 """
 
 from __future__ import annotations
@@ -73,3 +78,44 @@ def deadline_scope(deadline: Deadline) -> Iterator[Deadline]:
 def current_deadline() -> Deadline | None:
     """The deadline of the innermost :func:`deadline_scope`, or ``None`` outside any."""
     return _CURRENT.get()
+
+
+_BOUND: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar(
+    "ragwright_deadline_bound", default=None
+)
+
+
+@contextmanager
+def deadline_bound(deadline: Deadline | None) -> Iterator[Deadline | None]:
+    """No call made inside the block outlives ``deadline`` (``None``: no bound).
+
+    Unlike :func:`deadline_scope`, whose deadline is the one budget every call inside
+    spends, a bound leaves each call its own budget and only cuts it short
+    (:func:`bounded`). Nested bounds keep the earliest.
+
+    Example:
+        >>> with deadline_bound(Deadline.after(5.0)) as bound:
+        ...     bounded(Deadline.after(60.0)) is bound
+        True
+    """
+    outer = _BOUND.get()
+    if deadline is None or (outer is not None and outer.remaining() <= deadline.remaining()):
+        deadline = outer
+    token = _BOUND.set(deadline)
+    try:
+        yield deadline
+    finally:
+        _BOUND.reset(token)
+
+
+def current_bound() -> Deadline | None:
+    """The bound of the innermost :func:`deadline_bound`, or ``None`` outside any."""
+    return _BOUND.get()
+
+
+def bounded(deadline: Deadline) -> Deadline:
+    """``deadline``, or the current bound when that ends first."""
+    bound = _BOUND.get()
+    if bound is not None and bound.remaining() < deadline.remaining():
+        return bound
+    return deadline

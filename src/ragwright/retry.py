@@ -13,8 +13,9 @@
 
 ``Embedder`` and ``Reranker`` calls take no deadline argument. :class:`RetryingEmbedder`
 and :class:`RetryingReranker` spend the caller's :func:`~ragwright.deadline.deadline_scope`
-deadline, or a fresh ``call_budget`` per call when none is set, and make it current for
-the inner adapter, whose HTTP timeout is then what is left of it.
+deadline, or a fresh ``call_budget`` per call when none is set, cut short by the
+caller's :func:`~ragwright.deadline.deadline_bound` (an ingestion run's deadline), and
+make it current for the inner adapter, whose HTTP timeout is then what is left of it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from ragwright.deadline import Deadline, current_deadline, deadline_scope
+from ragwright.deadline import Deadline, bounded, current_deadline, deadline_scope
 from ragwright.errors import (
     EmbeddingProviderError,
     FailureCategory,
@@ -112,13 +113,14 @@ def call_with_retry(
     sleep: Callable[[float], None] = time.sleep,
     events: EventSink = _ignore,
 ) -> T:
-    """Run ``call`` under the current deadline (or ``call_budget`` seconds), retrying.
+    """Run ``call`` under the current deadline (or ``call_budget`` seconds), retrying,
+    never past the current bound.
 
     Raises:
         ProviderError: the last attempt's error, or ``deadline_exhausted`` of
             ``error_type`` when no time is left for an attempt or a wait.
     """
-    deadline = current_deadline() or Deadline.after(call_budget)
+    deadline = bounded(current_deadline() or Deadline.after(call_budget))
     with deadline_scope(deadline):
         for attempt in itertools.count(1):
             if deadline.expired:

@@ -290,6 +290,13 @@ class Settings(BaseSettings):
         description="Seconds an ingestion worker's hold on a work item lasts without a "
         "heartbeat (ingest --queue); a dead worker's item is taken again after it.",
     )
+    ingest_deadline: float | None = Field(
+        None,
+        gt=0,
+        description="Seconds an ingestion run may take (ingest; ingest-worker: each work "
+        "item, also within its run's): no embedding attempt, retry or backoff outlives "
+        "it. Unset: no run deadline (each remote call still has its own budget).",
+    )
     job_deadline: float = Field(
         300.0, gt=0, le=3600, description="Seconds one attempt at a job's answer may take."
     )

@@ -6,7 +6,7 @@ import json
 import httpx
 import pytest
 
-from ragwright.adapters.embedders.remote import OllamaEmbedder, OpenAIEmbedder
+from ragwright.adapters.embedders.remote import OllamaEmbedder, OpenAIEmbedder, reports_model
 from ragwright.deadline import Deadline, deadline_scope
 from ragwright.errors import (
     ArtifactMismatch,
@@ -193,6 +193,44 @@ def test_openai_response_from_another_model_is_refused() -> None:
     )
     with pytest.raises(ArtifactMismatch):
         embedder.embed_documents(["a", "b"])
+
+
+@pytest.mark.parametrize(
+    ("profile_model", "reported", "accepted"),
+    [
+        ("text-embedding-3-small", "text-embedding-3-small", True),
+        # OpenAI's answer to text-embedding-ada-002 until January 2024.
+        ("text-embedding-ada-002", "text-embedding-ada-002-v2", True),
+        ("embed", "embed-2024-05-13", True),
+        ("embed", "embed-20240513", True),
+        ("embed", "embed-0613", True),
+        ("embed", "embed-v1.5", True),
+        # A name the profile's is a prefix of is another model.
+        ("text-embedding-3", "text-embedding-3-large", False),
+        ("text-embedding-3", "text-embedding-3-small", False),
+        ("text-embedding-ada", "text-embedding-ada-002", False),
+        ("embed", "embed-large-v2", False),
+        ("embed", "embed-v2-large", False),
+        ("embed", "embed2", False),
+        ("embed", "embed-", False),
+        ("embed", "embed-05-13", False),
+        ("embed", "Embed", False),
+        ("embed-v2", "embed", False),
+    ],
+)
+def test_the_reported_model_must_be_the_profiles_up_to_a_version_or_date(
+    profile_model: str, reported: str, accepted: bool
+) -> None:
+    assert reports_model(reported, profile_model) is accepted
+    profile = dataclasses.replace(OPENAI, model=profile_model)
+    client = httpx.Client(transport=httpx.MockTransport(Recorder(_openai_response(reported))))
+    embedder = OpenAIEmbedder(profile, api_key="k", http_client=client)
+    if accepted:
+        assert len(embedder.embed_documents(["a", "b"])) == 2
+    else:
+        with pytest.raises(ArtifactMismatch) as caught:
+            embedder.embed_documents(["a", "b"])
+        assert (caught.value.expected, caught.value.actual) == (profile_model, reported)
 
 
 def test_openai_vector_of_the_wrong_size_stops_the_run() -> None:

@@ -46,12 +46,17 @@ def test_an_item_body_carries_documents_policy_context_and_profiles() -> None:
         policy=policy,
         embedding_profile="minilm",
         lexical_profile="bm25",
+        deadline_at=1_800_000_000.5,
     )
     read = read_item_body(json.loads(json.dumps(body)))
     assert read.documents == DOCUMENTS
     assert read.policy == policy
     assert read.context == {"chunking_version": policy.version, "staging_avgdl": 25.6}
     assert (read.embedding_profile, read.lexical_profile) == ("minilm", "bm25")
+    assert read.deadline_at == 1_800_000_000.5
+    # An item of a run without a deadline, or from a ragwright that sent none.
+    assert read_item_body({**body, "deadline_at": None}).deadline_at is None
+    assert read_item_body({k: v for k, v in body.items() if k != "deadline_at"}).deadline_at is None
 
 
 def test_a_body_of_another_format_is_refused() -> None:

@@ -1,23 +1,37 @@
 """Bounded memory: ingestion holds a batch of documents at a time, never the corpus.
 
 Wall-clock and RSS figures are in benchmarks/ingest_memory.py; this guards the property
-they rest on, cheaply: how many source documents are alive at once during a run.
+they rest on, cheaply: how many source documents are alive at once during a run, in one
+process and in the coordinator of a queued run (``ingest --queue``).
 """
 
 from __future__ import annotations
 
 import gc
+import sys
+import threading
+import traceback
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.lexical import Bm25Encoder
+from ragwright.application import Application, IngestRequest
 from ragwright.core.contracts import contract_for
 from ragwright.core.documents import validate_document
+from ragwright.pipeline.ingest import DOCUMENT_BATCH as VALIDATION_BATCH
 from ragwright.pipeline.ingest import ingest
+from ragwright.pipeline.writing import BATCHES_IN_FLIGHT
+from ragwright.settings import load_settings
 from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
-from ragwright.types import ChunkingPolicy, SourceDocument, SourceSection
+from ragwright.types import ChunkingPolicy, SkippedDocument, SourceDocument, SourceSection
+from tests.adapters.qdrant_server import serve_qdrant_double
+from tests.application.components import FakeComponents
+from tests.replicas import scratch_database
 
 POLICY = ChunkingPolicy(max_words=30)
 DOCUMENTS = 600
@@ -71,6 +85,83 @@ def test_ingestion_holds_a_bounded_number_of_documents_at_once(tmp_path: Path) -
             document_batch=DOCUMENT_BATCH,
         )
     assert (report.documents, report.documents_changed, source.passes) == (600, 600, 2)
-    # One batch being read plus the batch being written; a run that listed the corpus
-    # would hold all 600.
-    assert 0 < source.most_alive <= 2 * DOCUMENT_BATCH
+    # The batch being read plus the batches being written (one switching, the next ones
+    # embedding); a run that listed the corpus would hold all 600.
+    assert 0 < source.most_alive <= (1 + BATCHES_IN_FLIGHT) * DOCUMENT_BATCH
+
+
+class CountingStream(CountingSource):
+    """The counting source as the application streams sources (it skips nothing)."""
+
+    skipped: tuple[tuple[str, str], ...] = ()
+    invalid: tuple[SkippedDocument, ...] = ()
+
+
+class StreamedComponents(FakeComponents):
+    """The application's components with the sources replaced by ``stream``."""
+
+    def __init__(self, home: Path, qdrant_url: str, database: str, stream: CountingStream):
+        super().__init__(
+            load_settings(
+                home=home,
+                backend="qdrant",
+                qdrant_location=qdrant_url,
+                database_url=database,
+                max_words=POLICY.max_words,
+                ingest_lease=5.0,
+            )
+        )
+        self.stream = stream
+
+    def stream_sources(self, paths: Sequence[Path], **_options: object) -> CountingStream:
+        return self.stream
+
+
+ITEM_SIZE = 20
+
+
+@pytest.mark.slow
+def test_a_queued_run_holds_a_bounded_number_of_documents_in_the_coordinator(
+    tmp_path: Path,
+) -> None:
+    """The coordinator validates, then reads the sources again to queue the changed
+    documents item by item; a worker (a thread here, with its own components, on the
+    same queue and Qdrant server) writes them. Documents the worker rebuilds from the
+    items are not the source's, so only the coordinator's are counted."""
+    source = CountingStream(DOCUMENTS)
+    with scratch_database() as database, serve_qdrant_double(record=False) as (url, _):
+        coordinator = Application(StreamedComponents(tmp_path / "c", url, database, source))
+        worker = Application(StreamedComponents(tmp_path / "w", url, database, source))
+        stop = threading.Event()
+        working = threading.Thread(
+            target=worker.ingest_worker, kwargs={"worker": "w", "stop": stop}
+        )
+        working.start()
+        outcome: dict[str, Any] = {}
+
+        def coordinate() -> None:
+            try:
+                outcome["result"] = coordinator.ingest_queued(
+                    IngestRequest(sources=(tmp_path,)), item_size=ITEM_SIZE, poll=0.05
+                )
+            except BaseException as error:
+                outcome["error"] = error
+
+        # The coordinator waits for every item's result: a worker that died would leave
+        # it waiting, so it runs on a thread the test stops waiting for.
+        coordinating = threading.Thread(target=coordinate, daemon=True)
+        coordinating.start()
+        coordinating.join(timeout=240)
+        stop.set()
+        working.join(timeout=60)
+        assert not coordinating.is_alive(), "".join(
+            traceback.format_stack(sys._current_frames()[coordinating.ident or 0])
+        )
+    assert "error" not in outcome, outcome.get("error")
+    result = outcome["result"]
+    assert (result.documents, result.documents_changed, result.verified) == (600, 600, 600)
+    # A validation batch while the next one is read, later an item and the next one; a
+    # coordinator that listed the corpus would hold all 600.
+    assert 0 < source.most_alive <= 2 * max(VALIDATION_BATCH, ITEM_SIZE)
+    # Read before the index opens, validated, then queued: three passes, none kept.
+    assert source.passes == 3

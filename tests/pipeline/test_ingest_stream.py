@@ -17,19 +17,12 @@ from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.core.contracts import contract_for
 from ragwright.core.documents import validate_document
-from ragwright.deadline import Deadline, current_deadline, deadline_scope
-from ragwright.errors import InputTooLong
-from ragwright.pipeline.ingest import (
-    BatchReport,
-    batched,
-    document_key,
-    finish_run,
-    ingest,
-    ingest_batch,
-    prepare_run,
-)
+from ragwright.deadline import Deadline, current_deadline, deadline_bound, deadline_scope
+from ragwright.errors import EmbeddingProviderError, FailureCategory, InputTooLong, ReadBackError
+from ragwright.pipeline.ingest import batched, finish_run, ingest, prepare_run
+from ragwright.pipeline.writing import BatchReport, document_key, ingest_batch
 from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
-from ragwright.types import ChunkingPolicy, PointFilter, SourceDocument, SourceSection
+from ragwright.types import ChunkingPolicy, FieldMatch, PointFilter, SourceDocument, SourceSection
 
 POLICY = ChunkingPolicy(max_words=30)
 
@@ -114,12 +107,52 @@ def test_several_embedding_calls_are_in_flight_and_the_index_is_the_same(
     documents = corpus(12)
     one = SlowEmbedder(in_flight=1)
     run(open_index("one"), documents, one)
-    several = SlowEmbedder(in_flight=4)
+    several = RendezvousEmbedder(in_flight=4)
     report = run(open_index("several"), documents, several)
     assert one.most_active == 1
-    assert several.most_active == 4
+    assert several.most_outstanding == 4
     assert report.embedded == report.chunks == len(several.embedded_texts)
     assert snapshot(open_index("one")) == snapshot(open_index("several"))
+
+
+@dataclasses.dataclass
+class RendezvousEmbedder(HashingEmbedder):
+    """Holds every call until ``in_flight`` calls are outstanding together, then lets
+    them all through (and every later call at once); records the most calls that were
+    outstanding at one moment. A caller that never keeps ``in_flight`` calls outstanding
+    only gets its calls back after ``patience`` seconds each, and shows fewer."""
+
+    in_flight: int = 1
+    patience: float = 30.0
+    outstanding: int = 0
+    most_outstanding: int = 0
+    met: bool = False
+    condition: threading.Condition = dataclasses.field(default_factory=threading.Condition)
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        with self.condition:
+            self.outstanding += 1
+            self.most_outstanding = max(self.most_outstanding, self.outstanding)
+            if self.outstanding >= self.in_flight:
+                self.met = True
+                self.condition.notify_all()
+            self.condition.wait_for(lambda: self.met, timeout=self.patience)
+            vectors = super().embed_documents(texts)
+            self.outstanding -= 1
+            return vectors
+
+
+def test_embedding_calls_stay_in_flight_across_document_batches(open_index: Any) -> None:
+    """Each batch of 2 documents makes 2 calls of 2 chunks; 4 calls outstanding need the
+    next batches' calls made while the current batch's return and are switched."""
+    documents = corpus(12)
+    one = run(open_index("one"), documents, HashingEmbedder(), batch_size=2, document_batch=2)
+    embedder = RendezvousEmbedder(in_flight=4)
+    report = run(open_index("four"), documents, embedder, batch_size=2, document_batch=2)
+    assert report.chunks == 24 and len(embedder.calls) == 12  # 2 calls per batch of documents
+    assert embedder.most_outstanding == embedder.in_flight == 4
+    assert report == one
+    assert snapshot(open_index("four")) == snapshot(open_index("one"))
 
 
 def test_embedding_calls_on_worker_threads_spend_the_callers_deadline(open_index: Any) -> None:
@@ -258,3 +291,143 @@ def test_a_one_shot_iterator_is_refused_before_anything_is_read(open_index: Any)
     with pytest.raises(TypeError, match="re-iterable"):
         run(open_index("i"), documents)
     assert len(list(documents)) == 2
+
+
+def live_documents(index: EdgeIndex) -> set[str]:
+    live = PointFilter(must=(FieldMatch("index_state", ("live",)),))
+    return {str(p.payload["document_id"]) for p in index.scroll(live)}
+
+
+def test_a_failed_call_lets_the_batches_already_staged_switch_and_a_rerun_converges(
+    open_index: Any,
+) -> None:
+    documents = corpus(8)  # batches of 2 documents, 2 calls each
+    failing = SlowEmbedder(in_flight=2, delay=0.0, fail_after_calls=4)
+    index = open_index("i")
+    with pytest.raises(RuntimeError, match="scripted"):
+        run(index, documents, failing, batch_size=2, document_batch=2)
+    # The first two batches were staged when the third one's call failed: switched, as
+    # they would have been one batch after another; nothing of the rest is live.
+    assert live_documents(index) == {"doc-000", "doc-001", "doc-002", "doc-003"}
+    staged = index.count(PointFilter(must=(FieldMatch("index_state", ("staged",)),)))
+    again = run(index, documents, HashingEmbedder(), batch_size=2, document_batch=2)
+    assert (again.unchanged, again.embedded) == (8, 8 - staged)
+    clean = run(open_index("clean"), documents, HashingEmbedder(), batch_size=2)
+    assert snapshot(index) == snapshot(open_index("clean"))
+    assert (again.chunks, again.documents) == (clean.chunks, clean.documents)
+
+
+class FailingWrites(RecordingIndex):
+    """An index whose ``fail_at``-th upsert fails; records every write after it."""
+
+    def __init__(self, inner: EdgeIndex, fail_at: int) -> None:
+        super().__init__(inner)
+        self.upserts = 0
+        self.fail_at = fail_at
+        self.after_failure: list[str] = []
+
+    def upsert(self, points: Any) -> None:
+        self.upserts += 1
+        if self.upserts == self.fail_at:
+            raise ReadBackError("p", "scripted write failure")
+        if self.upserts > self.fail_at:
+            self.after_failure.append("upsert")
+        self.inner.upsert(points)
+
+    def set_payload(self, *args: Any) -> None:
+        if self.upserts >= self.fail_at:
+            self.after_failure.append("set_payload")
+        self.inner.set_payload(*args)
+
+
+def test_a_failed_write_stops_every_write_after_it_and_its_batch_never_switches(
+    open_index: Any,
+) -> None:
+    index = FailingWrites(open_index("i"), fail_at=2)  # the first batch's second write
+    embedder = SlowEmbedder(in_flight=4, delay=0.01)
+    with pytest.raises(ReadBackError, match="scripted"):
+        run(index, corpus(8), embedder, batch_size=2, document_batch=2)
+    assert index.after_failure == []
+    assert live_documents(index.inner) == set()
+
+
+def test_an_id_in_two_tenants_is_reported_shared_as_one_batch_after_another_would(
+    open_index: Any,
+) -> None:
+    """The later tenant's batch is planned while the earlier one's call is still out:
+    the earlier document is not written yet, and still counts as held."""
+    faqs = [dataclasses.replace(doc(0), document_id="faq", tenant=t) for t in ("acme", "globex")]
+    embedder = SlowEmbedder(in_flight=1, delay=0.05)
+    report = run(open_index("i"), faqs, embedder, document_batch=1)
+    assert [(s.document_id, s.tenant, s.other_tenants) for s in report.shared_ids] == [
+        ("faq", "globex", ("acme",))
+    ]
+
+
+def test_no_embedding_call_starts_once_the_runs_deadline_passed(open_index: Any) -> None:
+    """Also for an embedder that spends no deadline itself (the bundled model): the
+    pass stops before its next call."""
+    embedder = SlowEmbedder(in_flight=2, delay=0.0)
+    index = open_index("i")
+    with (
+        deadline_bound(Deadline(0.0, clock=lambda: 1.0)),
+        pytest.raises(EmbeddingProviderError) as caught,
+    ):
+        run(index, corpus(4), embedder)
+    assert caught.value.category is FailureCategory.DEADLINE_EXHAUSTED
+    assert embedder.calls == [] and index.count() == 0
+
+
+@dataclasses.dataclass
+class PausedEmbedder(HashingEmbedder):
+    """Waits in its first call until ``release`` is set (a worker that stalled after
+    planning its batch: a long pause, a lost lease); ``entered`` says it got there."""
+
+    release: threading.Event = dataclasses.field(default_factory=threading.Event)
+    entered: threading.Event = dataclasses.field(default_factory=threading.Event)
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.entered.set()
+        self.release.wait(timeout=60)
+        return super().embed_documents(texts)
+
+
+def test_a_late_attempt_at_a_batch_leaves_the_points_another_attempt_switched_live(
+    open_index: Any,
+) -> None:
+    """Worker A plans the batch and stalls; worker B runs the same batch to the end;
+    A wakes up, writes its staged points and dies before switching. B's points stay
+    live: A never stages a point that is already live with its plan's digest."""
+    index = open_index("i")
+    documents = corpus(3)
+    common: dict[str, Any] = {"policy": POLICY, "sparse_encoder": Bm25Encoder(), "index": index}
+    plan = prepare_run(documents, embedder=HashingEmbedder(), **common)
+    late = PausedEmbedder()
+
+    def dies_before_switching(_document_id: str, phase: str) -> None:
+        if phase == "staged":
+            raise KeyboardInterrupt("worker A killed")
+
+    died: list[BaseException] = []
+
+    def worker_a() -> None:
+        try:
+            ingest_batch(
+                documents,
+                plan.batch_context(),
+                embedder=late,
+                phase_hook=dies_before_switching,
+                **common,
+            )
+        except BaseException as error:
+            died.append(error)
+
+    a = threading.Thread(target=worker_a)
+    a.start()
+    assert late.entered.wait(timeout=60)  # A has scanned the batch and is embedding
+    report = ingest_batch(documents, plan.batch_context(), embedder=HashingEmbedder(), **common)
+    late.release.set()
+    a.join(timeout=60)
+    assert [type(error) for error in died] == [KeyboardInterrupt]
+    live = index.count(PointFilter(must=(FieldMatch("index_state", ("live",)),)))
+    assert (live, index.count()) == (report.chunks, report.chunks)

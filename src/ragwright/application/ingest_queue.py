@@ -6,7 +6,7 @@ changed documents on the queue in items of a few documents each, waits until eve
 has a recorded result, then runs :func:`~ragwright.pipeline.ingest.finish_run` over
 those results (prune, BM25 statistics, the summary). Workers (``ragwright
 ingest-worker``), on this machine or others, take items and run
-:func:`~ragwright.pipeline.ingest.ingest_batch` on them against one shared index.
+:func:`~ragwright.pipeline.writing.ingest_batch` on them against one shared index.
 
 Exactness: a run id scopes everything; each item's result is recorded once (the first
 recorded result of ``(run id, item)`` stands, later ones are dropped), and the summary
@@ -193,15 +193,18 @@ def item_body(
     policy: ChunkingPolicy,
     embedding_profile: str,
     lexical_profile: str,
+    deadline_at: float | None = None,
 ) -> dict[str, Any]:
     """What a worker needs to run one item, with no access to the sources: the run's
-    batch context, the chunking policy, the profiles it must share, the documents."""
+    batch context, the chunking policy, the profiles it must share, the documents, and
+    the run's deadline (seconds since the epoch; ``None``: none)."""
     return {
         "format": ITEM_FORMAT,
         "context": dict(context),
         "policy": policy_to_json(policy),
         "embedding_profile": embedding_profile,
         "lexical_profile": lexical_profile,
+        "deadline_at": deadline_at,
         "documents": [document_to_json(d) for d in documents],
     }
 
@@ -222,6 +225,8 @@ def read_item_body(body: Mapping[str, Any]) -> ItemBody:
         embedding_profile=str(body["embedding_profile"]),
         lexical_profile=str(body["lexical_profile"]),
         documents=tuple(document_from_json(d) for d in body["documents"]),
+        # Absent from the items of an earlier ragwright of the same format: no deadline.
+        deadline_at=None if body.get("deadline_at") is None else float(body["deadline_at"]),
     )
 
 
@@ -234,6 +239,7 @@ class ItemBody:
     embedding_profile: str
     lexical_profile: str
     documents: tuple[SourceDocument, ...]
+    deadline_at: float | None = None
 
 
 def wait_for_results(

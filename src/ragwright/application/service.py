@@ -51,6 +51,7 @@ from ragwright.application.drafts import (
     question_key,
 )
 from ragwright.application.ingest_queue import (
+    IngestQueue,
     ItemResult,
     WorkerStats,
     WorkItem,
@@ -118,7 +119,7 @@ from ragwright.core.chunking import build_chunks
 from ragwright.core.eligibility import CallerScope, Eligibility, eligibility_filter
 from ragwright.core.points import LIVE, format_query_input, read_payload
 from ragwright.core.templates import ApprovedTemplate, select_template
-from ragwright.deadline import Deadline, deadline_scope
+from ragwright.deadline import Deadline, deadline_bound, deadline_scope
 from ragwright.errors import (
     AnswerContractError,
     AssemblyError,
@@ -154,19 +155,16 @@ from ragwright.pipeline.evaluate import (
     run_evaluation,
     save_run,
 )
-from ragwright.pipeline.ingest import (
+from ragwright.pipeline.ingest import batched, finish_run, ingest, prepare_run
+from ragwright.pipeline.retrieve import Hit, Mode, Retriever, Thresholds
+from ragwright.pipeline.writing import (
     BatchContext,
     BatchReport,
     ProgressCallback,
-    batched,
     document_key,
-    finish_run,
-    ingest,
     ingest_batch,
-    prepare_run,
     token_counter,
 )
-from ragwright.pipeline.retrieve import Hit, Mode, Retriever, Thresholds
 from ragwright.protocols import Embedder, IndexPart, VectorIndex
 from ragwright.report import render_report
 from ragwright.settings import Settings
@@ -277,18 +275,13 @@ class Application:
     def ingest(
         self, request: IngestRequest, *, progress: ProgressCallback | None = None
     ) -> IngestResult:
-        """Bring the index in line with ``request.sources`` within the run's tenants."""
+        """Bring the index in line with ``request.sources`` within the run's tenants,
+        within ``RAGWRIGHT_INGEST_DEADLINE`` when set (no embedding attempt, retry or
+        backoff outlives it; the run stops as ``deadline_exhausted``)."""
+        seconds = self.settings.ingest_deadline
+        run_deadline = None if seconds is None else Deadline.after(seconds)
         policy = self.chunking_policy(request.chunking)
-        # Sources are streamed: ingestion reads them one file at a time (twice), so the
-        # corpus is never held here (docs/ingestion.md, "Memory").
-        stream = None if request.documents else self.stream_documents(request)
-        documents = request.documents if stream is None else stream
-        self._check_rebuild(request, documents, stream, policy.version)
-        if stream is not None and not request.rebuild:
-            # One reading pass (nothing kept) before the index is opened for writing, so
-            # invalid or missing sources leave no index behind; --rebuild made it already.
-            for _ in stream:
-                pass
+        documents, stream = self._open_sources(request, policy.version)
         embedder = self.components.embedder()
         index = self.components.open_index(
             policy.version,
@@ -297,30 +290,41 @@ class Application:
             rebuild=request.rebuild,
         )
         try:
-            report = ingest(
-                documents,
-                policy=policy,
-                embedder=embedder,
-                sparse_encoder=self.components.sparse_encoder(),
-                index=index,
-                prune=request.prune,
-                tenants=() if request.tenant is None else (request.tenant,),
-                batch_size=self.settings.batch_size,
-                progress=progress,
-            )
+            with deadline_bound(run_deadline):
+                report = ingest(
+                    documents,
+                    policy=policy,
+                    embedder=embedder,
+                    sparse_encoder=self.components.sparse_encoder(),
+                    index=index,
+                    prune=request.prune,
+                    tenants=() if request.tenant is None else (request.tenant,),
+                    batch_size=self.settings.batch_size,
+                    progress=progress,
+                )
         finally:
             index.close()
         self._purge_drafts(report.changed_documents)
-        return _ingest_result(
-            report,
-            request,
-            policy,
-            embedder,
-            skipped=()
-            if stream is None
-            else tuple(SkippedFile(path, reason) for path, reason in stream.skipped),
-            invalid=() if stream is None else stream.invalid,
-        )
+        return _ingest_result(report, request, policy, embedder, stream)
+
+    def _open_sources(
+        self, request: IngestRequest, version: str
+    ) -> tuple[Iterable[SourceDocument], DocumentStream | None]:
+        """The run's documents: the request's, or its sources streamed (then also the
+        stream, for what it skipped), with ``--rebuild`` checked.
+
+        Sources are streamed: each pass reads them one file at a time, so the corpus is
+        never held (docs/ingestion.md, "Memory"). They are read once here, keeping
+        nothing, before the index is opened for writing, so invalid or missing sources
+        leave no index behind (``--rebuild``'s check made that pass already).
+        """
+        stream = None if request.documents else self.stream_documents(request)
+        documents = request.documents if stream is None else stream
+        self._check_rebuild(request, documents, stream, version)
+        if stream is not None and not request.rebuild:
+            for _ in stream:
+                pass
+        return documents, stream
 
     def stream_documents(self, request: IngestRequest) -> DocumentStream:
         """The documents of :meth:`load_documents`, read and validated one file at a time
@@ -368,12 +372,28 @@ class Application:
         self._require_index_server()
         if item_size < 1:
             raise RequestError("item_size", f"must be at least 1, got {item_size}")
+        seconds = self.settings.ingest_deadline
+        # Workers on other machines bound each item by the run's deadline: a time on the
+        # wall clock, which the machines share (their monotonic clocks they do not).
+        deadline_at = None if seconds is None else self.clock() + seconds
         queue = self.components.ingest_queue()
+        try:
+            return self._run_queued(queue, request, item_size, progress, started, poll, deadline_at)
+        finally:
+            queue.close()
+
+    def _run_queued(
+        self,
+        queue: IngestQueue,
+        request: IngestRequest,
+        item_size: int,
+        progress: ProgressCallback | None,
+        started: Callable[[str], None] | None,
+        poll: float,
+        deadline_at: float | None,
+    ) -> IngestResult:
         policy = self.chunking_policy(request.chunking)
-        loaded = (
-            LoadedSources(request.documents) if request.documents else self.load_documents(request)
-        )
-        self._check_rebuild(request, loaded.documents, loaded, policy.version)
+        documents, stream = self._open_sources(request, policy.version)
         embedder = self.components.embedder()
         sparse_encoder = self.components.sparse_encoder()
         index = self.components.open_index(
@@ -385,7 +405,7 @@ class Application:
         notify = progress or (lambda _event, _count: None)
         try:
             run = prepare_run(
-                loaded.documents,
+                documents,
                 policy=policy,
                 embedder=embedder,
                 sparse_encoder=sparse_encoder,
@@ -400,14 +420,17 @@ class Application:
                 if started is not None and run.changed:
                     started(run_id)
                 items = 0
-                changed = (d for d in loaded.documents if document_key(d) in run.changed)
-                for number, documents in enumerate(batched(changed, item_size)):
+                # The writing pass reads the sources again: only the item being built is
+                # held, whatever the corpus's size.
+                changed = (d for d in documents if document_key(d) in run.changed)
+                for number, item in enumerate(batched(changed, item_size)):
                     body = item_body(
-                        documents,
+                        item,
                         context=run.batch_context().to_json(),
                         policy=policy,
                         embedding_profile=embedder.profile.profile_id,
                         lexical_profile=sparse_encoder.profile.profile_id,
+                        deadline_at=deadline_at,
                     )
                     queue.enqueue(run_id, number, body)
                     items += 1
@@ -436,9 +459,7 @@ class Application:
             index.close()
             queue.close()
         self._purge_drafts(report.changed_documents)
-        return _ingest_result(
-            report, request, policy, embedder, skipped=loaded.skipped, invalid=loaded.invalid
-        )
+        return _ingest_result(report, request, policy, embedder, stream)
 
     def ingest_worker(
         self,
@@ -451,7 +472,9 @@ class Application:
         """Run ingestion work items from the shared queue into the configured index
         until ``stop`` is set (or no item was queued or held for ``idle_exit``
         seconds). Each item runs ``ingest_batch`` on its documents with the run's
-        chunking policy and context; its report is recorded once per item."""
+        chunking policy and context, within its run's deadline and this worker's
+        ``RAGWRIGHT_INGEST_DEADLINE`` from the item's start (whichever ends first); its
+        report is recorded once per item."""
         self._require_index_server()
         queue = self.components.ingest_queue()
         embedder = self.components.embedder()
@@ -467,18 +490,20 @@ class Application:
                 raise ContractMismatch(
                     "lexical_profile_id", body.lexical_profile, sparse_encoder.profile.profile_id
                 )
+            item_deadline = self._item_deadline(body.deadline_at)
             index = self.components.open_index(body.policy.version, write=True)
             try:
-                report = ingest_batch(
-                    body.documents,
-                    BatchContext.from_json(dict(body.context)),
-                    policy=body.policy,
-                    embedder=embedder,
-                    sparse_encoder=sparse_encoder,
-                    index=index,
-                    batch_size=self.settings.batch_size,
-                    phase_hook=phase_hook,
-                )
+                with deadline_bound(item_deadline):
+                    report = ingest_batch(
+                        body.documents,
+                        BatchContext.from_json(dict(body.context)),
+                        policy=body.policy,
+                        embedder=embedder,
+                        sparse_encoder=sparse_encoder,
+                        index=index,
+                        batch_size=self.settings.batch_size,
+                        phase_hook=phase_hook,
+                    )
             finally:
                 index.close()
             return report.to_json()
@@ -487,6 +512,14 @@ class Application:
             return queue.work(handle, worker=worker, idle_exit=idle_exit, stop=stop)
         finally:
             queue.close()
+
+    def _item_deadline(self, deadline_at: float | None) -> Deadline | None:
+        """A work item's deadline: its run's (``deadline_at`` on the wall clock) or this
+        worker's ``RAGWRIGHT_INGEST_DEADLINE`` from now, whichever ends first."""
+        deadlines = [] if deadline_at is None else [Deadline.after(deadline_at - self.clock())]
+        if self.settings.ingest_deadline is not None:
+            deadlines.append(Deadline.after(self.settings.ingest_deadline))
+        return min(deadlines, key=lambda deadline: deadline.expires_at, default=None)
 
     def _require_index_server(self) -> None:
         location = self.settings.qdrant_location or ""
@@ -1838,11 +1871,12 @@ def _ingest_result(
     request: IngestRequest,
     policy: ChunkingPolicy,
     embedder: Embedder,
-    *,
-    skipped: tuple[Any, ...],
-    invalid: tuple[Any, ...],
+    stream: DocumentStream | None,
 ) -> IngestResult:
-    """The use case's result: the pipeline's report with the run's sources and profile."""
+    """The use case's result: the pipeline's report with the run's sources and profile,
+    and what the ``stream`` the documents came from (if any) skipped."""
+    skipped = () if stream is None else tuple(SkippedFile(p, r) for p, r in stream.skipped)
+    invalid = () if stream is None else stream.invalid
     return IngestResult(
         # Not asdict: it would turn the nested records into dicts.
         **{

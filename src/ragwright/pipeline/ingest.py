@@ -11,16 +11,21 @@ time; nothing holds the corpus's texts or vectors (docs/ingestion.md, "Memory").
    the embedding limit) stops the run here, with the index untouched. What is kept: the
    run's document keys (for prune), the changed keys and counts (:class:`RunPlan`).
 
-Then per batch of changed documents (:func:`ingest_batch`; several workers may each take
-batches from a queue):
+Then per batch of changed documents (:mod:`ragwright.pipeline.writing`:
+:func:`~ragwright.pipeline.writing.ingest_batch`; several workers may each take batches
+from a queue):
 
 1. **Scan** — the batch's stored points again (one filtered scroll).
 2. **Stage** — chunks whose stored id is absent (new or edited text) are embedded in
    length-sorted batches, up to the embedder's ``in_flight`` calls at once, and upserted
    with ``index_state="staged"``; queries only ever match ``live`` points, so staged
-   points are invisible. Every written point is read back. Embedding of the next batches
-   overlaps the write and read-back of the current one.
-3. **Switch** — obsolete points of the document are deleted, then one ``set_payload``
+   points are invisible. Every written point is read back. The calls stay outstanding
+   across document batches: the next batch is scanned and planned once the current
+   one's calls are all made, and its calls go out while the current one's last ones
+   return and while it is switched and verified (at most :data:`BATCHES_IN_FLIGHT`
+   document batches held). One writer thread makes every write in order.
+3. **Switch** — once every point of the batch is staged and read back, obsolete points
+   of the document are deleted, then one ``set_payload``
    sets the document-level fields (revision, metadata, digest, ``index_state="live"``) on
    all its desired points. Until the delete the visible set is the old revision; between
    delete and flip it is the unchanged chunks (a subset of both revisions); after the
@@ -52,72 +57,43 @@ uninterrupted batch would, so a run's summary does not depend on who finished a 
 
 from __future__ import annotations
 
-import contextvars
 import uuid
-from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from ragwright.core.chunking import TokenCounter, build_chunks
+from ragwright.core.chunking import build_chunks
 from ragwright.core.contracts import require_compatible
 from ragwright.core.lexical import AVGDL_TOLERANCE, avgdl_drifted, document_vector
-from ragwright.core.points import (
-    DOCUMENT_FIELDS,
-    LEXICAL_TERMS,
-    LIVE,
-    STAGED,
-    DocumentPlan,
-    PlannedPoint,
-    chunk_body,
-    format_document_input,
-    lexical_text,
-    plan_document,
-    read_payload,
-    source_digest,
-)
-from ragwright.errors import (
-    ContractMismatch,
-    DimensionMismatch,
-    DocumentError,
-    InputTooLong,
-    ReadBackError,
-    SourceError,
+from ragwright.core.points import LEXICAL_TERMS, LIVE, DocumentPlan, lexical_text, plan_document
+from ragwright.errors import DocumentError, SourceError
+from ragwright.pipeline.writing import (
+    BatchContext,
+    BatchReport,
+    DocumentKey,
+    PointState,
+    ProgressCallback,
+    check_lengths,
+    chunk_and_plan,
+    document_key,
+    document_source_digest,
+    scan_documents,
+    tenant_order,
+    token_counter,
+    write_batches,
 )
 from ragwright.protocols import Embedder, SparseEncoder, VectorIndex
 from ragwright.types import (
     ChunkingPolicy,
     FieldMatch,
-    IndexPoint,
     IngestReport,
     LexicalStats,
     PointFilter,
-    SharedDocumentId,
     SourceDocument,
     SparseVector,
 )
 
-# Called with a phase name and a count: ("plan", total_chunks), ("embedded", n),
-# ("switched", 1) … The CLI drives its progress bar from these; tests record them.
-ProgressCallback = Callable[[str, int], None]
-_READBACK_FIELDS = ("text", "document_id", "chunking_version", "document_type", "publication_state")
 _REENCODE_BATCH = 256
-# A document's identity: its tenant (None for untenanted) and its id.
-DocumentKey = tuple[str | None, str]
-
-
-def document_key(document: SourceDocument) -> DocumentKey:
-    """The (tenant, id) pair that identifies ``document`` in the index."""
-    return (document.tenant, document.document_id)
-
-
-@dataclass(slots=True)
-class _DocumentWork:
-    plan: DocumentPlan
-    to_embed: list[PlannedPoint] = field(default_factory=list)
-    kept: list[uuid.UUID] = field(default_factory=list)
-    obsolete: list[uuid.UUID] = field(default_factory=list)
 
 
 def plan_documents(
@@ -141,44 +117,13 @@ def plan_documents(
     ]
 
 
-def token_counter(embedder: Embedder, document: SourceDocument) -> TokenCounter | None:
-    """Counts the model tokens of a chunk text as it will be embedded for ``document``."""
-    if not embedder.counts_tokens:
-        return None
-    profile = embedder.profile
-    title = document.title
-
-    def count(text: str) -> int:
-        # Chunk texts open with their heading; a heading equal to the title is dropped
-        # from the embedding input (see core.points.chunk_body), so count it that way.
-        heading = text.split("\n\n", 1)[0]
-        body = chunk_body(title, heading, text)
-        return embedder.count_tokens([format_document_input(profile, title, body)])[0]
-
-    return count
-
-
-@dataclass(frozen=True, slots=True)
-class BatchContext:
-    """What a worker needs to ingest one batch of a run: small and JSON-able."""
-
-    chunking_version: str
-    staging_avgdl: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {"chunking_version": self.chunking_version, "staging_avgdl": self.staging_avgdl}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> BatchContext:
-        return cls(str(data["chunking_version"]), float(data["staging_avgdl"]))
-
-
 @dataclass(frozen=True, slots=True)
 class RunPlan:
     """What the validation pass decided before any write.
 
     ``keys`` holds every document of the run (prune deletes documents of the run's
-    tenants not in it); ``changed`` the documents the writing pass must process. Keys
+    tenants not in it); ``changed`` the documents the writing pass must process;
+    ``shared_in_run`` the document ids the run holds under more than one tenant. Keys
     are the only per-document state kept for the whole run: no texts, no vectors.
     """
 
@@ -191,6 +136,7 @@ class RunPlan:
     staging_avgdl: float
     encoded_avgdl: float | None
     prune: bool
+    shared_in_run: frozenset[str] = frozenset()
 
     @property
     def documents(self) -> int:
@@ -200,64 +146,9 @@ class RunPlan:
         return BatchContext(self.chunking_version, self.staging_avgdl)
 
 
-@dataclass(frozen=True, slots=True)
-class BatchReport:
-    """What one batch of changed documents did (JSON-able, to be summed by the run)."""
-
-    chunks: int = 0
-    embedded: int = 0
-    payload_updated: int = 0
-    deleted: int = 0
-    verified: int = 0
-    documents_changed: int = 0
-    embedding_tokens: int = 0
-    shared_ids: tuple[SharedDocumentId, ...] = ()
-    changed_documents: tuple[DocumentKey, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "chunks": self.chunks,
-            "embedded": self.embedded,
-            "payload_updated": self.payload_updated,
-            "deleted": self.deleted,
-            "verified": self.verified,
-            "documents_changed": self.documents_changed,
-            "embedding_tokens": self.embedding_tokens,
-            "shared_ids": [
-                [s.document_id, s.tenant, list(s.other_tenants)] for s in self.shared_ids
-            ],
-            "changed_documents": [list(key) for key in self.changed_documents],
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> BatchReport:
-        counts = {
-            name: int(data[name])
-            for name in (
-                "chunks",
-                "embedded",
-                "payload_updated",
-                "deleted",
-                "verified",
-                "documents_changed",
-                "embedding_tokens",
-            )
-        }
-        return cls(
-            **counts,
-            shared_ids=tuple(
-                SharedDocumentId(str(document_id), tenant, tuple(others))
-                for document_id, tenant, others in data["shared_ids"]
-            ),
-            changed_documents=tuple(
-                (tenant, str(doc)) for tenant, doc in data["changed_documents"]
-            ),
-        )
-
-
 # Documents per change-detection scan (one filtered, payload-light scroll each) in the
 # validation pass, and per batch in the writing pass: what memory holds at once is about
-# this many documents, their chunks and one embedding batch per in-flight call.
+# BATCHES_IN_FLIGHT such batches with their chunks, and one embedding batch per call.
 DOCUMENT_BATCH = 128
 
 
@@ -292,9 +183,13 @@ def ingest(
 
     Two passes over ``documents`` (so it must be re-iterable: a list, or a source that
     reads its files again): :func:`prepare_run` validates everything before any write,
-    then :func:`ingest_batch` writes the changed documents ``document_batch`` at a time,
-    then :func:`finish_run` prunes and refreshes the BM25 statistics. Several workers
-    run the same three steps with the batches on a queue (docs/ingestion.md).
+    then the changed documents are written ``document_batch`` at a time as
+    :func:`~ragwright.pipeline.writing.ingest_batch` writes one batch (the next batches
+    embedding while one is switched), then :func:`finish_run` prunes and refreshes the
+    BM25 statistics.
+    Several workers run the same three steps with the batches on a queue
+    (docs/ingestion.md). ``progress`` and ``phase_hook`` may be called from the
+    ingestion's writer thread.
 
     Args:
         documents: validated documents, unique (tenant, id) pairs.
@@ -334,23 +229,18 @@ def ingest(
         document_batch=document_batch,
         progress=progress,
     )
-    context = run.batch_context()
-    reports = [
-        ingest_batch(
-            batch,
-            context,
-            policy=policy,
-            embedder=embedder,
-            sparse_encoder=sparse_encoder,
-            index=index,
-            batch_size=batch_size,
-            progress=progress,
-            phase_hook=phase_hook,
-        )
-        for batch in batched(
-            (d for d in documents if document_key(d) in run.changed), document_batch
-        )
-    ]
+    reports = write_batches(
+        batched((d for d in documents if document_key(d) in run.changed), document_batch),
+        run.batch_context(),
+        policy=policy,
+        embedder=embedder,
+        sparse_encoder=sparse_encoder,
+        index=index,
+        batch_size=batch_size,
+        progress=progress,
+        phase_hook=phase_hook,
+        shared_in_run=run.shared_in_run,
+    )
     return finish_run(
         run, reports, index=index, sparse_encoder=sparse_encoder, avgdl_tolerance=avgdl_tolerance
     )
@@ -390,7 +280,7 @@ def prepare_run(
     for batch in batched(documents, document_batch):
         for document in batch:
             _check_unique(seen, document)
-        existing = _scan_documents(index, policy.version, batch)
+        existing = scan_documents(index, policy.version, batch)
         candidates = dict(_changed_documents(batch, existing, policy, embedder, sparse_encoder))
         for document in batch:
             key = document_key(document)
@@ -398,7 +288,7 @@ def prepare_run(
             if source is None:  # stored live under the same source digest
                 unchanged += len(existing[key])
                 continue
-            plan = _plan(document, policy, embedder, source)
+            plan = chunk_and_plan(document, policy, embedder, source)
             stored = existing.get(key, {})
             if stored.keys() == {p.stored_id for p in plan.points} and all(
                 (s.document, s.state) == (plan.digest, LIVE) for s in stored.values()
@@ -406,7 +296,7 @@ def prepare_run(
                 unchanged += len(stored)
                 continue
             pending = [p for p in plan.points if p.stored_id not in stored]
-            _check_lengths(embedder, pending)
+            check_lengths(embedder, pending)
             if stats is None:
                 terms += sum(len(sparse_encoder.terms(p.lexical_text)) for p in pending)
                 pending_chunks += len(pending)
@@ -428,7 +318,7 @@ def prepare_run(
     notify("unchanged", unchanged)
     return RunPlan(
         chunking_version=policy.version,
-        scope=tuple(sorted(scope, key=_tenant_order)),
+        scope=tuple(sorted(scope, key=tenant_order)),
         keys=frozenset(seen),
         changed=frozenset(changed),
         unchanged_chunks=unchanged,
@@ -436,7 +326,16 @@ def prepare_run(
         staging_avgdl=staging_avgdl,
         encoded_avgdl=encoded_avgdl,
         prune=prune,
+        shared_in_run=_shared_in_run(seen),
     )
+
+
+def _shared_in_run(keys: Iterable[DocumentKey]) -> frozenset[str]:
+    """Document ids that ``keys`` hold under more than one tenant."""
+    tenants: dict[str, int] = {}
+    for _tenant, document_id in keys:
+        tenants[document_id] = tenants.get(document_id, 0) + 1
+    return frozenset(document_id for document_id, count in tenants.items() if count > 1)
 
 
 def _check_unique(seen: dict[DocumentKey, str], document: SourceDocument) -> None:
@@ -455,7 +354,7 @@ def _check_unique(seen: dict[DocumentKey, str], document: SourceDocument) -> Non
 
 def _changed_documents(
     batch: Sequence[SourceDocument],
-    existing: dict[DocumentKey, dict[uuid.UUID, _Stored]],
+    existing: dict[DocumentKey, dict[uuid.UUID, PointState]],
     policy: ChunkingPolicy,
     embedder: Embedder,
     sparse_encoder: SparseEncoder,
@@ -463,105 +362,13 @@ def _changed_documents(
     """(key, source digest) of the documents whose stored points are not all live under
     the same source digest."""
     for document in batch:
-        source = _source_digest(document, policy, embedder, sparse_encoder)
+        source = document_source_digest(document, policy, embedder, sparse_encoder)
         stored = existing.get(document_key(document), {})
         if not stored or not all(
             s.state == LIVE and s.source == source and s.count == len(stored)
             for s in stored.values()
         ):
             yield document_key(document), source
-
-
-def _source_digest(
-    document: SourceDocument,
-    policy: ChunkingPolicy,
-    embedder: Embedder,
-    sparse_encoder: SparseEncoder,
-) -> str:
-    return source_digest(
-        document,
-        chunking_version=policy.version,
-        profile=embedder.profile,
-        lexical_profile_id=sparse_encoder.profile.profile_id,
-    )
-
-
-def _plan(
-    document: SourceDocument, policy: ChunkingPolicy, embedder: Embedder, source: str
-) -> DocumentPlan:
-    chunks = build_chunks(document, policy, count_tokens=token_counter(embedder, document))
-    return plan_document(document, chunks, embedder.profile, source=source)
-
-
-def ingest_batch(
-    documents: Sequence[SourceDocument],
-    context: BatchContext,
-    *,
-    policy: ChunkingPolicy,
-    embedder: Embedder,
-    sparse_encoder: SparseEncoder,
-    index: VectorIndex,
-    batch_size: int = 64,
-    progress: ProgressCallback | None = None,
-    phase_hook: Callable[[str, str], None] | None = None,
-) -> BatchReport:
-    """Write one batch of the run's changed documents: stage, switch, verify.
-
-    Idempotent: a batch run again after a crash reuses the staged points and finishes a
-    half-switched document; a document already switched is verified and still counted
-    as changed, so the run's summary is the same whoever finished the batch.
-    """
-    if context.chunking_version != policy.version:
-        raise ContractMismatch("chunking_version", context.chunking_version, policy.version)
-    notify = progress or (lambda _event, _count: None)
-    hook = phase_hook or (lambda _doc, _phase: None)
-    existing = _scan_documents(index, policy.version, documents)
-    held: dict[str, set[str | None]] = {}
-    for tenant, document_id in existing:
-        held.setdefault(document_id, set()).add(tenant)
-    work: list[_DocumentWork] = []
-    for document in documents:
-        source = _source_digest(document, policy, embedder, sparse_encoder)
-        plan = _plan(document, policy, embedder, source)
-        stored = existing.get(document_key(document), {})
-        desired = {p.stored_id for p in plan.points}
-        work.append(
-            _DocumentWork(
-                plan,
-                to_embed=[p for p in plan.points if p.stored_id not in stored],
-                kept=[p.stored_id for p in plan.points if p.stored_id in stored],
-                obsolete=[sid for sid in stored if sid not in desired],
-            )
-        )
-    pending = [p for item in work for p in item.to_embed]
-    lengths = _check_lengths(embedder, pending)
-    embedded_tokens = _stage(
-        embedder,
-        sparse_encoder,
-        index,
-        pending,
-        lengths,
-        batch_size,
-        notify,
-        context.staging_avgdl,
-    )
-    payload_updated = deleted = verified = 0
-    for item in work:
-        payload_updated += _refresh_kept(index, item)
-        deleted += len(item.obsolete)
-        verified += _switch(index, item, hook)
-        notify("switched", len(item.plan.points))
-    return BatchReport(
-        chunks=sum(len(item.plan.points) for item in work),
-        embedded=len(pending),
-        payload_updated=payload_updated,
-        deleted=deleted,
-        verified=verified,
-        documents_changed=len(work),
-        embedding_tokens=embedded_tokens,
-        shared_ids=_shared_ids(work, held),
-        changed_documents=tuple(document_key(item.plan.document) for item in work),
-    )
 
 
 def finish_run(
@@ -640,183 +447,6 @@ def _tenant_filter(tenant: str | None, *must: FieldMatch) -> PointFilter:
     return PointFilter(must=(*must, FieldMatch("tenant", (tenant,))))
 
 
-def _shared_ids(
-    work: Sequence[_DocumentWork], held: dict[str, set[str | None]]
-) -> tuple[SharedDocumentId, ...]:
-    """Written documents whose id the index also held under other tenants."""
-    shared = []
-    for item in work:
-        document = item.plan.document
-        others = held.get(document.document_id, set()) - {document.tenant}
-        if others:
-            shared.append(
-                SharedDocumentId(
-                    document.document_id, document.tenant, tuple(sorted(others, key=_tenant_order))
-                )
-            )
-    return tuple(shared)
-
-
-def _tenant_order(tenant: str | None) -> tuple[bool, str]:
-    """Untenanted first, then tenants by name."""
-    return (tenant is not None, tenant or "")
-
-
-@dataclass(frozen=True, slots=True)
-class _Stored:
-    document: Any
-    source: Any
-    count: Any
-    state: Any
-
-
-def _scan_documents(
-    index: VectorIndex, version: str, documents: Sequence[SourceDocument]
-) -> dict[DocumentKey, dict[uuid.UUID, _Stored]]:
-    """(tenant, document_id) → {stored id: digests, chunk count, state} for the stored
-    points of ``documents``' ids (every tenant's: shared ids are reported)."""
-    found: dict[DocumentKey, dict[uuid.UUID, _Stored]] = {}
-    if not documents:
-        return found
-    ids = tuple(sorted({d.document_id for d in documents}))
-    points = index.scroll(
-        PointFilter(
-            must=(FieldMatch("chunking_version", (version,)), FieldMatch("document_id", ids))
-        ),
-        payload_fields=(
-            "document_id",
-            "document_digest",
-            "source_digest",
-            "chunk_count",
-            "index_state",
-            "tenant",
-        ),
-    )
-    for point in points:
-        p = point.payload
-        document_id, tenant = p.get("document_id"), p.get("tenant")
-        # A point without a readable document id or tenant cannot be reconciled; keep it
-        # visible to read-time validation rather than guessing which document owns it.
-        if isinstance(document_id, str) and (tenant is None or isinstance(tenant, str)):
-            found.setdefault((tenant, document_id), {})[point.point_id] = _Stored(
-                p.get("document_digest"),
-                p.get("source_digest"),
-                p.get("chunk_count"),
-                p.get("index_state"),
-            )
-    return found
-
-
-def _check_lengths(embedder: Embedder, pending: Sequence[PlannedPoint]) -> list[int]:
-    """Token counts of every pending input; the first over the limit stops the run."""
-    if not embedder.counts_tokens:
-        return [len(p.embedding_input) for p in pending]
-    lengths = embedder.count_tokens([p.embedding_input for p in pending])
-    limit = embedder.profile.max_input_tokens
-    for point, tokens in zip(pending, lengths, strict=True):
-        if tokens > limit:
-            raise InputTooLong(
-                f"document {point.chunk.document_id!r}, chunk {point.chunk.chunk_id!r}",
-                tokens,
-                limit,
-            )
-    return lengths
-
-
-def _stage(
-    embedder: Embedder,
-    sparse_encoder: SparseEncoder,
-    index: VectorIndex,
-    pending: Sequence[PlannedPoint],
-    lengths: Sequence[int],
-    batch_size: int,
-    notify: ProgressCallback,
-    avgdl: float,
-) -> int:
-    """Embed in length-sorted batches and write them staged, overlapping the two.
-
-    Up to the embedder's ``in_flight`` calls run at once (remote providers; 1 for the
-    bundled model); the batches are written in order by one writer thread while the
-    next ones embed. Each call runs in a copy of the caller's context, so it spends the
-    caller's deadline.
-    """
-    order = sorted(range(len(pending)), key=lambda i: lengths[i])
-    dimensions = embedder.profile.dimensions
-    in_flight = max(1, int(getattr(embedder, "in_flight", 1)))
-    starts = iter(range(0, len(order), batch_size))
-    tokens = 0
-    with (
-        ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="ragwright-embed") as pool,
-        ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragwright-writer") as writer,
-    ):
-        embedding: deque[tuple[int, Future[list[list[float]]]]] = deque()
-
-        def submit_embeddings() -> None:
-            while len(embedding) < in_flight:
-                start = next(starts, None)
-                if start is None:
-                    return
-                texts = [pending[i].embedding_input for i in order[start : start + batch_size]]
-                call = contextvars.copy_context().run
-                embedding.append((start, pool.submit(call, embedder.embed_documents, texts)))
-
-        written: Future[None] | None = None
-        try:
-            submit_embeddings()
-            while embedding:
-                start, call = embedding.popleft()
-                vectors = call.result()
-                submit_embeddings()  # the next batches embed while this one is written
-                for vector in vectors:
-                    if len(vector) != dimensions:
-                        raise DimensionMismatch(dimensions, len(vector))
-                batch = [pending[i] for i in order[start : start + batch_size]]
-                if embedder.counts_tokens:
-                    tokens += sum(lengths[i] for i in order[start : start + batch_size])
-                if written is not None:
-                    written.result()
-                written = writer.submit(
-                    _write_and_verify, index, sparse_encoder, batch, vectors, avgdl
-                )
-                notify("embedded", len(batch))
-            if written is not None:
-                written.result()
-        finally:
-            for _, call in embedding:
-                call.cancel()
-    return tokens
-
-
-def _write_and_verify(
-    index: VectorIndex,
-    sparse_encoder: SparseEncoder,
-    batch: Sequence[PlannedPoint],
-    vectors: Sequence[Sequence[float]],
-    avgdl: float,
-) -> None:
-    # BM25 encoding runs here, on the writer thread, while the model embeds the next batch.
-    points = []
-    for p, vector in zip(batch, vectors, strict=True):
-        terms = sparse_encoder.terms(p.lexical_text)
-        points.append(
-            IndexPoint(
-                p.stored_id,
-                vector,
-                {**p.payload, "index_state": STAGED, LEXICAL_TERMS: len(terms)},
-                document_vector(terms, sparse_encoder.profile, avgdl),
-            )
-        )
-    index.upsert(points)
-    stored = {p.point_id: p.payload for p in index.retrieve([p.point_id for p in points])}
-    for point in points:
-        payload = stored.get(point.point_id)
-        if payload is None:
-            raise ReadBackError(str(point.point_id), "not found after upsert")
-        for name in _READBACK_FIELDS:
-            if payload.get(name) != point.payload[name]:
-                raise ReadBackError(str(point.point_id), f"payload field {name!r} differs")
-
-
 def _refresh_lexical_stats(
     index: VectorIndex,
     sparse_encoder: SparseEncoder,
@@ -866,48 +496,3 @@ def _reencode(index: VectorIndex, sparse_encoder: SparseEncoder, avgdl: float) -
             batch = []
     index.update_sparse(batch)
     return done + len(batch)
-
-
-def _refresh_kept(index: VectorIndex, item: _DocumentWork) -> int:
-    """Bring chunk-level fields of reused points up to date (e.g. shifted positions)."""
-    if not item.kept:
-        return 0
-    wanted = {p.stored_id: p.payload for p in item.plan.points}
-    for point in index.retrieve(item.kept):
-        chunk_fields = {k: v for k, v in wanted[point.point_id].items() if k not in DOCUMENT_FIELDS}
-        if any(point.payload.get(k) != v for k, v in chunk_fields.items()):
-            index.set_payload([point.point_id], chunk_fields)
-    return len(item.kept)
-
-
-def _switch(index: VectorIndex, item: _DocumentWork, hook: Callable[[str, str], None]) -> int:
-    document = item.plan.document
-    ids = [p.stored_id for p in item.plan.points]
-    hook(document.document_id, "staged")
-    index.delete(item.obsolete)
-    hook(document.document_id, "obsolete-deleted")
-    index.set_payload(ids, item.plan.document_fields)
-    # A tenant never leaves a point: it is part of the document's identity (a document
-    # under another tenant has other points), so only an optional source_uri can go.
-    absent = [k for k in ("source_uri",) if k not in item.plan.document_fields]
-    index.delete_payload_keys(ids, absent)
-    hook(document.document_id, "live")
-    return _verify(index, item.plan, ids)
-
-
-def _verify(index: VectorIndex, plan: DocumentPlan, ids: Iterable[uuid.UUID]) -> int:
-    wanted = {p.stored_id: p.payload for p in plan.points}
-    stored = index.retrieve(list(ids))
-    if len(stored) != len(wanted):
-        raise ReadBackError(
-            plan.document.document_id, f"{len(stored)} of {len(wanted)} points found"
-        )
-    for point in stored:
-        payload = read_payload(point.point_id, point.payload)
-        if payload.index_state != LIVE or payload.document_digest != plan.digest:
-            raise ReadBackError(
-                str(point.point_id), "not live with the planned digest after switch"
-            )
-        if payload.text != wanted[point.point_id]["text"]:
-            raise ReadBackError(str(point.point_id), "text differs after switch")
-    return len(stored)

@@ -19,7 +19,8 @@ them and the provider, so a 429 cools every caller down together.
 
 Model identity: Ollama reports a digest per installed model, which must equal the
 profile's ``artifact_digest`` before the first embedding. Hosted OpenAI models have no
-digest; every response's reported model name must equal the profile's model. A
+digest; every response's reported model name must be the profile's model
+(:func:`reports_model`: exactly, or with a version or date suffix). A
 self-hosted OpenAI-compatible server (llama.cpp, vLLM) may echo whatever model name it
 is sent, so ``verify_listed_model`` also requires the profile's model among the ids the
 server lists (``GET /v1/models``) before the first embedding. Such a server reports no
@@ -31,6 +32,7 @@ cannot read the server's file to check it (the contract field is ``embedding_pro
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import httpx
@@ -44,6 +46,23 @@ from ragwright.errors import (
     FailureCategory,
 )
 from ragwright.types import EmbeddingProfile
+
+# What a hosted API may append to the model name it was asked for: a version or a date
+# ("-v2", "-2024-05-13", "-20240513", "-0613"). OpenAI answered text-embedding-ada-002
+# requests as "text-embedding-ada-002-v2" until January 2024 and now reports the name
+# as sent; Azure OpenAI reports the deployment's underlying model name.
+_MODEL_SUFFIX = re.compile(r"-(?:v\d+(?:\.\d+)*|\d{4}-\d{2}-\d{2}|\d{8}|\d{4})")
+
+
+def reports_model(reported: str, model: str) -> bool:
+    """Whether a response reporting ``reported`` came from ``model``: the same name, or
+    the name followed by one version or date suffix. Any other name is another model
+    (profile ``text-embedding-3`` is not ``text-embedding-3-large``)."""
+    if reported == model:
+        return True
+    return (
+        reported.startswith(model) and _MODEL_SUFFIX.fullmatch(reported[len(model) :]) is not None
+    )
 
 
 def _check_in_flight(in_flight: int) -> int:
@@ -238,7 +257,7 @@ class OpenAIEmbedder:
         except openai.APIError as error:
             raise exception_error(EmbeddingProviderError, self.provider, error) from error
         reported = getattr(response, "model", None)
-        if reported is not None and not str(reported).startswith(self.profile.model):
+        if reported is not None and not reports_model(str(reported), self.profile.model):
             raise ArtifactMismatch(f"{self.provider}:model", self.profile.model, str(reported))
         # The SDK builds response objects without validating them: read defensively and
         # let _vectors judge the shape.
