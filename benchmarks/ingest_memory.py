@@ -20,7 +20,7 @@ A child also samples its anonymous and file-backed RSS (``/proc/self/status``) e
 Prints JSON and writes ``benchmarks/results/ingest_memory.json``. No assertions.
 
     python benchmarks/ingest_memory.py [--scifact 500 1000 2000 5183]
-        [--before 2000] [--synthetic 10000 30000 100000] [--throughput 500]
+        [--before 2000] [--synthetic 10000 30000 100000 300000] [--throughput 500]
 """
 
 from __future__ import annotations
@@ -53,7 +53,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scifact", type=int, nargs="*", default=[500, 1000, 2000, 5183])
     parser.add_argument("--before", type=int, nargs="*", default=[2000])
-    parser.add_argument("--synthetic", type=int, nargs="*", default=[10_000, 30_000, 100_000])
+    parser.add_argument(
+        "--synthetic", type=int, nargs="*", default=[10_000, 30_000, 100_000, 300_000]
+    )
     parser.add_argument("--throughput", type=int, default=500, help="SciFact documents")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--child", nargs=2, metavar=("KIND", "SIZE"), help=argparse.SUPPRESS)
@@ -218,6 +220,7 @@ def run_child(kind: str, size: int, workdir: Path) -> dict[str, Any]:
             index=index,
             batch_size=BATCH_SIZE,
         )
+        seals, segments = index.seals, index._shard.info().segments_count
     seconds = time.perf_counter() - started
     return {
         "documents": report.documents,
@@ -226,6 +229,8 @@ def run_child(kind: str, size: int, workdir: Path) -> dict[str, Any]:
         "ingest_seconds": round(seconds, 1),
         "chunks_per_s": round(report.chunks / seconds, 1),
         "maxrss_before_ingest_mib": before_ingest,
+        "seals": seals,
+        "segments": segments,
         **sampler.stop(),
     }
 

@@ -72,11 +72,25 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaEmbeddingS
         yield running
 
 
+_OPENED: list[OpenAIEmbedder] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_embedders() -> Iterator[None]:
+    # Their HTTP connections would otherwise be closed by the garbage collector, in
+    # whichever later test it runs (a ResourceWarning there).
+    yield
+    while _OPENED:
+        _OPENED.pop().close()
+
+
 def embedder(server: LlamaEmbeddingServer, **options: object) -> OpenAIEmbedder:
     profile = dataclasses.replace(PROFILE, **options)  # type: ignore[arg-type]
-    return OpenAIEmbedder(
+    opened = OpenAIEmbedder(
         profile, api_key="unused", base_url=server.base_url, verify_listed_model=True, in_flight=2
     )
+    _OPENED.append(opened)
+    return opened
 
 
 def cosine(a: list[float], b: list[float]) -> float:

@@ -37,6 +37,18 @@ PROFILE = dataclasses.replace(
 BATCHES = [[f"batch {b} text {i}" for i in range(4)] for b in range(8)]
 
 
+_OPENED: list[OpenAIEmbedder] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_embedders() -> Iterator[None]:
+    # Their HTTP connections would otherwise be closed by the garbage collector, in
+    # whichever later test it runs (a ResourceWarning there).
+    yield
+    while _OPENED:
+        _OPENED.pop().close()
+
+
 def gated(
     server: EmbeddingServer,
     pool: CapacityPool,
@@ -48,6 +60,7 @@ def gated(
 ) -> RetryingEmbedder:
     """What ``runtime.open_embedder`` builds: retry → capacity gate → provider."""
     provider = OpenAIEmbedder(PROFILE, api_key="k", base_url=server.base_url, in_flight=in_flight)
+    _OPENED.append(provider)
     sink = events.append if events is not None else None
     return RetryingEmbedder(
         EmbeddingCapacityGate(provider, pool, events=sink),
@@ -174,7 +187,7 @@ def test_a_model_the_server_does_not_list_is_refused_at_start() -> None:
             api_key="k",
             base_url=server.base_url,
             verify_listed_model=True,
-        )
+        ).close()
 
 
 def remote_settings(server: EmbeddingServer, **overrides: object) -> Settings:

@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from fastapi.testclient import TestClient
 
+from ragwright.adapters.edge import EdgeIndex
 from ragwright.application import IngestRequest, StatusRequest
 from ragwright.protocols import Embedder
 from ragwright.service.client import document_body
@@ -181,11 +183,22 @@ class SlowEmbedder:
 
 
 def test_queries_during_an_http_ingestion_never_fail_and_never_mix_revisions(
-    make_service: Callable[..., Service], tmp_path: Path
+    make_service: Callable[..., Service], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     service = make_service(ingest=False, batch_size=4)
     service.application.ingest(IngestRequest((write_corpus(tmp_path / "a", "rev-a"),)))
     service.components._hashing = SlowEmbedder(service.components._hashing, 0.02)  # type: ignore[assignment]
+    # Each document's switch (one set_payload of its document fields) takes 20 ms, so
+    # the switches of the 30 documents span 0.6 s: queries land between them however
+    # busy the machine is, and see switched documents new and the others old.
+    switch = EdgeIndex.set_payload
+
+    def slow_switch(index: EdgeIndex, ids: Any, payload: Any) -> None:
+        if "revision" in payload:
+            time.sleep(0.02)
+        switch(index, ids, payload)
+
+    monkeypatch.setattr(EdgeIndex, "set_payload", slow_switch)
     secret = service.key("ops", scopes=("ingest", "search"))
     revised = service.application.load_documents(
         IngestRequest((write_corpus(tmp_path / "b", "rev-b"),))

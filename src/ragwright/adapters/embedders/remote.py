@@ -113,7 +113,11 @@ class OllamaEmbedder:
             transport=transport,
             limits=httpx.Limits(max_connections=max(100, in_flight)),
         )
-        self._verify_digest()
+        try:
+            self._verify_digest()
+        except BaseException:
+            self._client.close()  # a refused start leaves no connection behind
+            raise
 
     def _verify_digest(self) -> None:
         try:
@@ -228,7 +232,11 @@ class OpenAIEmbedder:
                 http_client=http_client,
             )
         if verify_listed_model:
-            self._verify_listed_model()
+            try:
+                self._verify_listed_model()
+            except BaseException:
+                self._client.close()  # a refused start leaves no connection behind
+                raise
 
     def _verify_listed_model(self) -> None:
         try:
