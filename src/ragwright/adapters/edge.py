@@ -89,9 +89,11 @@ _HEADROOM_BYTES = 16 * 2**20
 # the dense vectors' width, so the engine's KiB thresholds are derived from these.
 # An appendable segment is sealed (_compact) at about _SEAL_POINTS; sealed segments merge
 # up to _MAX_SEGMENT_POINTS, into about _SEGMENTS segments while they are smaller.
+# Merges are bounded to two seals' worth: the engine holds the GIL while it seals or
+# merges (a serving process pauses), so no step may grow with the collection.
 _SEAL_POINTS = 16_384
-_MAX_SEGMENT_POINTS = 65_536
-_SEGMENTS = 8
+_MAX_SEGMENT_POINTS = 32_768
+_SEGMENTS = 16
 _SPARSE_BYTES = 512
 
 
