@@ -11,7 +11,10 @@ child (``os.wait4``), so start-up, the model and the index are all counted. Runs
    (32 inputs per model run whatever their length, onnxruntime's memory pattern on);
 3. **synthetic** - N generated documents (deterministic, from a generator: never a
    list) with the hashing test embedder, so 100,000 documents run in minutes;
-4. **throughput** - embedding speed before and after the fix in one process, the two
+4. **synthetic-traced** - the synthetic run under ``tracemalloc``: the peak of the
+   pipeline's own Python allocations (the embedded index's native memory is not traced,
+   so this separates the run's memory from the index's);
+5. **throughput** - embedding speed before and after the fix in one process, the two
    configurations alternating batch by batch on the same length-sorted 64-chunk batches
    (so a busy machine slows both alike).
 
@@ -20,7 +23,8 @@ A child also samples its anonymous and file-backed RSS (``/proc/self/status``) e
 Prints JSON and writes ``benchmarks/results/ingest_memory.json``. No assertions.
 
     python benchmarks/ingest_memory.py [--scifact 500 1000 2000 5183]
-        [--before 2000] [--synthetic 10000 30000 100000 300000] [--throughput 500]
+        [--before 2000] [--synthetic 10000 30000 100000 300000]
+        [--traced 10000 100000] [--throughput 500]
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+import tracemalloc
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -56,6 +61,7 @@ def main() -> None:
     parser.add_argument(
         "--synthetic", type=int, nargs="*", default=[10_000, 30_000, 100_000, 300_000]
     )
+    parser.add_argument("--traced", type=int, nargs="*", default=[10_000, 100_000])
     parser.add_argument("--throughput", type=int, default=500, help="SciFact documents")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--child", nargs=2, metavar=("KIND", "SIZE"), help=argparse.SUPPRESS)
@@ -67,9 +73,15 @@ def main() -> None:
         return
     if (args.scifact or args.before or args.throughput) and not DATA.exists():
         raise SystemExit(f"missing benchmark data: {DATA} (see ../shared/data/README.md)")
-    runs: dict[str, list[dict[str, Any]]] = {"scifact": [], "scifact-before": [], "synthetic": []}
+    runs: dict[str, list[dict[str, Any]]] = {
+        "scifact": [],
+        "scifact-before": [],
+        "synthetic": [],
+        "synthetic-traced": [],
+    }
     for kind, sizes in (
         ("synthetic", args.synthetic),
+        ("synthetic-traced", args.traced),
         ("scifact", args.scifact),
         ("scifact-before", args.before),
     ):
@@ -85,7 +97,11 @@ def main() -> None:
             "python": platform.python_version(),
         },
         "runs": runs,
-        "flatness": {kind: flatness(rows) for kind, rows in runs.items() if len(rows) > 1},
+        "flatness": {
+            kind: flatness(rows, "peak_traced_mib" if kind.endswith("traced") else "peak_rss_mib")
+            for kind, rows in runs.items()
+            if len(rows) > 1
+        },
         "throughput_before_after": throughput,
     }
     print(json.dumps(result, indent=2))
@@ -125,10 +141,11 @@ def _write_subset(path: Path, documents: int) -> None:
             target.write(line)
 
 
-def flatness(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Least-squares slope of peak RSS against documents, and largest/smallest ratios."""
+def flatness(rows: Sequence[dict[str, Any]], measure: str = "peak_rss_mib") -> dict[str, Any]:
+    """Least-squares slope of a peak (RSS by default) against documents, and
+    largest/smallest ratios."""
     xs = [float(r["documents"]) for r in rows]
-    ys = [float(r["peak_rss_mib"]) for r in rows]
+    ys = [float(r[measure]) for r in rows]
     mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
     slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sum(
         (x - mean_x) ** 2 for x in xs
@@ -139,10 +156,10 @@ def flatness(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     )
     return {
         "documents": [int(x) for x in xs],
-        "peak_rss_mib": ys,
+        measure: ys,
         "slope_mib_per_1000_documents": round(slope * 1000, 3),
         "size_ratio": round(largest["documents"] / smallest["documents"], 1),
-        "peak_ratio_largest_smallest": round(largest["peak_rss_mib"] / smallest["peak_rss_mib"], 3),
+        "peak_ratio_largest_smallest": round(largest[measure] / smallest[measure], 3),
     }
 
 
@@ -197,7 +214,7 @@ def run_child(kind: str, size: int, workdir: Path) -> dict[str, Any]:
     lexical = LexicalProfile()
     documents: Any
     embedder: Any
-    if kind == "synthetic":
+    if kind.startswith("synthetic"):
         policy = ChunkingPolicy()
         embedder = _QuietHashingEmbedder()
         documents = SyntheticCorpus(size)
@@ -210,6 +227,9 @@ def run_child(kind: str, size: int, workdir: Path) -> dict[str, Any]:
     contract = contract_for(embedder.profile, policy.version, lexical)
     before_ingest = _maxrss_mib()
     sampler = _Sampler()
+    traced = kind == "synthetic-traced"
+    if traced:
+        tracemalloc.start()
     started = time.perf_counter()
     with EdgeIndex(workdir / "index", contract) as index:
         report = ingest(
@@ -222,6 +242,10 @@ def run_child(kind: str, size: int, workdir: Path) -> dict[str, Any]:
         )
         seals, segments = index.seals, index._shard.info().segments_count
     seconds = time.perf_counter() - started
+    extra: dict[str, Any] = {}
+    if traced:
+        extra["peak_traced_mib"] = round(tracemalloc.get_traced_memory()[1] / 2**20, 1)
+        tracemalloc.stop()
     return {
         "documents": report.documents,
         "chunks": report.chunks,
@@ -231,6 +255,7 @@ def run_child(kind: str, size: int, workdir: Path) -> dict[str, Any]:
         "maxrss_before_ingest_mib": before_ingest,
         "seals": seals,
         "segments": segments,
+        **extra,
         **sampler.stop(),
     }
 
