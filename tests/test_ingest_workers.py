@@ -10,7 +10,10 @@ process): no Qdrant server binary runs here. The embedder is the bundled ONNX mo
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -295,3 +298,40 @@ def test_a_queued_runs_deadline_bounds_its_items_retries_on_the_workers(tmp_path
     assert [(item, outcome) for item, outcome, _ in recorded] == [(0, "failed")]
     # Retried every 0.5 s until the run's 10 s ran out: far fewer than 40 attempts.
     assert 1 <= len(embeddings.requests) <= 20
+
+
+def test_a_queued_run_with_no_worker_stops_after_its_deadline_and_its_items_are_dropped(
+    tmp_path: Path,
+) -> None:
+    """No worker takes the items: the coordinator does not wait forever. Past its
+    RAGWRIGHT_INGEST_DEADLINE (and the grace for workers' own deadline failures) it
+    exits 1 naming the items without a result, and the run is closed as failed, so a
+    worker started later drops its items instead of writing them."""
+    import psycopg
+
+    def ragwright(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "ragwright", *args]
+        environment = {**os.environ, **env}
+        return subprocess.run(
+            command, check=False, capture_output=True, text=True, env=environment, timeout=60
+        )
+
+    with scratch_database() as database, serve_qdrant_double(record=False) as (qdrant_url, _):
+        env = server_env(tmp_path / "home", qdrant_url, "expired", database)
+        coordinator = ragwright(
+            "ingest",
+            str(SAMPLES),
+            "--queue",
+            "--item-size",
+            "4",
+            env={**env, "RAGWRIGHT_INGEST_DEADLINE": "2"},
+        )
+        assert coordinator.returncode == 1, coordinator.stderr
+        assert "3 of 3 work items had no result" in coordinator.stderr, coordinator.stderr
+        assert "RAGWRIGHT_INGEST_DEADLINE" in coordinator.stderr
+        with psycopg.connect(database) as db:
+            states = db.execute("SELECT state FROM ragwright.ingest_runs").fetchall()
+        assert states == [("failed",)]
+        late = ragwright("ingest-worker", "--name", "late", "--until-idle", "1", env=env)
+        assert late.returncode == 0, late.stderr
+        assert results(database) == []

@@ -38,6 +38,7 @@ Provider failures of every kind (chat, embedding, rerank) share one base and one
     ├── CalibrationError(path, field, rule)     a persisted calibration is unreadable or stale
     ├── ServiceError(url, status, detail)       a ragwright service refused or failed a call
     ├── IngestItemFailed(run_id, item, worker, detail)  a queued ingestion's work item failed
+    ├── IngestRunExpired(run_id, outstanding, items)  its deadline passed, items unfinished
     └── JobError                                a durable job operation was refused
         ├── IdempotencyConflict(idempotency_key, job_id)  key reused for another input
         └── JobNotFound(job_id)
@@ -416,4 +417,21 @@ class IngestItemFailed(RagwrightError):
         super().__init__(
             f"ingest run {run_id}: work item {item} failed on worker {worker}: {detail}; "
             "what was written stays consistent: run the ingestion again to finish it"
+        )
+
+
+class IngestRunExpired(RagwrightError):
+    """A queued ingestion's deadline (``RAGWRIGHT_INGEST_DEADLINE``) passed with work
+    items no worker recorded a result for; the run stops and its queued items are
+    dropped."""
+
+    def __init__(self, run_id: str, outstanding: int, items: int) -> None:
+        self.run_id = run_id
+        self.outstanding = outstanding
+        self.items = items
+        super().__init__(
+            f"ingest run {run_id}: {outstanding} of {items} work items had no result when "
+            "the run's deadline (RAGWRIGHT_INGEST_DEADLINE) passed; is an `ragwright "
+            "ingest-worker` taking items from this queue? what was written stays "
+            "consistent: run the ingestion again to finish it"
         )

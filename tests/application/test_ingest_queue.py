@@ -4,17 +4,23 @@ and context exactly as the coordinator had them."""
 from __future__ import annotations
 
 import json
+from typing import cast
 
 import pytest
 
 from ragwright.application.ingest_queue import (
+    DEADLINE_GRACE,
     ITEM_FORMAT,
+    STALL_WARNING,
+    IngestQueue,
+    ItemResult,
     document_from_json,
     document_to_json,
     item_body,
     read_item_body,
+    wait_for_results,
 )
-from ragwright.errors import RequestError
+from ragwright.errors import IngestRunExpired, RequestError
 from ragwright.types import ChunkingPolicy, SourceDocument, SourceSection
 
 DOCUMENTS = (
@@ -65,3 +71,88 @@ def test_a_body_of_another_format_is_refused() -> None:
     )
     with pytest.raises(RequestError, match="format"):
         read_item_body({**body, "format": ITEM_FORMAT + 1})
+
+
+class _RecordingQueue:
+    """A queue whose results arrive on a script: ``arrivals`` maps a poll number to the
+    results recorded by then; records every renewal."""
+
+    def __init__(self, arrivals: dict[int, list[ItemResult]]) -> None:
+        self.arrivals = arrivals
+        self.polls = 0
+        self.renewals = 0
+
+    def renew_run(self, run_id: str) -> None:
+        self.renewals += 1
+
+    def results(self, run_id: str, *, after: int = 0) -> list[ItemResult]:
+        self.polls += 1
+        return [
+            r
+            for n, batch in self.arrivals.items()
+            if n <= self.polls
+            for r in batch
+            if r.sequence > after
+        ]
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        # A wait that would never end fails the test instead of hanging it.
+        assert self.now < 1_000.0 + 3_600, "the wait did not end"
+
+
+def _result(number: int) -> ItemResult:
+    return ItemResult(number, "w", report={"chunks": 1}, sequence=number + 1)
+
+
+def test_the_wait_ends_past_the_runs_deadline_naming_the_items_without_a_result() -> None:
+    clock = _Clock()
+    queue = _RecordingQueue({1: [_result(0)]})
+    deadline_at = clock.now + 30
+    with pytest.raises(IngestRunExpired) as raised:
+        wait_for_results(
+            cast(IngestQueue, queue),
+            "run1",
+            3,
+            poll=1.0,
+            on_result=lambda _r: None,
+            deadline_at=deadline_at,
+            clock=clock,
+            sleep=clock.sleep,
+        )
+    assert (raised.value.outstanding, raised.value.items) == (2, 3)
+    assert "RAGWRIGHT_INGEST_DEADLINE" in str(raised.value)
+    # It kept waiting (and renewing the run) until the grace after the deadline, not less.
+    assert deadline_at + DEADLINE_GRACE < clock.now <= deadline_at + DEADLINE_GRACE + 1.0
+    assert queue.renewals == queue.polls
+
+
+def test_without_a_deadline_the_wait_warns_while_no_result_arrives_and_finishes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = _Clock()
+    arrival = int(STALL_WARNING * 2.5)
+    queue = _RecordingQueue({1: [_result(0)], arrival: [_result(1)]})
+    seen: list[int] = []
+    with caplog.at_level("WARNING", logger="ragwright.application.ingest_queue"):
+        results = wait_for_results(
+            cast(IngestQueue, queue),
+            "run1",
+            2,
+            poll=1.0,
+            on_result=lambda r: seen.append(r.number),
+            clock=clock,
+            sleep=clock.sleep,
+        )
+    assert [r.number for r in results] == seen == [0, 1]
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 2, warnings
+    assert all("1 of 2 outstanding" in w and "ingest-worker" in w for w in warnings)

@@ -18,13 +18,14 @@ item back from a worker whose heartbeat stopped. docs/ingestion.md ("Several wor
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from ragwright.errors import RequestError
+from ragwright.errors import IngestRunExpired, RequestError
 from ragwright.types import ChunkingPolicy, SourceDocument, SourceSection
 
 ITEM_FORMAT = 1
@@ -34,6 +35,17 @@ DEFAULT_ITEM_SIZE = 64
 """Documents per work item unless the coordinator is told otherwise."""
 
 RunState = Literal["finished", "failed", "abandoned"]
+
+DEADLINE_GRACE = 10.0
+"""Seconds the coordinator waits past the run's deadline: a worker whose embedding call
+the deadline stopped records that failure within them; items no worker holds never get a
+result, and the coordinator stops with ``IngestRunExpired`` instead of waiting forever."""
+
+STALL_WARNING = 60.0
+"""Seconds without a new item result before the coordinator warns (and again every as
+many seconds): no worker may be taking the run's items."""
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,19 +261,46 @@ def wait_for_results(
     *,
     poll: float,
     on_result: Callable[[ItemResult], None],
+    deadline_at: float | None = None,
+    clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[ItemResult]:
     """Renew the run and collect item results until all ``items`` are recorded; each
-    new result goes to ``on_result`` (progress, or raising on a failed item)."""
+    new result goes to ``on_result`` (progress, or raising on a failed item).
+
+    ``deadline_at`` is the run's deadline (seconds since the epoch on ``clock``, the
+    wall clock the workers share): ``DEADLINE_GRACE`` seconds after it the wait ends with
+    ``IngestRunExpired`` naming the items still without a result. Without a deadline it
+    waits for as long as it takes, warning every ``STALL_WARNING`` seconds in which no
+    result arrived.
+
+    Raises:
+        IngestRunExpired: the run's deadline passed with items still outstanding.
+    """
     seen: dict[int, ItemResult] = {}
     last = 0
+    quiet_since = clock()
     while True:
         queue.renew_run(run_id)
         for result in queue.results(run_id, after=last):
             last = max(last, result.sequence)
             if result.number not in seen:
                 seen[result.number] = result
+                quiet_since = clock()
                 on_result(result)
         if len(seen) >= items:
             return [seen[n] for n in sorted(seen)]
+        now = clock()
+        if deadline_at is not None and now > deadline_at + DEADLINE_GRACE:
+            raise IngestRunExpired(run_id, items - len(seen), items)
+        if now - quiet_since >= STALL_WARNING:
+            logger.warning(
+                "ingest run %s: no work item result for %.0f s (%d of %d outstanding); "
+                "is an `ragwright ingest-worker` taking items from this queue?",
+                run_id,
+                now - quiet_since,
+                items - len(seen),
+                items,
+            )
+            quiet_since = now
         sleep(poll)

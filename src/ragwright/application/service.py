@@ -368,6 +368,8 @@ class Application:
                 PostgreSQL (``RAGWRIGHT_DATABASE_URL``) for the queue.
             IngestItemFailed: a worker recorded a failure for an item; the run stops
                 (what was written stays consistent, and the next run resumes).
+            IngestRunExpired: ``RAGWRIGHT_INGEST_DEADLINE`` passed (and
+                ``DEADLINE_GRACE`` after it) with items no worker finished.
         """
         self._require_index_server()
         if item_size < 1:
@@ -444,7 +446,15 @@ class Application:
                         )
                     notify("embedded", int(result.report["chunks"]))
 
-                results = wait_for_results(queue, run_id, items, poll=poll, on_result=received)
+                results = wait_for_results(
+                    queue,
+                    run_id,
+                    items,
+                    poll=poll,
+                    on_result=received,
+                    deadline_at=deadline_at,
+                    clock=self.clock,
+                )
                 report = finish_run(
                     run,
                     [BatchReport.from_json(dict(r.report or {})) for r in results],
