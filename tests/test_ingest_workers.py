@@ -10,10 +10,7 @@ process): no Qdrant server binary runs here. The embedder is the bundled ONNX mo
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -29,6 +26,7 @@ from tests.workers import (
     max_dense_difference,
     processes,
     ragwright_json,
+    ragwright_run,
     results,
     server_env,
     snapshot,
@@ -309,22 +307,16 @@ def test_a_queued_run_with_no_worker_stops_after_its_deadline_and_its_items_are_
     worker started later drops its items instead of writing them."""
     import psycopg
 
-    def ragwright(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "ragwright", *args]
-        environment = {**os.environ, **env}
-        return subprocess.run(
-            command, check=False, capture_output=True, text=True, env=environment, timeout=60
-        )
-
     with scratch_database() as database, serve_qdrant_double(record=False) as (qdrant_url, _):
         env = server_env(tmp_path / "home", qdrant_url, "expired", database)
-        coordinator = ragwright(
+        coordinator = ragwright_run(
             "ingest",
             str(SAMPLES),
             "--queue",
             "--item-size",
             "4",
             env={**env, "RAGWRIGHT_INGEST_DEADLINE": "2"},
+            timeout=60,
         )
         assert coordinator.returncode == 1, coordinator.stderr
         assert "3 of 3 work items had no result" in coordinator.stderr, coordinator.stderr
@@ -332,6 +324,6 @@ def test_a_queued_run_with_no_worker_stops_after_its_deadline_and_its_items_are_
         with psycopg.connect(database) as db:
             states = db.execute("SELECT state FROM ragwright.ingest_runs").fetchall()
         assert states == [("failed",)]
-        late = ragwright("ingest-worker", "--name", "late", "--until-idle", "1", env=env)
+        late = ragwright_run("ingest-worker", "--name", "late", "--until-idle", "1", env=env)
         assert late.returncode == 0, late.stderr
         assert results(database) == []

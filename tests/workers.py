@@ -113,15 +113,22 @@ def server_env(home: Path, qdrant_url: str, collection: str, database: str) -> d
     }
 
 
-def ragwright_json(*args: str, env: Mapping[str, str], timeout: float = 300) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-m", "ragwright", *args, "--json"],
+def ragwright_run(
+    *args: str, env: Mapping[str, str], timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """``ragwright ARGS`` in a fresh process with ``env`` over this one's environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "ragwright", *args],
         capture_output=True,
         text=True,
         env={**os.environ, **env},
         check=False,
         timeout=timeout,
     )
+
+
+def ragwright_json(*args: str, env: Mapping[str, str], timeout: float = 300) -> dict[str, Any]:
+    done = ragwright_run(*args, "--json", env=env, timeout=timeout)
     if done.returncode != 0:
         raise RuntimeError(f"ragwright {' '.join(args)} failed:\n{done.stderr}")
     result: dict[str, Any] = json.loads(done.stdout)
