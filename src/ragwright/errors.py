@@ -136,10 +136,21 @@ class ArtifactMismatch(EmbeddingError):
 class InputTooLong(EmbeddingError):
     """An embedding input exceeds the profile's token limit (no silent truncation)."""
 
-    def __init__(self, item: str, tokens: int, limit: int) -> None:
+    def __init__(
+        self,
+        item: str,
+        tokens: int,
+        limit: int,
+        *,
+        document_id: str | None = None,
+        chunk_id: str | None = None,
+    ) -> None:
         self.item = item
         self.tokens = tokens
         self.limit = limit
+        self.document_id = document_id
+        """The source document of an ingestion input (``None`` for other inputs)."""
+        self.chunk_id = chunk_id
         super().__init__(
             f"{item}: embedding input has {tokens} tokens, the profile allows {limit}; "
             "use a smaller chunk budget or a profile with a larger limit"

@@ -122,6 +122,30 @@ def test_ingest_server_needs_the_ingest_scope_and_refuses_what_the_service_decid
     assert service.application.index_state().error == "IndexNotFound"  # nothing written
 
 
+def test_ingest_server_names_the_file_the_service_refused(
+    make_service: Callable[..., Service], tmp_path: Path
+) -> None:
+    """A Markdown file the server's run refuses (a paragraph over the policy's word
+    budget): one line naming the request field, the document and its file; exit 1."""
+    service = make_service(ingest=False)
+    writer = service.key("writer", scopes=("ingest",))
+    corpus = write_corpus(tmp_path / "corpus", "r1")
+    (corpus / "long.md").write_text(
+        "---\ndocument_id: long\ndocument_type: runbook\npublication_state: published\n"
+        "---\n# Long\n\n## Steps\n\n" + " ".join(["drain"] * 200) + "\n"
+    )
+    with LiveServer(service.app) as url:
+        result = ragwright(
+            "ingest", str(corpus), "--server", url, home=tmp_path / "c", RAGWRIGHT_API_KEY=writer
+        )
+    assert result.returncode == 1, result.stderr
+    message = result.stderr.strip()
+    assert len(message.splitlines()) == 1, message
+    assert "answered 422" in message and "paragraph of 200 words" in message, message
+    assert "document 'long'" in message and "long.md" in message, message
+    assert service.application.index_state().points == 0  # the other 30 not written either
+
+
 def test_an_ingestion_writes_and_prunes_only_the_keys_tenant(
     make_service: Callable[..., Service], client_for: Client, tmp_path: Path
 ) -> None:
@@ -160,6 +184,60 @@ def test_an_ingestion_outside_the_keys_allowlist_or_invalid_is_refused_with_noth
     assert invalid.status_code == 422
     assert invalid.json()["errors"][0]["field"] == "documents[0].publication_state"
     assert service.application.index_state().error == "IndexNotFound"
+
+
+def _section(paragraph: str) -> dict[str, Any]:
+    return {"section_id": "body", "heading": "Body", "paragraphs": [paragraph]}
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "rule"),
+    [
+        # The same new document twice: refused where it repeats.
+        ("duplicate", "documents[2].document_id", "duplicate document id"),
+        # A paragraph over the chunking policy's 80 words.
+        ("oversize", "documents[1].sections[0]", "paragraph 0: paragraph of 120 words"),
+        # Within the word budget but over the embedding profile's 512 tokens.
+        ("too-many-tokens", "documents[1]", "the embedding profile allows 512"),
+    ],
+)
+def test_a_document_the_run_refuses_is_422_naming_it_and_nothing_is_written(
+    make_service: Callable[..., Service],
+    client_for: Client,
+    change: str,
+    field: str,
+    rule: str,
+) -> None:
+    """What the run's validation pass refuses (a duplicate id, a paragraph the policy
+    cannot chunk, an input over the model's token limit) is the caller's input, not an
+    index outage: 422 naming the document's place in the request, with the valid
+    documents of the same request not written either."""
+    service = make_service()
+    writer = service.key("writer", scopes=("ingest",))
+    before = service.application.status(StatusRequest()).documents
+    fine = {
+        "document_id": "fine",
+        "title": "A fine note",
+        "document_type": "runbook",
+        "publication_state": "published",
+        "sections": [_section("Drain the queue before the restart.")],
+    }
+    bad = {**fine, "document_id": "bad"}
+    if change == "duplicate":
+        documents = [fine, bad, {**bad, "title": "Again"}]
+    elif change == "oversize":
+        documents = [fine, {**bad, "sections": [_section(" ".join(["drain"] * 120))]}]
+    else:
+        documents = [fine, {**bad, "sections": [_section(" ".join(["a-b-c-d"] * 79))]}]
+    response = client_for(service).post(
+        "/v1/ingestions", json={"documents": documents}, headers=bearer(writer)
+    )
+    assert response.status_code == 422, response.text
+    problem = response.json()
+    assert response.headers["content-type"].startswith("application/problem+json")
+    assert problem["errors"][0]["field"] == field, problem
+    assert rule in problem["errors"][0]["rule"], problem
+    assert service.application.status(StatusRequest()).documents == before
 
 
 class SlowEmbedder:

@@ -638,6 +638,8 @@ def check_lengths(embedder: Embedder, pending: Sequence[PlannedPoint]) -> list[i
                 f"document {point.chunk.document_id!r}, chunk {point.chunk.chunk_id!r}",
                 tokens,
                 limit,
+                document_id=point.chunk.document_id,
+                chunk_id=point.chunk.chunk_id,
             )
     return lengths
 

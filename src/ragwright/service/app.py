@@ -35,6 +35,7 @@ from ragwright.application import (
     AnswerRequest,
     Application,
     IngestRequest,
+    IngestResult,
     SearchRequest,
     SearchResult,
     StatusRequest,
@@ -53,9 +54,11 @@ from ragwright.errors import (
     AnswerContractError,
     AssemblyError,
     ChatError,
+    ChunkingError,
     DocumentError,
     EmbeddingError,
     IndexNotFound,
+    InputTooLong,
     ProviderError,
     RequestError,
     StorageError,
@@ -436,16 +439,19 @@ def create_app(
                 "An ingestion is running",
                 "this service runs one ingestion at a time; submit again when it ends",
             )
+        request = IngestRequest((), documents=documents, tenant=key.tenant, prune=body.prune)
+
+        def ingest() -> IngestResult:
+            try:
+                return application.ingest(request)
+            except (DocumentError, ChunkingError, InputTooLong) as error:
+                # Refused by the validation pass, before anything is written.
+                raise ingestion_input_problem(error, body) from error
+
         async with ingesting:
             # Not cancelled with the client: a run is resumable, but stopping it halfway
             # would only leave work for the next one.
-            result = await guarded(
-                asyncio.to_thread(
-                    application.ingest,
-                    IngestRequest((), documents=documents, tenant=key.tenant, prune=body.prune),
-                ),
-                answering=False,
-            )
+            result = await guarded(asyncio.to_thread(ingest), answering=False)
         logger.info(
             "ingestion key=%s documents=%d embedded=%d deleted=%d",
             key.id,
@@ -565,6 +571,34 @@ def documents_of(
         except DocumentError as error:
             raise invalid_field(f"documents[{index}].{error.field}", error.rule) from error
     return tuple(documents)
+
+
+def ingestion_input_problem(
+    error: DocumentError | ChunkingError | InputTooLong, body: IngestBody
+) -> Problem:
+    """A document the run's validation pass refused, as 422 naming it by its place in
+    the request (``documents[3].sections[1]: ...``): the run wrote nothing."""
+    document_id = error.document_id
+    # The last document of that id: a duplicate is refused where it repeats.
+    index = max(
+        (i for i, d in enumerate(body.documents) if d.document_id == document_id), default=None
+    )
+    if index is None:
+        return invalid_field("documents", str(error))
+    if isinstance(error, DocumentError):
+        return invalid_field(f"documents[{index}].{error.field}", error.rule)
+    item = body.documents[index]
+    if isinstance(error, ChunkingError):
+        section = next(
+            (j for j, s in enumerate(item.sections) if s.section_id == error.section_id), None
+        )
+        field = f"documents[{index}]" + ("" if section is None else f".sections[{section}]")
+        return invalid_field(field, f"paragraph {error.paragraph_index}: {error.reason}")
+    return invalid_field(
+        f"documents[{index}]",
+        f"chunk {error.chunk_id!r} has {error.tokens} tokens, the embedding profile allows "
+        f"{error.limit}; split its paragraphs (or use a profile with a larger limit)",
+    )
 
 
 def degraded_mode(application: Application) -> str:

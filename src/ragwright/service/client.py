@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -56,6 +57,17 @@ def submit_ingestion(
             detail = str(response.json().get("detail", response.text))
         except ValueError:
             detail = response.text[:200]
-        raise ServiceError(url, response.status_code, detail)
+        raise ServiceError(url, response.status_code, _named(detail, documents))
     result: dict[str, Any] = response.json()
     return result
+
+
+def _named(detail: str, documents: Sequence[SourceDocument]) -> str:
+    """A problem about ``documents[i]`` names that document and its source file too:
+    the caller knows files, not the request's positions."""
+    found = re.match(r"documents\[(\d+)\]", detail)
+    if found is None or int(found.group(1)) >= len(documents):
+        return detail
+    document = documents[int(found.group(1))]
+    source = f", {document.source_uri}" if document.source_uri else ""
+    return f"{detail} (document {document.document_id!r}{source})"
