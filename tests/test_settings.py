@@ -136,3 +136,29 @@ def test_a_bad_fallback_is_named_by_its_path(
     with pytest.raises(ConfigError) as caught:
         load_settings()
     assert caught.value.setting == setting
+
+
+def test_a_misspelt_environment_setting_stops_the_command_naming_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("RAGWRIGHT_SERVE_CONCURRENCYY", "3")
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert caught.value.setting == "RAGWRIGHT_SERVE_CONCURRENCYY"
+    assert "did you mean RAGWRIGHT_SERVE_CONCURRENCY?" in str(caught.value)
+    # Through the entry point a user calls: one line, exit 1, nothing created.
+    from tests.test_cli import ragwright
+
+    monkeypatch.delenv("RAGWRIGHT_SERVE_CONCURRENCYY")
+    result = ragwright("status", home=tmp_path / "h", RAGWRIGHT_MAX_WORD="5")
+    assert result.returncode == 1
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "RAGWRIGHT_MAX_WORD" in result.stderr
+    assert "did you mean RAGWRIGHT_MAX_WORDS?" in result.stderr
+    assert not (tmp_path / "h").exists()
+
+
+def test_variables_that_are_not_settings_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("RAGWRIGHT_API_KEY", "RAGWRIGHT_FAILPOINT", "RAGWRIGHT_TEST_REDIS_URL"):
+        monkeypatch.setenv(name, "x")
+    load_settings()

@@ -7,8 +7,9 @@ as the user would spell it (``RAGWRIGHT_MAX_WORDS``).
 
 from __future__ import annotations
 
+import difflib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -393,12 +394,33 @@ class Settings(BaseSettings):
         return self.keys_path or self.home / "keys.sqlite3"
 
 
+# Variables of the RAGWRIGHT_ prefix that are not settings: where the settings file is, a
+# client's key for `ingest --server`, the test-only failpoint, and the tests' own servers.
+NOT_SETTINGS = frozenset({"RAGWRIGHT_CONFIG", "RAGWRIGHT_API_KEY", "RAGWRIGHT_FAILPOINT"})
+_TEST_PREFIX = "RAGWRIGHT_TEST_"
+
+
 def load_settings(**overrides: object) -> Settings:
-    """Validated settings; raises :class:`ConfigError` naming the first bad setting."""
+    """Validated settings; raises :class:`ConfigError` naming the first bad setting, or
+    the first ``RAGWRIGHT_*`` environment variable that is not a setting (a misspelt
+    setting would otherwise be ignored without a word)."""
     config = os.environ.get("RAGWRIGHT_CONFIG")
     if config and not Path(config).is_file():
         raise ConfigError("RAGWRIGHT_CONFIG", f"no such file: {config}")
+    _check_environment_names(os.environ)
     return _validated(lambda: Settings(**overrides))  # type: ignore[arg-type]
+
+
+def _check_environment_names(environment: Mapping[str, str]) -> None:
+    known = {f"RAGWRIGHT_{name.upper()}" for name in Settings.model_fields} | NOT_SETTINGS
+    for name in sorted(environment):
+        if not name.startswith("RAGWRIGHT_") or name in known or name.startswith(_TEST_PREFIX):
+            continue
+        close = difflib.get_close_matches(name, sorted(known), n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise ConfigError(
+            name, f"not a setting{hint} (unset it; docs/configuration.md lists every setting)"
+        )
 
 
 def _toml_path() -> str:
