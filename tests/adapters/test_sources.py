@@ -82,6 +82,15 @@ def test_markdown_problems_are_source_errors_with_reasons(
     assert "bad.md" in str(caught.value)
 
 
+def test_invalid_front_matter_yaml_is_one_line_at_its_line_of_the_file(tmp_path: Path) -> None:
+    text = "---\ntitle: T\ndocument_type: [runbook\n---\n# T\n\nx\n"
+    with pytest.raises(SourceError) as caught:
+        load_markdown(write(tmp_path, "bad.md", text), DEFAULTS)
+    message = str(caught.value)
+    assert "\n" not in message, message
+    assert "not valid YAML" in message and "(line 4, column 1)" in message, message
+
+
 def test_empty_section_is_rejected_naming_it(tmp_path: Path) -> None:
     with pytest.raises(DocumentError) as caught:
         load_markdown(write(tmp_path, "e.md", "# T\n\n## Empty\n\n## Full\n\nText.\n"), DEFAULTS)

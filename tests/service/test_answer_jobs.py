@@ -76,6 +76,10 @@ def test_a_job_is_accepted_with_202_and_runs_to_a_published_answer(
     assert done["result"]["citations"]
     assert "request" not in done["result"]
     assert "batch" in service.components.workloads  # its own model-capacity pools
+    # Cancelling a finished job changes nothing: 200 with its state and result as they are.
+    late = client.delete(f"/v1/answer-jobs/{job['id']}", headers=bearer(secret))
+    assert late.status_code == 200
+    assert (late.json()["state"], late.json()["result"]) == ("succeeded", done["result"])
 
 
 def test_the_same_idempotency_key_is_the_same_job_and_another_body_is_409(

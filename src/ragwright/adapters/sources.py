@@ -309,6 +309,15 @@ def _current(sections: list[tuple[str, list[str]]]) -> list[str]:
     return sections[-1][1]
 
 
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """The parser's complaint on one line, at its line of the file (the front matter
+    starts on line 2, after ``---``)."""
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
+        mark = error.problem_mark
+        return f"{error.problem} (line {mark.line + 2}, column {mark.column + 1})"
+    return " ".join(str(error).split())
+
+
 def _front_matter(path: Path, source: str) -> tuple[dict[str, Any], str]:
     if not source.startswith("---\n"):
         return {}, source
@@ -318,7 +327,9 @@ def _front_matter(path: Path, source: str) -> tuple[dict[str, Any], str]:
     try:
         meta = yaml.safe_load(source[4 : 4 + end.start()]) or {}
     except yaml.YAMLError as error:
-        raise SourceError(str(path), f"front matter is not valid YAML: {error}") from error
+        raise SourceError(
+            str(path), f"front matter is not valid YAML: {_yaml_problem(error)}"
+        ) from error
     if not isinstance(meta, dict):
         raise SourceError(str(path), "front matter must be a mapping of keys to values")
     unknown = sorted(set(meta) - FRONT_MATTER_KEYS)
