@@ -172,6 +172,15 @@ def test_a_blank_question_is_refused_naming_the_field(tmp_path: Path, question: 
         assert line == "error: question: must not be empty or only whitespace"
 
 
+def test_a_question_with_a_control_character_is_refused_naming_it(tmp_path: Path) -> None:
+    for command in ("search", "ask"):
+        line = one_error_line(ragwright(command, "drain\x01the queue", home=tmp_path))
+        assert line == (
+            "error: question: contains the control character U+0001 at position 5; "
+            "send plain text"
+        )
+
+
 def test_a_long_question_gets_advice_for_questions(tmp_path: Path) -> None:
     words = " ".join(["why does the worker stop before the queue drains"] * 30)  # 300 words
     for command in ("search", "ask"):

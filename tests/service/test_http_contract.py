@@ -108,6 +108,18 @@ def test_a_key_without_the_scope_gets_403_even_for_a_cached_answer(
             "history[0].role",
         ),
         ({}, "question"),
+        # Control characters reach no model and no job store (PostgreSQL refuses NUL).
+        ({"question": "drain\u0000the queue"}, "question"),
+        (
+            {
+                "question": QUESTION,
+                "history": [
+                    {"role": "user", "content": "hi\u0007"},
+                    {"role": "assistant", "content": "hello"},
+                ],
+            },
+            "history[0].content",
+        ),
         # The history must end with the assistant's reply (the question comes next).
         ({"question": QUESTION, "history": [{"role": "user", "content": "hi"}]}, "history[0]"),
     ],

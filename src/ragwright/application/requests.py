@@ -27,6 +27,19 @@ ScoreKind = Literal["cosine", "bm25", "rrf", "rerank"]
 MAX_QUESTION_CHARS = 2_000
 
 
+def control_character(text: str) -> str | None:
+    """Why ``text`` is not plain text (a control character other than tab, line feed and
+    carriage return: NUL and its kin reach no model and no database as text), or
+    ``None``."""
+    for position, character in enumerate(text):
+        if (ord(character) < 32 and character not in "\t\n\r") or 127 <= ord(character) < 160:
+            return (
+                f"contains the control character U+{ord(character):04X} at position "
+                f"{position}; send plain text"
+            )
+    return None
+
+
 def check_question(question: str) -> None:
     """Refuse a blank question or one longer than :data:`MAX_QUESTION_CHARS`.
 
@@ -35,6 +48,9 @@ def check_question(question: str) -> None:
     """
     if not question.strip():
         raise RequestError("question", "must not be empty or only whitespace")
+    control = control_character(question)
+    if control is not None:
+        raise RequestError("question", control)
     if len(question) > MAX_QUESTION_CHARS:
         raise RequestError(
             "question",

@@ -10,9 +10,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from ragwright.application.requests import MAX_QUESTION_CHARS
+from ragwright.application.requests import MAX_QUESTION_CHARS, control_character
+
+
+def _plain(text: str) -> str:
+    problem = control_character(text)
+    if problem is not None:
+        raise ValueError(problem)
+    return text
+
+
+PlainText = Annotated[str, AfterValidator(_plain)]
+"""A string without control characters other than tab and line breaks."""
 
 MAX_HISTORY = 32
 MAX_HISTORY_CHARS = 8000
@@ -45,13 +56,13 @@ class HistoryMessage(_Body):
     """One earlier message of the conversation."""
 
     role: Literal["user", "assistant"]
-    content: str = Field(min_length=1, max_length=MAX_HISTORY_CHARS)
+    content: PlainText = Field(min_length=1, max_length=MAX_HISTORY_CHARS)
 
 
 class AnswerBody(_Body):
     """``POST /v1/answers`` and ``/v1/answers/stream``."""
 
-    question: str = _question()
+    question: PlainText = _question()
     history: list[HistoryMessage] = Field(
         default_factory=list,
         max_length=MAX_HISTORY,
@@ -63,7 +74,7 @@ class AnswerBody(_Body):
 class SearchBody(_Body):
     """``POST /v1/search``."""
 
-    question: str = _question()
+    question: PlainText = _question()
     k: int = Field(5, ge=1, le=50, description="How many chunks to return.")
     documents: list[Annotated[str, Field(min_length=1, max_length=200)]] = _document_ids()
 
