@@ -136,6 +136,24 @@ def test_invalid_input_is_422_problem_details_naming_the_field(
 
 
 @pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"question": QUESTION, "k": "5"}, "k"),  # a string is not a number
+        ({"question": QUESTION, "k": 5.5}, "k"),
+        ({"question": QUESTION, "documents": "faq"}, "documents"),  # one id is not a list
+    ],
+)
+def test_search_values_of_the_wrong_json_type_are_refused_not_coerced(
+    make_service: Callable[..., Service], client_for: Client, body: dict[str, Any], field: str
+) -> None:
+    service = make_service()
+    secret = service.key("alice", scopes=("search",))
+    response = client_for(service).post("/v1/search", json=body, headers=bearer(secret))
+    problem = assert_problem(response, 422)
+    assert problem["errors"][0]["field"] == field
+
+
+@pytest.mark.parametrize(
     "content",
     [b"{not json", b"\xa7a\xe5\xc3R"],  # the second is not even UTF-8 (found by the fuzzer)
     ids=["not-json", "not-utf8"],

@@ -49,7 +49,7 @@ def _document_ids() -> Any:
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class HistoryMessage(_Body):
