@@ -212,7 +212,7 @@ def test_a_five_megabyte_word_is_refused_before_embedding(tmp_path: Path) -> Non
         ragwright("ingest", str(source), "--type", "runbook", "--state", "published", home=tmp_path)
     )
     assert line == (
-        "error: document 'huge', field 'sections[0].paragraphs[0]': has 5,000,000 "
+        f"error: {source}: document 'huge', field 'sections[0].paragraphs[0]': has 5,000,000 "
         "characters, at most 100,000 are allowed: split it into paragraphs (blank lines)"
     )
     assert not os.path.exists(tmp_path / "index")

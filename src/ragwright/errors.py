@@ -93,11 +93,16 @@ class SourceError(RagwrightError):
 class DocumentError(RagwrightError):
     """A source document breaks a validation rule."""
 
-    def __init__(self, document_id: str, field: str, rule: str) -> None:
+    def __init__(
+        self, document_id: str, field: str, rule: str, *, source: str | None = None
+    ) -> None:
         self.document_id = document_id
         self.field = field
         self.rule = rule
-        super().__init__(f"document {document_id!r}, field {field!r}: {rule}")
+        self.source = source
+        """The file the document came from, when it came from one."""
+        where = f"{source}: " if source else ""
+        super().__init__(f"{where}document {document_id!r}, field {field!r}: {rule}")
 
 
 class ChunkingError(RagwrightError):

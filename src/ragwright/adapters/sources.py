@@ -41,7 +41,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from markdown_it import MarkdownIt
@@ -75,6 +75,9 @@ class SourceDefaults:
     publication_state: str | None = None
     tenant: str | None = None
     document_types: tuple[str, ...] = DEFAULT_DOCUMENT_TYPES
+
+
+T = TypeVar("T")
 
 
 def load_sources(
@@ -169,9 +172,9 @@ def _read_documents(
         for path, relative in _files(root, skip):
             found = True
             if path.suffix == ".md":
-                documents = (load_markdown(path, defaults, document_id=relative),)
+                documents = (_naming(path, load_markdown, path, defaults, document_id=relative),)
             elif path.suffix == ".json":
-                documents = load_json(path, defaults)
+                documents = _naming(path, load_json, path, defaults)
             elif path.suffix == ".jsonl":
                 documents = load_beir_corpus(path, defaults, on_invalid=on_invalid)
             else:  # only a file given by name can have another type
@@ -191,6 +194,16 @@ def _read_documents(
                     else ""
                 ),
             )
+
+
+def _naming(path: Path, load: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``load(*args, **kwargs)``, a document it refuses named with its file."""
+    try:
+        return load(*args, **kwargs)
+    except DocumentError as error:
+        if error.source is not None:
+            raise
+        raise DocumentError(error.document_id, error.field, error.rule, source=str(path)) from error
 
 
 def _files(root: Path, skipped: Callable[[str, str], None]) -> Iterator[tuple[Path, str]]:
