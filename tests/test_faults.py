@@ -176,8 +176,7 @@ def test_a_question_with_a_control_character_is_refused_naming_it(tmp_path: Path
     for command in ("search", "ask"):
         line = one_error_line(ragwright(command, "drain\x01the queue", home=tmp_path))
         assert line == (
-            "error: question: contains the control character U+0001 at position 5; "
-            "send plain text"
+            "error: question: contains the control character U+0001 at position 5; send plain text"
         )
 
 
