@@ -233,8 +233,9 @@ class IngestReport:
     corpus average drifted beyond the tolerance (docs/ingestion.md). ``tenants`` is the
     run's scope (``None`` for untenanted documents): the only tenants whose documents it
     could change or prune. ``changed_documents`` lists the (tenant, document id) pairs
-    whose indexed content the run replaced or deleted (previous drafts citing them are
-    purged).
+    whose indexed content the run replaced or deleted, when the run was not given an
+    ``on_changed`` callback (the application's runs are: they purge previous drafts
+    citing them batch by batch, and leave this empty so no run holds the whole list).
     """
 
     documents: int

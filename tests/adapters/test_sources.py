@@ -208,6 +208,9 @@ def test_duplicate_ids_across_files_are_rejected(tmp_path: Path) -> None:
     with pytest.raises(DocumentError) as caught:
         load_sources([tmp_path], DEFAULTS)
     assert caught.value.document_id == "same"
+    # Both files named: the repeat's, and the earlier one's (found by reading again).
+    assert str(caught.value).startswith(str(tmp_path / "b.md"))
+    assert f"(also in {tmp_path / 'a.md'})" in str(caught.value)
 
 
 def test_missing_path_is_a_source_error(tmp_path: Path) -> None:

@@ -357,8 +357,13 @@ def test_duplicate_document_ids_are_refused_before_any_write(index: EdgeIndex) -
     from ragwright.errors import DocumentError
 
     embedder = HashingEmbedder()
-    with pytest.raises(DocumentError):
-        run(index, [doc("same"), doc("same")], embedder)
+    first = dataclasses.replace(doc("same"), source_uri="first.md")
+    with pytest.raises(DocumentError, match=r"\(also in first\.md\)"):
+        run(
+            index,
+            [doc("other"), first, dataclasses.replace(doc("same"), source_uri="b.md")],
+            embedder,
+        )
     assert embedder.calls == [] and index.count() == 0
 
 

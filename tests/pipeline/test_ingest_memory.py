@@ -11,6 +11,7 @@ import gc
 import sys
 import threading
 import traceback
+import tracemalloc
 import warnings
 import weakref
 from collections.abc import Iterator, Sequence
@@ -22,10 +23,11 @@ import pytest
 from ragwright.adapters.edge import EdgeIndex
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.application import Application, IngestRequest
+from ragwright.core import keysets
 from ragwright.core.contracts import contract_for
 from ragwright.core.documents import validate_document
 from ragwright.pipeline.ingest import DOCUMENT_BATCH as VALIDATION_BATCH
-from ragwright.pipeline.ingest import ingest
+from ragwright.pipeline.ingest import ingest, prepare_run
 from ragwright.pipeline.writing import BATCHES_IN_FLIGHT
 from ragwright.settings import load_settings
 from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
@@ -97,6 +99,58 @@ def test_ingestion_holds_a_bounded_number_of_documents_at_once(tmp_path: Path) -
     # The batch being read plus the batches being written (one switching, the next ones
     # embedding); a run that listed the corpus would hold all 600.
     assert 0 < source.most_alive <= (1 + BATCHES_IN_FLIGHT) * DOCUMENT_BATCH
+
+
+class PlainSource:
+    """``count`` one-paragraph documents, generated again on each pass."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def __iter__(self) -> Iterator[SourceDocument]:
+        for number in range(self.count):
+            yield validate_document(
+                document_id=f"document-{number:06d}",
+                title=f"Document {number}",
+                document_type="runbook",
+                publication_state="published",
+                sections=[SourceSection("body", "Body", (f"Paragraph {number}.",))],
+            )
+
+
+def _retained_by_plan(index: EdgeIndex, documents: int) -> int:
+    """Python bytes the validation pass's plan of ``documents`` new documents keeps."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        plan = prepare_run(
+            PlainSource(documents),
+            policy=POLICY,
+            embedder=HashingEmbedder(),
+            sparse_encoder=Bm25Encoder(),
+            index=index,
+        )
+        gc.collect()
+        retained = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert (plan.documents, len(plan.changed)) == (documents, documents)
+    return retained
+
+
+def test_a_run_keeps_a_few_bytes_a_document_not_its_keys_as_objects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The state a run keeps for every document it read (the duplicate check, prune's
+    keys, the changed set, ids shared across tenants) is 16-byte digests: some 50 bytes
+    a document for all of it. As tuples of strings in sets it was over 300."""
+    monkeypatch.setattr(keysets, "_MERGE_AT", 256)  # small runs reach the sorted columns
+    with EdgeIndex(tmp_path / "index", contract_for(HASHING_PROFILE, POLICY.version)) as index:
+        small = _retained_by_plan(index, 1_000)
+        large = _retained_by_plan(index, 5_000)
+    per_document = (large - small) / 4_000
+    assert per_document < 80, f"{per_document:.0f} bytes a document"
 
 
 class CountingStream(CountingSource):

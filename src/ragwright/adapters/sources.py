@@ -153,6 +153,8 @@ def _read_documents(
     defaults: SourceDefaults,
     skipped: Callable[[str, str], None],
     on_invalid: Callable[[SkippedDocument], None] | None,
+    *,
+    check_unique: bool = True,
 ) -> Iterator[SourceDocument]:
     left_out = 0
 
@@ -162,7 +164,16 @@ def _read_documents(
         skipped(path, reason)
 
     documents: Iterable[SourceDocument]
-    seen = SeenDocuments()
+
+    def earlier_source(key: tuple[str | None, str]) -> str | None:
+        # A repeat: read the sources again up to the first document with the key.
+        again = _read_documents(paths, defaults, _ignore, _drop, check_unique=False)
+        for document in again:
+            if (document.tenant, document.document_id) == key:
+                return document.source_uri
+        return None
+
+    seen = SeenDocuments(earlier_source) if check_unique else None
     for given in paths:
         root = Path(given)
         if not root.exists():
@@ -180,7 +191,8 @@ def _read_documents(
             else:  # only a file given by name can have another type
                 raise SourceError(str(path), "unsupported file type (use .md, .json or .jsonl)")
             for document in documents:
-                seen.add(document)
+                if seen is not None:
+                    seen.add(document)
                 yield document
         if not found:
             # Almost always a wrong path; "0 documents" would read as success.
@@ -222,6 +234,10 @@ def _files(root: Path, skipped: Callable[[str, str], None]) -> Iterator[tuple[Pa
 
 
 def _ignore(_path: str, _reason: str) -> None:
+    return None
+
+
+def _drop(_document: SkippedDocument) -> None:
     return None
 
 

@@ -264,9 +264,10 @@ def wait_for_results(
     deadline_at: float | None = None,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
-) -> list[ItemResult]:
-    """Renew the run and collect item results until all ``items`` are recorded; each
-    new result goes to ``on_result`` (progress, or raising on a failed item).
+) -> None:
+    """Renew the run and wait until all ``items`` have a recorded result; each new
+    result goes to ``on_result`` once (the caller keeps what it needs of it: this keeps
+    only the item numbers seen).
 
     ``deadline_at`` is the run's deadline (seconds since the epoch on ``clock``, the
     wall clock the workers share): ``DEADLINE_GRACE`` seconds after it the wait ends with
@@ -277,7 +278,7 @@ def wait_for_results(
     Raises:
         IngestRunExpired: the run's deadline passed with items still outstanding.
     """
-    seen: dict[int, ItemResult] = {}
+    seen: set[int] = set()
     last = 0
     quiet_since = clock()
     while True:
@@ -285,11 +286,11 @@ def wait_for_results(
         for result in queue.results(run_id, after=last):
             last = max(last, result.sequence)
             if result.number not in seen:
-                seen[result.number] = result
+                seen.add(result.number)
                 quiet_since = clock()
                 on_result(result)
         if len(seen) >= items:
-            return [seen[n] for n in sorted(seen)]
+            return
         now = clock()
         if deadline_at is not None and now > deadline_at + DEADLINE_GRACE:
             raise IngestRunExpired(run_id, items - len(seen), items)

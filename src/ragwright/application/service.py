@@ -301,10 +301,11 @@ class Application:
                     tenants=() if request.tenant is None else (request.tenant,),
                     batch_size=self.settings.batch_size,
                     progress=progress,
+                    # Drafts citing a changed document go as each batch is verified.
+                    on_changed=self._purge_drafts,
                 )
         finally:
             index.close()
-        self._purge_drafts(report.changed_documents)
         return _ingest_result(report, request, policy, embedder, stream)
 
     def _open_sources(
@@ -439,14 +440,21 @@ class Application:
                 queue.seal_run(run_id, items)
                 logger.info("ingest run %s: %d work items queued", run_id, items)
 
+                # Each item's report, without its changed documents (purged on arrival):
+                # the coordinator holds counts per item, not a list of every document.
+                reports: dict[int, BatchReport] = {}
+
                 def received(result: ItemResult) -> None:
                     if result.report is None:
                         raise IngestItemFailed(
                             run_id, result.number, result.worker, result.error or "no report"
                         )
-                    notify("embedded", int(result.report["chunks"]))
+                    item = BatchReport.from_json(dict(result.report))
+                    self._purge_drafts(item.changed_documents)
+                    reports[result.number] = dataclasses.replace(item, changed_documents=())
+                    notify("embedded", item.chunks)
 
-                results = wait_for_results(
+                wait_for_results(
                     queue,
                     run_id,
                     items,
@@ -457,9 +465,10 @@ class Application:
                 )
                 report = finish_run(
                     run,
-                    [BatchReport.from_json(dict(r.report or {})) for r in results],
+                    [reports[number] for number in sorted(reports)],
                     index=index,
                     sparse_encoder=sparse_encoder,
+                    on_changed=self._purge_drafts,
                 )
             except BaseException:
                 queue.close_run(run_id, "failed")
@@ -468,7 +477,6 @@ class Application:
         finally:
             index.close()
             queue.close()
-        self._purge_drafts(report.changed_documents)
         return _ingest_result(report, request, policy, embedder, stream)
 
     def ingest_worker(

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from ragwright.core.chunking import has_control_character
+from ragwright.core.keysets import KeySet
 from ragwright.errors import DocumentError
 from ragwright.types import (
     DEFAULT_DOCUMENT_TYPES,
@@ -167,35 +168,45 @@ class SeenDocuments:
     """The (tenant, id) keys of the documents of one run so far, rejecting a repeat.
 
     A document's identity is its tenant and its id, so two tenants may each hold ``faq``.
-    It keeps one key and one source URI per document: the only state a streamed run's
-    duplicate check needs.
+    It keeps 16 bytes a document (:class:`~ragwright.core.keysets.KeySet`), the only state
+    a streamed run's duplicate check needs. A repeat is rare, so the earlier source is
+    not kept but found when one happens: ``earlier_source`` (the caller reads its
+    sources again) gives the source URI of the first document with a key.
     """
 
-    __slots__ = ("_sources",)
+    __slots__ = ("_earlier_source", "keys")
 
-    def __init__(self) -> None:
-        self._sources: dict[tuple[str | None, str], str] = {}
+    def __init__(
+        self, earlier_source: Callable[[tuple[str | None, str]], str | None] | None = None
+    ) -> None:
+        self.keys = KeySet()
+        self._earlier_source = earlier_source
 
     def add(self, document: SourceDocument) -> None:
         """Record ``document``; raises :class:`DocumentError` if its key was seen."""
+        if self.keys.add(document.tenant, document.document_id):
+            return
         key = (document.tenant, document.document_id)
-        earlier = self._sources.get(key)
-        if earlier is not None:
-            owner = "untenanted" if document.tenant is None else f"tenant {document.tenant!r}"
-            raise DocumentError(
-                document.document_id,
-                "document_id",
-                f"duplicate document id for {owner} in this run "
-                f"(also in {earlier or 'another source'})",
-            )
-        self._sources[key] = document.source_uri
+        earlier = self._earlier_source(key) if self._earlier_source is not None else None
+        owner = "untenanted" if document.tenant is None else f"tenant {document.tenant!r}"
+        raise DocumentError(
+            document.document_id,
+            "document_id",
+            f"duplicate document id for {owner} in this run "
+            f"(also in {earlier or 'another source'})",
+            source=document.source_uri or None,
+        )
 
 
 def ensure_unique_ids(documents: Iterable[SourceDocument]) -> list[SourceDocument]:
     """Return the documents as a list, rejecting a document id seen twice for one tenant
     (see :class:`SeenDocuments`)."""
-    seen = SeenDocuments()
     result: list[SourceDocument] = []
+
+    def earlier_source(key: tuple[str | None, str]) -> str | None:
+        return next((d.source_uri for d in result if (d.tenant, d.document_id) == key), None)
+
+    seen = SeenDocuments(earlier_source)
     for document in documents:
         seen.add(document)
         result.append(document)

@@ -64,9 +64,11 @@ from typing import Any
 
 from ragwright.core.chunking import build_chunks
 from ragwright.core.contracts import require_compatible
+from ragwright.core.documents import SeenDocuments
+from ragwright.core.keysets import KeySet
 from ragwright.core.lexical import AVGDL_TOLERANCE, avgdl_drifted, document_vector
 from ragwright.core.points import LEXICAL_TERMS, LIVE, DocumentPlan, lexical_text, plan_document
-from ragwright.errors import DocumentError, SourceError
+from ragwright.errors import SourceError
 from ragwright.pipeline.writing import (
     BatchContext,
     BatchReport,
@@ -124,13 +126,15 @@ class RunPlan:
     ``keys`` holds every document of the run (prune deletes documents of the run's
     tenants not in it); ``changed`` the documents the writing pass must process;
     ``shared_in_run`` the document ids the run holds under more than one tenant. Keys
-    are the only per-document state kept for the whole run: no texts, no vectors.
+    are the only per-document state kept for the whole run, 16 bytes each
+    (:class:`~ragwright.core.keysets.KeySet`: membership and size, no iteration): no
+    texts, no vectors.
     """
 
     chunking_version: str
     scope: tuple[str | None, ...]
-    keys: frozenset[DocumentKey]
-    changed: frozenset[DocumentKey]
+    keys: KeySet
+    changed: KeySet
     unchanged_chunks: int
     planned_chunks: int
     staging_avgdl: float
@@ -178,6 +182,7 @@ def ingest(
     progress: ProgressCallback | None = None,
     phase_hook: Callable[[str, str], None] | None = None,
     avgdl_tolerance: float = AVGDL_TOLERANCE,
+    on_changed: Callable[[Sequence[DocumentKey]], None] | None = None,
 ) -> IngestReport:
     """Bring the index in line with ``documents`` for ``policy``'s chunking version.
 
@@ -208,6 +213,9 @@ def ingest(
             observe what a reader sees mid-replacement.
         avgdl_tolerance: relative drift of the corpus mean length from the recorded
             ``avgdl`` that is tolerated before every sparse vector is re-encoded.
+        on_changed: receives the (tenant, id) keys of the documents the run replaced
+            (each batch once it is verified) and pruned, as it goes; the report's
+            ``changed_documents`` is then empty. Without it the report lists them all.
 
     Raises:
         DocumentError (duplicate ids), SourceError (``prune`` with no documents),
@@ -240,9 +248,15 @@ def ingest(
         progress=progress,
         phase_hook=phase_hook,
         shared_in_run=run.shared_in_run,
+        on_changed=on_changed,
     )
     return finish_run(
-        run, reports, index=index, sparse_encoder=sparse_encoder, avgdl_tolerance=avgdl_tolerance
+        run,
+        reports,
+        index=index,
+        sparse_encoder=sparse_encoder,
+        avgdl_tolerance=avgdl_tolerance,
+        on_changed=on_changed,
     )
 
 
@@ -273,13 +287,25 @@ def prepare_run(
         chunking_version=policy.version,
     )
     stats = index.contract.lexical_stats
-    seen: dict[DocumentKey, str] = {}
-    changed: set[DocumentKey] = set()
+
+    def earlier_source(key: DocumentKey) -> str | None:
+        # A repeat is rare: read the documents again for the first with its key.
+        return next((d.source_uri for d in documents if document_key(d) == key), None)
+
+    seen = SeenDocuments(earlier_source)
+    changed = KeySet()
+    tenants_seen: set[str | None] = set()
+    # Ids under more than one tenant: an id seen before (``ids``) with a new key.
+    ids = KeySet()
+    shared_in_run: set[str] = set()
     unchanged = planned = 0
     terms = pending_chunks = 0
     for batch in batched(documents, document_batch):
         for document in batch:
-            _check_unique(seen, document)
+            seen.add(document)
+            tenants_seen.add(document.tenant)
+            if not ids.add(None, document.document_id):
+                shared_in_run.add(document.document_id)
         existing = scan_documents(index, policy.version, batch)
         candidates = dict(_changed_documents(batch, existing, policy, embedder, sparse_encoder))
         for document in batch:
@@ -301,10 +327,10 @@ def prepare_run(
                 terms += sum(len(sparse_encoder.terms(p.lexical_text)) for p in pending)
                 pending_chunks += len(pending)
             planned += len(plan.points)
-            changed.add(key)
-    if prune and not seen:
+            changed.add(*key)
+    if prune and not seen.keys:
         raise SourceError("sources", "no documents found; refusing to --prune every document")
-    scope = {tenant for tenant, _ in seen} | set(tenants)
+    scope = tenants_seen | set(tenants)
     if stats is not None:
         # Every stored vector carries the recorded mean: new ones must match them.
         staging_avgdl: float = stats.avgdl
@@ -319,37 +345,15 @@ def prepare_run(
     return RunPlan(
         chunking_version=policy.version,
         scope=tuple(sorted(scope, key=tenant_order)),
-        keys=frozenset(seen),
-        changed=frozenset(changed),
+        keys=seen.keys,
+        changed=changed,
         unchanged_chunks=unchanged,
         planned_chunks=planned,
         staging_avgdl=staging_avgdl,
         encoded_avgdl=encoded_avgdl,
         prune=prune,
-        shared_in_run=_shared_in_run(seen),
+        shared_in_run=frozenset(shared_in_run),
     )
-
-
-def _shared_in_run(keys: Iterable[DocumentKey]) -> frozenset[str]:
-    """Document ids that ``keys`` hold under more than one tenant."""
-    tenants: dict[str, int] = {}
-    for _tenant, document_id in keys:
-        tenants[document_id] = tenants.get(document_id, 0) + 1
-    return frozenset(document_id for document_id, count in tenants.items() if count > 1)
-
-
-def _check_unique(seen: dict[DocumentKey, str], document: SourceDocument) -> None:
-    key = document_key(document)
-    earlier = seen.get(key)
-    if earlier is not None:
-        owner = "untenanted" if document.tenant is None else f"tenant {document.tenant!r}"
-        raise DocumentError(
-            document.document_id,
-            "document_id",
-            f"duplicate document id for {owner} in this run "
-            f"(also in {earlier or 'another source'})",
-        )
-    seen[key] = document.source_uri
 
 
 def _changed_documents(
@@ -378,8 +382,10 @@ def finish_run(
     index: VectorIndex,
     sparse_encoder: SparseEncoder,
     avgdl_tolerance: float = AVGDL_TOLERANCE,
+    on_changed: Callable[[Sequence[DocumentKey]], None] | None = None,
 ) -> IngestReport:
-    """Prune (when asked), refresh the BM25 statistics, and sum the run's batches."""
+    """Prune (when asked), refresh the BM25 statistics, and sum the run's batches.
+    ``on_changed`` receives the pruned documents' keys (see :func:`ingest`)."""
     reports = list(reports)
     deleted = sum(r.deleted for r in reports)
     touched = [key for r in reports for key in r.changed_documents]
@@ -389,7 +395,10 @@ def finish_run(
             index.delete(stale)
             deleted += len(stale)
             pruned_documents += 1
-            touched.append(key)
+            if on_changed is not None:
+                on_changed((key,))
+            else:
+                touched.append(key)
     bm25_avgdl, reencoded = _refresh_lexical_stats(
         index, sparse_encoder, run.encoded_avgdl, avgdl_tolerance
     )

@@ -15,7 +15,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from ragwright.core.chunking import TokenCounter, build_chunks
@@ -251,8 +251,13 @@ def write_batches(
     progress: ProgressCallback | None = None,
     phase_hook: Callable[[str, str], None] | None = None,
     shared_in_run: frozenset[str] = frozenset(),
+    on_changed: Callable[[Sequence[DocumentKey]], None] | None = None,
 ) -> list[BatchReport]:
     """Stage, switch and verify each batch of documents; their reports, in order.
+
+    ``on_changed``, when given, receives each batch's changed documents as soon as the
+    batch is verified, and the reports kept leave them out: a run then holds no list of
+    every document it changed.
 
     Up to the embedder's ``in_flight`` embedding calls are outstanding at once, across
     batch boundaries: the next batch is planned (scanned, chunked) as soon as the
@@ -292,6 +297,7 @@ def write_batches(
             shared_in_run=shared_in_run,
             pool=pool,
             writer=writer,
+            on_changed=on_changed,
         )
         try:
             return writing.run()
@@ -319,7 +325,9 @@ class _WritingPass:
         shared_in_run: frozenset[str],
         pool: ThreadPoolExecutor,
         writer: _Writer,
+        on_changed: Callable[[Sequence[DocumentKey]], None] | None = None,
     ) -> None:
+        self.on_changed = on_changed
         self.batches = batches
         self.context = context
         self.policy = policy
@@ -450,7 +458,11 @@ class _WritingPass:
     def _collect(self) -> None:
         """Move the reports of the oldest batches that are switched and verified."""
         while self.held and (switched := self.held[0].switched) is not None and switched.done():
-            self.reports.append(switched.result())
+            report = switched.result()
+            if self.on_changed is not None:
+                self.on_changed(report.changed_documents)
+                report = replace(report, changed_documents=())
+            self.reports.append(report)
             self.held.popleft()
 
 
