@@ -36,6 +36,8 @@ from ragwright.errors import (
 )
 from ragwright.retry import RetryingEmbedder, RetryPolicy
 from ragwright.testing import HASHING_PROFILE
+from tests.closing import close_opened_embedders  # noqa: F401 (autouse)
+from tests.closing import opened as opened_embedder
 from tests.conftest import SAMPLES
 from tests.llama_embeddings import (
     DIMENSIONS,
@@ -72,25 +74,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaEmbeddingS
         yield running
 
 
-_OPENED: list[OpenAIEmbedder] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_embedders() -> Iterator[None]:
-    # Their HTTP connections would otherwise be closed by the garbage collector, in
-    # whichever later test it runs (a ResourceWarning there).
-    yield
-    while _OPENED:
-        _OPENED.pop().close()
-
-
 def embedder(server: LlamaEmbeddingServer, **options: object) -> OpenAIEmbedder:
     profile = dataclasses.replace(PROFILE, **options)  # type: ignore[arg-type]
     opened = OpenAIEmbedder(
         profile, api_key="unused", base_url=server.base_url, verify_listed_model=True, in_flight=2
     )
-    _OPENED.append(opened)
-    return opened
+    return opened_embedder(opened)
 
 
 def cosine(a: list[float], b: list[float]) -> float:

@@ -26,6 +26,8 @@ from ragwright.retry import RetryingEmbedder, RetryPolicy
 from ragwright.runtime import open_embedder, open_embedding_pool
 from ragwright.settings import Settings
 from ragwright.testing import HASHING_PROFILE
+from tests.closing import close_opened_embedders  # noqa: F401 (autouse)
+from tests.closing import opened as opened_embedder
 from tests.conftest import SAMPLES
 from tests.scripted_openai import EmbeddingServer, scripted_embeddings
 from tests.test_cli import ragwright
@@ -35,18 +37,6 @@ PROFILE = dataclasses.replace(
     HASHING_PROFILE, profile_id="scripted-v1", provider="openai", model="scripted-embed"
 )
 BATCHES = [[f"batch {b} text {i}" for i in range(4)] for b in range(8)]
-
-
-_OPENED: list[OpenAIEmbedder] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_embedders() -> Iterator[None]:
-    # Their HTTP connections would otherwise be closed by the garbage collector, in
-    # whichever later test it runs (a ResourceWarning there).
-    yield
-    while _OPENED:
-        _OPENED.pop().close()
 
 
 def gated(
@@ -60,7 +50,7 @@ def gated(
 ) -> RetryingEmbedder:
     """What ``runtime.open_embedder`` builds: retry → capacity gate → provider."""
     provider = OpenAIEmbedder(PROFILE, api_key="k", base_url=server.base_url, in_flight=in_flight)
-    _OPENED.append(provider)
+    opened_embedder(provider)
     sink = events.append if events is not None else None
     return RetryingEmbedder(
         EmbeddingCapacityGate(provider, pool, events=sink),
