@@ -1,12 +1,43 @@
 from __future__ import annotations
 
+import ast
+import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 SAMPLES = REPO / "samples" / "corpus"
+
+
+def _serialise_ast_parsing() -> None:
+    """CPython before 3.11.8 keeps the AST constructor's recursion counter in state shared
+    by all threads, and a garbage collection inside ``ast.parse`` can hand the GIL to
+    another thread that parses too: the first then fails with "SystemError: AST
+    constructor recursion depth mismatch" (python/cpython#106905, fixed by #113035 in
+    3.11.8; this machine has 3.11.7). The tests meet it when a service thread (pydantic's
+    schema building calls ``inspect.signature``, which parses) runs beside the test thread
+    (Hypothesis and pytest's assertion rewriting parse too): it failed the fuzz module's
+    setup in CI. One lock around ``ast.parse`` in the test process removes the overlap
+    (tests/test_ast_race.py provokes the race and fails without it).
+    """
+    if sys.version_info >= (3, 11, 8) or getattr(ast.parse, "_ragwright_serialised", False):
+        return
+    lock = threading.RLock()
+    parse = ast.parse
+
+    def serialised(*args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return parse(*args, **kwargs)
+
+    serialised._ragwright_serialised = True  # type: ignore[attr-defined]
+    ast.parse = serialised
+
+
+_serialise_ast_parsing()
 
 
 def shared_data(*parts: str) -> Path:

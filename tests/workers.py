@@ -96,6 +96,11 @@ def processes() -> Iterator[list[Process]]:
     started: list[Process] = []
     try:
         yield started
+    except BaseException:
+        # What each process said, so a failure (a timeout above all) shows why.
+        for process in started:
+            sys.stderr.write(f"--- {process.name} (stderr) ---\n{process.log()[-6000:]}\n")
+        raise
     finally:
         for process in started:
             process.stop()

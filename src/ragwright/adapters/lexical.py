@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 
 import snowballstemmer
@@ -20,8 +21,19 @@ class Bm25Encoder:
     def __init__(self, profile: LexicalProfile | None = None) -> None:
         self.profile = profile or LexicalProfile()
         stemmer = snowballstemmer.stemmer("english")
+        # A Snowball stemmer keeps the word it works on in the instance, so two threads
+        # stemming at once (a worker's two items, the service's concurrent searches) get
+        # each other's stems, and the cache below would keep the wrong one for good. The
+        # pure-Python stemmer gains nothing from threads, so one lock serialises it; a
+        # cached word never takes the lock.
+        lock = threading.Lock()
+
+        def stem(word: str) -> str:
+            with lock:
+                return str(stemmer.stemWord(word))
+
         # Stemming dominates analysis cost and vocabularies are small: cache per word.
-        self._stem = lru_cache(maxsize=200_000)(stemmer.stemWord)
+        self._stem = lru_cache(maxsize=200_000)(stem)
 
     def terms(self, text: str) -> list[str]:
         """Analysed terms of a text (lower-case, stop words out, stemmed)."""
