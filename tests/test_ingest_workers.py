@@ -101,7 +101,7 @@ def test_three_workers_with_one_killed_mid_item_build_the_single_process_index(
         started.extend(survivors)
         doomed.kill()
 
-        status, out = coordinator.finish(timeout=120)
+        status, out = coordinator.finish(timeout=300)
         assert status == 0, coordinator.log()
         for survivor in survivors:
             assert survivor.finish(timeout=60)[0] == 0, survivor.log()
@@ -171,11 +171,11 @@ def test_a_queued_rerun_with_edits_removals_and_prune_equals_a_single_process_re
         queued_env = server_env(tmp_path / "queued", qdrant_url, "queued", database)
         queued_args = ("--queue", "--item-size", "2", "--local-workers", "2")
         ragwright_json("ingest", str(corpus), env=reference_env)
-        initial = ragwright_json("ingest", str(corpus), *queued_args, env=queued_env, timeout=120)
+        initial = ragwright_json("ingest", str(corpus), *queued_args, env=queued_env, timeout=300)
         revise(corpus)
         reference = ragwright_json("ingest", str(corpus), "--prune", env=reference_env)
         queued = ragwright_json(
-            "ingest", str(corpus), "--prune", *queued_args, env=queued_env, timeout=120
+            "ingest", str(corpus), "--prune", *queued_args, env=queued_env, timeout=300
         )
         ours, theirs = snapshot(double, "queued"), snapshot(double, "reference")
 
@@ -240,7 +240,7 @@ def test_local_workers_started_by_the_coordinator_run_its_items(tmp_path: Path) 
             "--local-workers",
             "2",
             env=env,
-            timeout=120,
+            timeout=300,
         )
         assert (summary["documents"], summary["documents_changed"]) == (10, 10)
         assert summary["verified"] == summary["chunks"] > 0
@@ -287,7 +287,7 @@ def test_a_queued_runs_deadline_bounds_its_items_retries_on_the_workers(tmp_path
             tmp_path / "coordinator.log",
         ).start()
         started.append(coordinator)
-        status, _ = coordinator.finish(timeout=120)
+        status, _ = coordinator.finish(timeout=300)
         assert worker.finish(timeout=60)[0] == 0, worker.log()
         recorded = results(database)
     assert status == 1, coordinator.log()
