@@ -12,6 +12,24 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 SAMPLES = REPO / "samples" / "corpus"
 
+# The longest test files, longest first (measured with --durations on the 2-core CI
+# machine). pytest-xdist runs a file in one process and hands files out in collection
+# order (the Makefile passes --no-loadscope-reorder, which would otherwise sort files by
+# their number of tests), so starting these first keeps one long file from running alone
+# at the end while the other processes sit idle.
+LONGEST_FIRST = (
+    "tests/test_cli_answers.py",
+    "tests/service/test_replicas.py",
+    "tests/test_cli.py",
+    "tests/test_ingest_workers.py",
+    "tests/test_cli_calibration.py",
+    "tests/test_cli_damage.py",
+    "tests/pipeline/test_ingest_memory.py",
+    "tests/adapters/test_llama_embeddings.py",
+    "tests/test_faults.py",
+    "tests/service/test_serve_command.py",
+)
+
 
 def _serialise_ast_parsing() -> None:
     """CPython before 3.11.8 keeps the AST constructor's recursion counter in state shared
@@ -57,3 +75,19 @@ def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         if name.startswith("RAGWRIGHT_"):
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def indexed_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A home with the sample corpus ingested by the CLI, one per test module."""
+    from tests.test_cli import ragwright
+
+    home = tmp_path_factory.mktemp("home")
+    ragwright("ingest", str(SAMPLES), home=home, check=True)
+    return home
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files of ``LONGEST_FIRST`` first, in its order; the rest as collected."""
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))

@@ -122,13 +122,6 @@ def test_a_full_disk_ends_in_one_line_and_leaves_the_index_as_it_was(
     assert again["embedded"] >= 1
 
 
-@pytest.fixture(scope="module")
-def indexed_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.mktemp("home")
-    ragwright("ingest", str(SAMPLES), home=home, check=True)
-    return home
-
-
 @pytest.mark.slow
 def test_redis_down_answers_without_the_shared_cache_and_warns_once(indexed_home: Path) -> None:
     from tests.scripted_openai import scripted_openai
