@@ -114,3 +114,16 @@ def test_the_service_imports_no_adapter_and_not_the_composition_root() -> None:
         for f, names in imports.items()
     }
     assert not any(offending.values()), offending
+
+
+def test_a_command_that_calls_no_provider_does_not_import_the_openai_sdk() -> None:
+    # The SDK alone costs ~1.4 s of start-up; a search, ingest or status never needs it
+    # (an SDK error can only come from an adapter that imported it).
+    program = (
+        "import sys, ragwright.cli, ragwright.runtime, ragwright.adapters.rerankers;"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'openai')[:3])"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"

@@ -19,11 +19,11 @@ a category is worth another attempt is :attr:`FailureCategory.retryable`.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import httpx
-import openai
 
 from ragwright.deadline import current_deadline
 from ragwright.errors import FailureCategory, ProviderError
@@ -48,15 +48,27 @@ def classify_status(status: int) -> FailureCategory:
 
 def classify_exception(error: BaseException) -> FailureCategory:
     """The category of an exception raised by ``httpx`` or the ``openai`` SDK."""
-    if isinstance(error, httpx.TimeoutException | openai.APITimeoutError):
+    sdk = _openai()
+    if isinstance(error, httpx.TimeoutException) or (
+        sdk is not None and isinstance(error, sdk.APITimeoutError)
+    ):
         return FailureCategory.TIMEOUT
-    if isinstance(error, openai.APIStatusError):
+    if sdk is not None and isinstance(error, sdk.APIStatusError):
         return classify_status(error.status_code)
     if isinstance(error, httpx.HTTPStatusError):
         return classify_status(error.response.status_code)
-    if isinstance(error, httpx.TransportError | openai.APIConnectionError):
+    if isinstance(error, httpx.TransportError) or (
+        sdk is not None and isinstance(error, sdk.APIConnectionError)
+    ):
         return FailureCategory.TRANSIENT
     return FailureCategory.INVALID_OUTPUT
+
+
+def _openai() -> Any | None:
+    """The ``openai`` SDK if a provider adapter has imported it, else None: an exception
+    of the SDK exists only then. Importing it here would add ~1.4 s to every command
+    that classifies no SDK error (``search`` among them)."""
+    return sys.modules.get("openai")
 
 
 def retry_after(response: httpx.Response | None) -> float | None:
@@ -86,7 +98,10 @@ def status_error(error_type: type[ErrorT], provider: str, response: httpx.Respon
 
 def exception_error(error_type: type[ErrorT], provider: str, error: BaseException) -> ErrorT:
     """The classified error for an ``httpx`` or ``openai`` exception."""
-    response = error.response if isinstance(error, openai.APIStatusError) else None
+    sdk = _openai()
+    response = (
+        error.response if sdk is not None and isinstance(error, sdk.APIStatusError) else None
+    )
     detail = f"HTTP {response.status_code}" if response is not None else type(error).__name__
     return error_type(
         provider, classify_exception(error), detail, retry_after=retry_after(response)
