@@ -99,9 +99,7 @@ def status_error(error_type: type[ErrorT], provider: str, response: httpx.Respon
 def exception_error(error_type: type[ErrorT], provider: str, error: BaseException) -> ErrorT:
     """The classified error for an ``httpx`` or ``openai`` exception."""
     sdk = _openai()
-    response = (
-        error.response if sdk is not None and isinstance(error, sdk.APIStatusError) else None
-    )
+    response = error.response if sdk is not None and isinstance(error, sdk.APIStatusError) else None
     detail = f"HTTP {response.status_code}" if response is not None else type(error).__name__
     return error_type(
         provider, classify_exception(error), detail, retry_after=retry_after(response)
