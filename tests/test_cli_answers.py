@@ -6,6 +6,7 @@ processes share out these long tests (pytest-xdist runs a file in one process)."
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -70,25 +71,38 @@ def test_the_drain_question_is_answered_with_its_deadline_condition(indexed_home
 
 
 @pytest.mark.slow
-def test_the_sample_questions_are_judged_by_their_written_references(tmp_path: Path) -> None:
-    # The main job end to end on the embedded defaults: index the sample corpus,
-    # calibrate (5 unsupported questions: forced), then answer every sample question with
-    # the local model and score it against the reference answers written for it. The
-    # floors sit below what the 2-core development machine measured (20/20 answered,
-    # token F1 0.40, 5/5 declined): they catch a regression, not a rounding.
+def test_the_sample_questions_are_judged_by_their_written_references(
+    indexed_home: Path, tmp_path: Path
+) -> None:
+    # The main job end to end on the embedded defaults: the sample corpus indexed,
+    # calibrated on every sample question (5 unsupported: forced), then every other
+    # answerable question and every unsupported one answered by the local model and
+    # scored against the reference answers written for them (half of the answerable
+    # ones: the model's answers are the suite's largest cost on two cores; `make demo`
+    # answers all 20). The floors sit below what the 2-core development machine
+    # measured (20/20 answered, token F1 0.40, 5/5 declined): they catch a regression,
+    # not a rounding.
     home = tmp_path / "home"
-    cases = str(SAMPLES.parent / "eval" / "cases.jsonl")
-    ragwright("ingest", str(SAMPLES), home=home, check=True)
+    shutil.copytree(indexed_home, home, ignore=shutil.ignore_patterns("models"))
+    all_cases = SAMPLES.parent / "eval" / "cases.jsonl"
+    lines = all_cases.read_text("utf-8").splitlines()
+    answerable = [line for line in lines if not json.loads(line).get("unsupported")]
+    unsupported = [line for line in lines if json.loads(line).get("unsupported")]
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("\n".join(answerable[::2] + unsupported) + "\n", "utf-8")
     eligible = ("--type", "runbook", "--type", "note")
-    ragwright("eval", "calibrate", cases, *eligible, "--force", "--write", home=home, check=True)
+    ragwright(
+        "eval", "calibrate", str(all_cases), *eligible, "--force", "--write", home=home, check=True
+    )
     out = json.loads(
         ragwright(
-            "eval", "run", cases, *eligible, "--answers", "--json", home=home, check=True
+            "eval", "run", str(cases), *eligible, "--answers", "--json", home=home, check=True
         ).stdout
     )
     answers = out["answers"]
     assert answers["style"] == "quoted" and answers["invalid_citations"] == 0
-    assert answers["answerable"]["answered"] >= 17 and answers["answerable"]["cases"] == 20
+    assert answers["answerable"]["cases"] == len(answerable[::2]) == 10
+    assert answers["answerable"]["answered"] >= 8
     assert answers["answerable"]["gold_cited_rate"] >= 0.9
     assert answers["answerable"]["token_f1"]["answered"] >= 0.3
     assert answers["unsupported"]["declined"] >= 4

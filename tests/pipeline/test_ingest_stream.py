@@ -306,9 +306,15 @@ def test_a_failed_call_lets_the_batches_already_staged_switch_and_a_rerun_conver
     index = open_index("i")
     with pytest.raises(RuntimeError, match="scripted"):
         run(index, documents, failing, batch_size=2, document_batch=2)
-    # The first two batches were staged when the third one's call failed: switched, as
-    # they would have been one batch after another; nothing of the rest is live.
-    assert live_documents(index) == {"doc-000", "doc-001", "doc-002", "doc-003"}
+    # The batches already staged when the third one's call failed are switched, as they
+    # would have been one batch after another; nothing after them is live. How many the
+    # writer had staged by then depends on its pace beside the embedding calls (on a
+    # loaded machine only the first): whole batches, in order, never the failed one.
+    live = live_documents(index)
+    assert live in (
+        {"doc-000", "doc-001"},
+        {"doc-000", "doc-001", "doc-002", "doc-003"},
+    ), live
     staged = index.count(PointFilter(must=(FieldMatch("index_state", ("staged",)),)))
     again = run(index, documents, HashingEmbedder(), batch_size=2, document_batch=2)
     assert (again.unchanged, again.embedded) == (8, 8 - staged)
