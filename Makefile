@@ -84,7 +84,9 @@ test-deps:
 
 # Three worker processes, each taking whole test files (module fixtures such as the
 # llama.cpp server stay in one process): most of the suite waits on subprocesses and
-# servers, so three overlap on two cores (18.8 min serially, 9.2 min so).
+# servers, so three overlap on two cores (18.8 min serially, 9.2 min so, when measured;
+# on a machine whose embedder ran at 0.56x that speed, about 18 min). The longest files
+# start first: tests/conftest.py, LONGEST_FIRST, with --no-loadscope-reorder.
 PYTEST_WORKERS ?= 3
 
 pytest: $(STAMP) test-deps
