@@ -48,27 +48,23 @@ def classify_status(status: int) -> FailureCategory:
 
 def classify_exception(error: BaseException) -> FailureCategory:
     """The category of an exception raised by ``httpx`` or the ``openai`` SDK."""
-    sdk = _openai()
-    if isinstance(error, httpx.TimeoutException) or (
-        sdk is not None and isinstance(error, sdk.APITimeoutError)
-    ):
+    if isinstance(error, httpx.TimeoutException) or _sdk_error(error, "APITimeoutError"):
         return FailureCategory.TIMEOUT
-    if sdk is not None and isinstance(error, sdk.APIStatusError):
-        return classify_status(error.status_code)
+    if _sdk_error(error, "APIStatusError"):
+        return classify_status(error.status_code)  # type: ignore[attr-defined]
     if isinstance(error, httpx.HTTPStatusError):
         return classify_status(error.response.status_code)
-    if isinstance(error, httpx.TransportError) or (
-        sdk is not None and isinstance(error, sdk.APIConnectionError)
-    ):
+    if isinstance(error, httpx.TransportError) or _sdk_error(error, "APIConnectionError"):
         return FailureCategory.TRANSIENT
     return FailureCategory.INVALID_OUTPUT
 
 
-def _openai() -> Any | None:
-    """The ``openai`` SDK if a provider adapter has imported it, else None: an exception
-    of the SDK exists only then. Importing it here would add ~1.4 s to every command
-    that classifies no SDK error (``search`` among them)."""
-    return sys.modules.get("openai")
+def _sdk_error(error: BaseException, name: str) -> bool:
+    """Whether ``error`` is the ``openai`` SDK's exception ``name``. The SDK is looked up,
+    not imported: its exceptions exist only once a provider adapter imported it, and
+    importing it here would add ~1.4 s to every command (``search`` among them)."""
+    sdk = sys.modules.get("openai")
+    return sdk is not None and isinstance(error, getattr(sdk, name))
 
 
 def retry_after(response: httpx.Response | None) -> float | None:
@@ -98,8 +94,7 @@ def status_error(error_type: type[ErrorT], provider: str, response: httpx.Respon
 
 def exception_error(error_type: type[ErrorT], provider: str, error: BaseException) -> ErrorT:
     """The classified error for an ``httpx`` or ``openai`` exception."""
-    sdk = _openai()
-    response = error.response if sdk is not None and isinstance(error, sdk.APIStatusError) else None
+    response = error.response if _sdk_error(error, "APIStatusError") else None  # type: ignore[attr-defined]
     detail = f"HTTP {response.status_code}" if response is not None else type(error).__name__
     return error_type(
         provider, classify_exception(error), detail, retry_after=retry_after(response)
