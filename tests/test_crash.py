@@ -110,7 +110,7 @@ def test_killed_ingestion_converges_and_never_shows_a_mix(tmp_path: Path) -> Non
         if process.poll() is None:
             process.send_signal(signal.SIGKILL)
             kills += 1
-        process.communicate()
+        process.communicate(timeout=300)
         for document_id, visible in live_texts(tmp_path / "home").items():
             old, new = v1.get(document_id, set()), v2.get(document_id, set())
             assert visible <= old or visible <= new, (

@@ -20,6 +20,7 @@ import pytest
 from ragwright.adapters.ingest_queue import PgQueuerIngestQueue
 from ragwright.application.ingest_queue import WorkerStats, WorkItem
 from ragwright.errors import IndexUnavailable
+from tests.processes import read_line
 from tests.replicas import scratch_database
 
 LEASE = 1.0
@@ -95,7 +96,7 @@ def test_an_item_whose_worker_was_killed_is_taken_again_after_the_lease() -> Non
             )
             try:
                 assert dead.stdout is not None
-                assert dead.stdout.readline().strip() == "holding 0"
+                assert read_line(dead) == "holding 0"
                 time.sleep(2 * LEASE)  # still held: its heartbeat goes on
                 assert [(i, w) for i, w, _ in claims(database)] == [(0, "dead")]
                 dead.send_signal(signal.SIGKILL)

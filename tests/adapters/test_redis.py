@@ -25,6 +25,7 @@ from ragwright.runtime import build_chat_pipeline, open_shared_state
 from ragwright.settings import load_settings
 from ragwright.testing.fakes import WordCounter
 from ragwright.testing.scripted import Fail, Reply, ScriptedChatModel
+from tests.processes import read_line
 
 URL = os.environ.get("RAGWRIGHT_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
@@ -97,9 +98,10 @@ def test_a_crashed_holders_lease_expires(client: redis.Redis) -> None:
         "time.sleep(60)\n"
     )
     process = subprocess.Popen([sys.executable, "-c", holder], stdout=subprocess.PIPE, text=True)
-    assert process.stdout is not None and process.stdout.readline().strip() == "held"
+    assert read_line(process) == "held"
     process.send_signal(signal.SIGKILL)  # dies holding its lease, never releasing it
-    process.wait()
+    process.wait(30)
+    assert process.stdout is not None
     process.stdout.close()
     pool = RedisCapacityPool(client, name, limit=1, lease_ttl=1.0)
     assert pool.try_acquire() is None
@@ -170,11 +172,11 @@ def test_two_processes_share_one_lease(client: redis.Redis) -> None:
     )
     try:
         assert a.stdout is not None and a.stdin is not None
-        assert a.stdout.readline().strip() == "held"
+        assert read_line(a) == "held"
         assert ask() == "refused"  # B, another process, while A holds the only lease
         a.stdin.write("release\n")
         a.stdin.flush()
-        assert a.stdout.readline().strip() == "released"
+        assert read_line(a) == "released"
         assert ask() == "granted"
     finally:
         a.kill()
