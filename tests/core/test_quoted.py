@@ -79,6 +79,9 @@ def test_the_answer_is_the_selection_verbatim_in_reading_order_with_its_sources(
         ('{"status": "insufficient", "sentenceIds": ["S1.1"]}', "inconsistent_insufficient"),
         ('{"status": "answered", "sentenceIds": []}', "answered_without_sources"),
         ('{"status": "answered", "sentenceIds": ["S1.9"]}', "unknown_source_id"),
+        # Partly forged: shown ids first, an id never shown last (never a KeyError).
+        ('{"status": "answered", "sentenceIds": ["S1.1", "S2.1", "S7.1"]}', "unknown_source_id"),
+        ('{"status": "answered", "sentenceIds": ["S1.1", "S1"]}', "unknown_source_id"),
         (
             json.dumps({"status": "answered", "sentenceIds": ["S1.1", "S1.2", "S1.3", "S2.1"]}),
             "too_many_sentences",

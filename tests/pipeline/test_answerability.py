@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ragwright.pipeline.answerability import (
+    Answerability,
     SignalCase,
     choose_threshold,
     held_out_threshold,
@@ -70,3 +71,13 @@ def test_tokenised_text_ends_a_sentence_at_a_mark_standing_alone() -> None:
     ]
     # Verbatim: the sentences are the text's own characters (pysbd alone drops the ``).
     assert " ".join(sentences) == text
+
+
+def test_a_score_exactly_at_the_threshold_is_answerable_in_the_gate_and_in_calibration() -> None:
+    # The gate and the calibration that chose the threshold must agree on the equal case:
+    # ">=" answers it; a ">" in either would decline what the other counted as kept.
+    assert Answerability(0.5, "S1.1", 0.5).answerable
+    assert not Answerability(0.4999, "S1.1", 0.5).answerable
+    assert Answerability(-1.0, "", None).answerable  # not calibrated: nothing declined
+    figures = judge_threshold(cases([0.5], [0.5]), 0.5)
+    assert (figures.answerable_declined, figures.unsupported_declined) == (0, 0)
