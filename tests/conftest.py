@@ -3,6 +3,7 @@ from __future__ import annotations
 import ast
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,13 +79,30 @@ def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def indexed_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A home with the sample corpus ingested by the CLI, one per test module."""
+def indexed_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A home with the sample corpus ingested by the CLI, one per test module; the local
+    model's background process its commands started ends with the module."""
+    from ragwright.adapters.chatmodels.resident import stop_resident
     from tests.test_cli import ragwright
 
     home = tmp_path_factory.mktemp("home")
     ragwright("ingest", str(SAMPLES), home=home, check=True)
-    return home
+    yield home
+    stop_resident(home / "models")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_background_model_outlives_the_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[None]:
+    """Commands that ask the local model leave its background process running for the
+    next command (RAGWRIGHT_CHAT_KEEP_WARM): every one started under this run's
+    temporary directories is stopped when the run ends."""
+    yield
+    from ragwright.adapters.chatmodels.resident import STATE, stop_resident
+
+    for state in tmp_path_factory.getbasetemp().rglob(STATE):
+        stop_resident(state.parent)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -31,6 +31,8 @@ from tests.conftest import REPO
         "serve",
         "worker",
         "ingest-worker",
+        "model status",
+        "model stop",
     ],
 )
 def test_every_option_is_documented(command: str) -> None:

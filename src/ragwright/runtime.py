@@ -14,7 +14,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ragwright import __version__
@@ -75,6 +75,9 @@ from ragwright.protocols import (
 from ragwright.retry import RetryingEmbedder, RetryingReranker, RetryPolicy
 from ragwright.settings import Settings, load_settings
 from ragwright.types import EmbeddingProfile, EvalCase, IndexState, SkippedDocument
+
+if TYPE_CHECKING:
+    from ragwright.adapters.chatmodels.resident import ResidentModel
 
 logger = logging.getLogger(__name__)
 
@@ -364,7 +367,14 @@ def _open_provider(
         return f"{setting}.{part}" if nested else f"{setting}_{part.upper()}"
 
     if kind == "local":
-        local = OnDemandLocalModel(settings.home / "models", name=name)
+        if settings.chat_keep_warm > 0:
+            from ragwright.adapters.chatmodels.resident import BackgroundLocalModel
+
+            warm = BackgroundLocalModel(
+                model_cache(settings), idle_timeout=settings.chat_keep_warm, name=name
+            )
+            return warm, warm.close
+        local = OnDemandLocalModel(model_cache(settings), name=name)
         return local, local.close
     if not model:
         raise ConfigError(field("model"), f"required for {kind}")
@@ -378,6 +388,25 @@ def _open_provider(
         return azure, azure.close
     openai = OpenAIChatModel(model, api_key=key or "unused", base_url=base_url, name=name)
     return openai, openai.close
+
+
+def model_cache(settings: Settings) -> Path:
+    """Where the local model's verified file (and its background process's record) live."""
+    return settings.home / "models"
+
+
+def background_model(settings: Settings) -> ResidentModel | None:
+    """The local model's background process for this home, if one runs."""
+    from ragwright.adapters.chatmodels.resident import read_resident
+
+    return read_resident(model_cache(settings))
+
+
+def stop_background_model(settings: Settings) -> ResidentModel | None:
+    """End this home's background model; the one stopped, or None if none ran."""
+    from ragwright.adapters.chatmodels.resident import stop_resident
+
+    return stop_resident(model_cache(settings))
 
 
 def chat_profiles(settings: Settings) -> tuple[ModelProfile, ...]:

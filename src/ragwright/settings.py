@@ -163,6 +163,13 @@ class Settings(BaseSettings):
         description="Sampling temperature for answers; 0 is greedy and repeatable. "
         "'provider' leaves it unset (for models that reject the option).",
     )
+    chat_keep_warm: float = Field(
+        600.0,
+        ge=0,
+        description="Seconds the local model's background process stays after its last "
+        "use by a command (ask, eval), so the next command skips the model's start; 0 runs "
+        "the model inside each command. serve and worker keep their own model.",
+    )
     chat_schema_style: Literal["auto", "object", "variants"] = Field(
         "auto",
         description="Answer schema sent to the model: 'variants' (anyOf, for grammar "

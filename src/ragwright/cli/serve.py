@@ -47,7 +47,9 @@ def serve(
         ) from error
     from ragwright.settings import load_settings
 
-    settings = load_settings()
+    # A long-lived process keeps its own model in-process (no background process whose
+    # idle timeout it would have to keep feeding).
+    settings = load_settings().with_overrides(chat_keep_warm=0)
     if settings.embedding_threads is None:
         # Concurrent requests use the cores better than one request's intra-op threads,
         # and a free core keeps the event loop's refusals fast (benchmarks/service_load.py).
@@ -100,8 +102,9 @@ def worker(
     """
     from ragwright.application.job_runner import JobRunner
     from ragwright.application.jobs import BatchLimits
+    from ragwright.settings import load_settings
 
-    app_ = application()
+    app_ = application(load_settings().with_overrides(chat_keep_warm=0))
     settings = app_.settings
     concurrency = jobs or settings.job_workers or 1
     if app_.index_state().error == "IndexBusy":

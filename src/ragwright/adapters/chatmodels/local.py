@@ -24,6 +24,7 @@ import os
 import threading
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 
@@ -158,6 +159,13 @@ class LocalModelServer:
         self.close()
 
 
+class ServesChat(Protocol):
+    """Where a llama.cpp server listens (an in-process one, or the background model)."""
+
+    @property
+    def base_url(self) -> str: ...
+
+
 class LocalChatModel:
     """The local model through the OpenAI-compatible API; schema-constrained only.
 
@@ -166,7 +174,7 @@ class LocalChatModel:
 
     def __init__(
         self,
-        server: LocalModelServer,
+        server: ServesChat,
         *,
         name: str = "local",
         http_client: httpx.AsyncClient | None = None,

@@ -1,0 +1,136 @@
+"""The local model kept warm between commands (RAGWRIGHT_CHAT_KEEP_WARM): the first
+``ask`` starts a background process, the next reuses it, ``model status`` shows it,
+``model stop`` ends it, and it exits by itself after its idle timeout."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from ragwright.adapters.chatmodels.local import GGUF_NAME
+from ragwright.adapters.chatmodels.resident import (
+    LEASE,
+    LOG,
+    STATE,
+    read_resident,
+    touch_lease,
+)
+from tests.test_cli import ragwright
+
+QUESTION = ("ask", "How long do refunds take?", "--type", "note", "--json")
+
+
+def _status(home: Path) -> dict[str, object]:
+    return json.loads(ragwright("model", "status", "--json", home=home, check=True).stdout)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+def test_a_second_ask_reuses_the_background_model_until_it_is_stopped(
+    indexed_home: Path,
+) -> None:
+    assert _status(indexed_home) == {"running": False}
+    first = json.loads(ragwright(*QUESTION, home=indexed_home, check=True).stdout)
+    assert first["provider"] == "local"
+    started = _status(indexed_home)
+    assert started["running"] is True
+    pid = started["pid"]
+    assert isinstance(pid, int) and _alive(pid)
+    second = json.loads(ragwright(*QUESTION, home=indexed_home, check=True).stdout)
+    # The same process answered (greedy decoding: the same answer), no new start.
+    assert second["answer"] == first["answer"]
+    assert _status(indexed_home)["pid"] == pid
+    stopped = json.loads(ragwright("model", "stop", "--json", home=indexed_home).stdout)
+    assert stopped == {"stopped": True, "pid": pid}
+    assert _status(indexed_home) == {"running": False}
+    assert not _alive(pid)
+    assert not (indexed_home / "models" / STATE).exists()
+
+
+def _background_processes(cache: Path) -> list[int]:
+    """Pids of the background model processes serving ``cache``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if (
+                b"ragwright.adapters.chatmodels.resident" in command
+                and str(cache).encode() in command
+            ):
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.slow
+def test_the_background_model_exits_by_itself_after_its_idle_timeout(
+    indexed_home: Path,
+) -> None:
+    cache = indexed_home / "models"
+    ragwright(*QUESTION, home=indexed_home, check=True, RAGWRIGHT_CHAT_KEEP_WARM="2")
+    # It was started (its log exists), and with a 2 s timeout it ends soon after the
+    # command (maybe already): wait for that, bounded against a hang.
+    assert (cache / LOG).exists()
+    give_up = time.monotonic() + 120
+    while _background_processes(cache) and time.monotonic() < give_up:
+        time.sleep(0.2)
+    assert _background_processes(cache) == []
+    assert read_resident(cache) is None
+    assert not (cache / STATE).exists()
+
+
+@pytest.mark.slow
+def test_keep_warm_zero_starts_the_model_inside_the_command_only(
+    indexed_home: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    shutil.copytree(indexed_home, home, ignore=shutil.ignore_patterns("models"))
+    ragwright(*QUESTION, home=home, check=True, RAGWRIGHT_CHAT_KEEP_WARM="0")
+    # The model ran in the command (its verified file is in the cache) and nothing was
+    # started beside it.
+    assert (home / "models" / GGUF_NAME).exists()
+    assert not (home / "models" / LOG).exists()
+    assert _background_processes(home / "models") == []
+    assert _status(home) == {"running": False}
+
+
+def test_a_record_whose_process_is_gone_is_not_a_running_model(tmp_path: Path) -> None:
+    cache = tmp_path / "models"
+    cache.mkdir()
+    # A pid no process has: the record of a background model that was killed.
+    (cache / STATE).write_text(
+        json.dumps(
+            {
+                "pid": 2**22 + 17,
+                "base_url": "http://127.0.0.1:9",
+                "model_sha256": "x",
+                "context_tokens": 4096,
+                "idle_timeout": 600,
+                "started_at": 0,
+            }
+        ),
+        "utf-8",
+    )
+    touch_lease(cache, time.time())
+    assert read_resident(cache) is None
+    assert _status(tmp_path) == {"running": False}
+    (cache / LEASE).unlink()
+
+
+def test_stop_without_a_background_model_says_so(tmp_path: Path) -> None:
+    result = ragwright("model", "stop", home=tmp_path, check=True)
+    assert result.stdout.strip() == "background model: not running"
