@@ -31,6 +31,10 @@ demo: $(STAMP)
 	@# The persisted thresholds (retrieval and answerability) stop an unsupported question:
 	@# no eligible evidence, or insufficient, and no model call.
 	RAGWRIGHT_HOME=.ragwright/demo $(BIN)/ragwright ask "How do I rotate the database password?" --type runbook --type note
+	@echo
+	@echo "The demo's index lives in .ragwright/demo; to go on with it:"
+	@echo "  export RAGWRIGHT_HOME=$(CURDIR)/.ragwright/demo"
+	@echo "  $(BIN)/ragwright status"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

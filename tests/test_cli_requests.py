@@ -354,7 +354,12 @@ def test_eval_run_compare_without_report_is_refused_naming_compare(invoke: Any) 
 
 
 @pytest.mark.parametrize(
-    "argv", [("ingest", "a.md", "--progress"), ("eval", "calibrate", CASES, "--progress")]
+    "argv",
+    [
+        ("ingest", "a.md", "--progress"),
+        ("eval", "calibrate", CASES, "--progress"),
+        ("eval", "run", CASES, "--answers", "--progress"),
+    ],
 )
 def test_progress_flag_forces_line_progress(invoke: Any, argv: tuple[str, ...]) -> None:
     display = invoke(*argv).extra["progress"]

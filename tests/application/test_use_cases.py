@@ -687,6 +687,16 @@ def test_the_answer_style_reaches_every_answer(home: Path, tmp_path: Path) -> No
     assert run["cases"][0]["answer"]["style"] == "evidence"
 
 
+def test_an_answer_run_reports_its_progress_one_answer_at_a_time(
+    home: Path, tmp_path: Path
+) -> None:
+    app = _app(home, answer_support_check=False)
+    events: list[tuple[str, int]] = []
+    request = EvaluateRequest(Dataset(_answer_run_dataset(tmp_path)), answers=True)
+    app.evaluate(replace(request, style="evidence"), progress=lambda e, n: events.append((e, n)))
+    assert events == [("answers", 2), ("answered", 1), ("answered", 1)]
+
+
 def test_a_style_without_answers_is_refused() -> None:
     with pytest.raises(RequestError, match="style"):
         EvaluateRequest(Dataset(CASES), style="quoted")

@@ -1105,7 +1105,9 @@ class Application:
 
     # --- evaluation -----------------------------------------------------------------
 
-    def evaluate(self, request: EvaluateRequest) -> EvaluateResult:
+    def evaluate(
+        self, request: EvaluateRequest, *, progress: ProgressCallback | None = None
+    ) -> EvaluateResult:
         """Score retrieval on labelled cases (and with ``request.answers`` their answers);
         persist the run (and its HTML report, compared with ``request.compare`` when given:
         that run is loaded before anything runs).
@@ -1157,7 +1159,7 @@ class Application:
         finally:
             index.close()
         if request.answers:
-            rows = asyncio.run(self._answer_cases(cases, request, config))
+            rows = asyncio.run(self._answer_cases(cases, request, config, progress))
             attach_answers(record, cases, rows, style=self.answer_style(request.style))
         directory = save_run(record, self.settings.home)
         report_path = None
@@ -1177,15 +1179,24 @@ class Application:
         )
 
     async def _answer_cases(
-        self, cases: list[EvalCase], request: EvaluateRequest, config: EvalConfig
+        self,
+        cases: list[EvalCase],
+        request: EvaluateRequest,
+        config: EvalConfig,
+        progress: ProgressCallback | None = None,
     ) -> list[dict[str, Any]]:
         """Answer every case in turn (one local model at a time) and score the outcome;
         a provider failure or a broken answer contract is recorded as an ``error``
-        outcome, not the run's end."""
+        outcome, not the run's end. ``progress`` hears ``("answers", total)`` and then
+        ``("answered", 1)`` per case."""
         rows = []
+        if progress is not None:
+            progress("answers", len(cases))
         async with self.chat_kept_open():
             for case in cases:
                 rows.append(await self._answer_case(case, request, config))
+                if progress is not None:
+                    progress("answered", 1)
         return rows
 
     async def _answer_case(

@@ -118,34 +118,42 @@ def eval_run(
             "(default: the configured one).",
         ),
     ] = None,
+    progress: ShowProgress = False,
     as_json: AsJson = False,
 ) -> None:
-    """Run an evaluation and persist it under RAGWRIGHT_HOME/evaluations/<execution-id>/."""
+    """Run an evaluation and persist it under RAGWRIGHT_HOME/evaluations/<execution-id>/.
+
+    With --answers the questions are answered one after another: a terminal shows a
+    progress bar (count, rate, time left), --progress prints a line every few seconds
+    elsewhere."""
     from ragwright.application import EvaluateRequest
     from ragwright.cli.common import application, thresholds_line
+    from ragwright.cli.progress import ProgressDisplay
 
     check_choice(mode, MODES, "--mode")
     if style is not None:
         check_choice(style, ANSWER_STYLES, "--style")
         if not answers:
             raise typer.BadParameter("applies only with --answers", param_hint="--style")
-    result = application().evaluate(
-        EvaluateRequest(
-            dataset=_dataset(dataset, beir, split),
-            mode=cast(Any, mode),
-            ks=_cutoffs(ks),
-            evidence=evidence_filter(types, states, None, chunking_version),
-            tenant=tenant,
-            thresholds=threshold_overrides(
-                threshold_dense, threshold_sparse, threshold_fusion, threshold_rerank
+    with ProgressDisplay(force_lines=progress) as display:
+        result = application().evaluate(
+            EvaluateRequest(
+                dataset=_dataset(dataset, beir, split),
+                mode=cast(Any, mode),
+                ks=_cutoffs(ks),
+                evidence=evidence_filter(types, states, None, chunking_version),
+                tenant=tenant,
+                thresholds=threshold_overrides(
+                    threshold_dense, threshold_sparse, threshold_fusion, threshold_rerank
+                ),
+                with_text=with_text,
+                report=report,
+                compare=compare,
+                answers=answers,
+                style=cast(Any, style),
             ),
-            with_text=with_text,
-            report=report,
-            compare=compare,
-            answers=answers,
-            style=cast(Any, style),
+            progress=display,
         )
-    )
     if as_json:
         print_json(result.to_dict())
         return

@@ -25,14 +25,16 @@ from rich.progress import (
 
 # A total starts a phase (named after its unit); the advancing events count its work:
 # ingestion's chunks (unchanged or embedded), calibration's questions retrieved and then
-# threshold combinations swept, then questions scored for the answerability signal.
+# threshold combinations swept, then questions scored for the answerability signal;
+# an answer run's questions answered.
 TOTALS = {
     "plan": "chunks",
     "questions": "questions",
     "combinations": "combinations",
     "signals": "answerability signals",
+    "answers": "answers",
 }
-ADVANCING = frozenset({"unchanged", "embedded", "retrieved", "swept", "scored"})
+ADVANCING = frozenset({"unchanged", "embedded", "retrieved", "swept", "scored", "answered"})
 
 
 class ProgressDisplay:
