@@ -604,3 +604,13 @@ def test_ingest_skip_invalid_leaves_out_empty_beir_documents_and_lists_them(
             "reason": "section 'text' has no paragraphs",
         }
     ]
+
+
+def test_read_commands_write_nothing_to_the_index(indexed_home: Path) -> None:
+    contract = next(indexed_home.rglob("contract.json"))
+    before = contract.stat()
+    for command in (("status",), ("search", "drain the queue", "--k", "2"), ("verify",)):
+        ragwright(*command, home=indexed_home, check=True)
+    after = contract.stat()
+    # Rewritten atomically, the file would have a new inode and modification time.
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)

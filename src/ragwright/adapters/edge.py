@@ -140,6 +140,7 @@ class EdgeIndex:
     def _open(self, expected: CollectionContract, add_chunking_version: bool) -> CollectionContract:
         shard_path = self.path / "shard"
         contract_path = self.path / "contract.json"
+        stored: CollectionContract | None = None
         if contract_path.exists():
             stored = self._stored_contract(contract_path)
             contract = reconcile_contract(
@@ -162,7 +163,9 @@ class EdgeIndex:
                 self._shard = qe.EdgeShard.create(str(shard_path), _edge_config(expected))
             contract = expected
         self._ensure_payload_indexes()
-        _write_json_atomically(contract_path, contract_to_metadata(contract))
+        # Only a new or changed contract is written: opening to read writes nothing.
+        if stored is None or contract_to_metadata(stored) != contract_to_metadata(contract):
+            _write_json_atomically(contract_path, contract_to_metadata(contract))
         return contract
 
     def _stored_contract(self, contract_path: Path) -> CollectionContract:
