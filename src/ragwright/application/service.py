@@ -50,6 +50,7 @@ from ragwright.application.drafts import (
     input_version,
     question_key,
 )
+from ragwright.application.grants import check_stored
 from ragwright.application.ingest_queue import (
     IngestQueue,
     ItemResult,
@@ -290,6 +291,8 @@ class Application:
             rebuild=request.rebuild,
         )
         try:
+            if request.grant is not None:  # before any write: what the run would replace
+                check_stored(index, request.tenant, request.documents, request.grant)
             with deadline_bound(run_deadline):
                 report = ingest(
                     documents,
@@ -299,6 +302,7 @@ class Application:
                     index=index,
                     prune=request.prune,
                     tenants=() if request.tenant is None else (request.tenant,),
+                    prune_within=() if request.grant is None else request.grant.prune_filter(),
                     batch_size=self.settings.batch_size,
                     progress=progress,
                     # Drafts citing a changed document go as each batch is verified.

@@ -45,10 +45,10 @@ from ragwright.application.callers import (
     answer_request_for,
     search_request_for,
 )
+from ragwright.application.grants import OutsideGrant, write_grant_for
 from ragwright.application.job_runner import JobRunner
 from ragwright.application.jobs import BatchLimits
 from ragwright.application.keys import ApiKey
-from ragwright.core.documents import validate_document
 from ragwright.deadline import Deadline, deadline_scope
 from ragwright.errors import (
     AnswerContractError,
@@ -65,6 +65,12 @@ from ragwright.errors import (
     VectorIndexError,
 )
 from ragwright.service.admission import Admission, Permit
+from ragwright.service.ingestions import (
+    documents_of,
+    ingestion_summary,
+    outside_grant_problem,
+    place_of,
+)
 from ragwright.service.jobs import job_routes
 from ragwright.service.model_health import RECHECK_SECONDS, ModelHealth
 from ragwright.service.problems import (
@@ -80,7 +86,6 @@ from ragwright.service.problems import (
 from ragwright.service.schemas import AnswerBody, IngestBody, SearchBody
 from ragwright.service.streaming import answer_stream
 from ragwright.threads import run_in_thread
-from ragwright.types import SourceDocument, SourceSection
 
 logger = logging.getLogger("ragwright.service")
 T = TypeVar("T")
@@ -429,9 +434,12 @@ def create_app(
         body: IngestBody, key: Annotated[ApiKey, Depends(caller("ingest"))]
     ) -> JSONResponse:
         """Ingest documents of the caller's tenant while queries go on; returns the run's
-        summary (the shape of ``ragwright ingest --json``). ``prune`` deletes only this
-        tenant's documents missing from the request. One ingestion at a time (409)."""
-        documents = documents_of(body, key, key.types or settings.document_types)
+        summary (the shape of ``ragwright ingest --json`` without ``shared_ids``). Writes
+        stay within the key's grant (allowlist, types, states; else 403) and ``prune``
+        deletes only this tenant's documents within it that are missing from the
+        request. One ingestion at a time (409)."""
+        grant = write_grant_for(key)
+        documents = documents_of(body, key.tenant, grant, settings.document_types)
         if ingesting.locked():
             raise Problem(
                 409,
@@ -439,7 +447,9 @@ def create_app(
                 "An ingestion is running",
                 "this service runs one ingestion at a time; submit again when it ends",
             )
-        request = IngestRequest((), documents=documents, tenant=key.tenant, prune=body.prune)
+        request = IngestRequest(
+            (), documents=documents, tenant=key.tenant, prune=body.prune, grant=grant
+        )
 
         def ingest() -> IngestResult:
             try:
@@ -447,6 +457,8 @@ def create_app(
             except (DocumentError, ChunkingError, InputTooLong) as error:
                 # Refused by the validation pass, before anything is written.
                 raise ingestion_input_problem(error, body) from error
+            except OutsideGrant as error:  # it would replace a stored document outside it
+                raise outside_grant_problem(error, place_of(error.document_id, body)) from error
 
         async with ingesting:
             # Not cancelled with the client: a run is resumable, but stopping it halfway
@@ -459,7 +471,7 @@ def create_app(
             result.embedded,
             result.deleted,
         )
-        return JSONResponse(result.to_dict())
+        return JSONResponse(ingestion_summary(result))
 
     def build_answer_request(body: AnswerBody, key: ApiKey, deadline: float) -> AnswerRequest:
         return checked(
@@ -533,44 +545,6 @@ async def stopped(stop: asyncio.Event, dispatching: asyncio.Task[None]) -> None:
     stop is claimed again once its lease expires)."""
     stop.set()
     await dispatching
-
-
-def documents_of(
-    body: IngestBody, key: ApiKey, document_types: tuple[str, ...]
-) -> tuple[SourceDocument, ...]:
-    """The body's documents validated by the core rules, each of the key's tenant; a
-    document outside the key's allowlist or its types is refused (the key's scope applies
-    to writes as strictly as to reads)."""
-    documents = []
-    for index, item in enumerate(body.documents):
-        if key.documents and item.document_id not in key.documents:
-            raise Problem(
-                403,
-                "outside-allowlist",
-                "Not allowed",
-                f"documents[{index}].document_id: {item.document_id!r} is outside this "
-                "key's allowlist",
-            )
-        try:
-            documents.append(
-                validate_document(
-                    document_id=item.document_id,
-                    title=item.title,
-                    document_type=item.document_type,
-                    publication_state=item.publication_state,
-                    sections=[
-                        SourceSection(s.section_id, s.heading, tuple(s.paragraphs))
-                        for s in item.sections
-                    ],
-                    revision=item.revision,
-                    source_uri=item.source_uri or "",
-                    tenant=key.tenant,
-                    document_types=document_types,
-                )
-            )
-        except DocumentError as error:
-            raise invalid_field(f"documents[{index}].{error.field}", error.rule) from error
-    return tuple(documents)
 
 
 def ingestion_input_problem(
