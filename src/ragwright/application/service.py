@@ -1059,8 +1059,13 @@ class Application:
         an index built under another contract (:class:`ContractMismatch`: the settings
         describe a different embedding or BM25 profile). Returns the problems the service
         can start with and report through readiness (no index yet, a damaged index).
+        The API key and answer-job stores are opened (a ``RAGWRIGHT_DATABASE_URL`` that
+        cannot be parsed is a :class:`ConfigError`, a server that does not answer a
+        :class:`StorageError`, one line each, never the password).
         """
         self.templates()
+        self.components.key_store()
+        self.jobs()
         self.components.embedder()
         version = self.chunking_policy().version
         try:
