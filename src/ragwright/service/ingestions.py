@@ -11,18 +11,94 @@ names other tenants holding the same ids) is the operator's, from the command li
 
 from __future__ import annotations
 
+import email.message
+import json
 from typing import Any
+
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
 
 from ragwright.application import IngestResult
 from ragwright.application.grants import OutsideGrant, WriteGrant, check_documents
 from ragwright.core.documents import validate_document
 from ragwright.errors import DocumentError
-from ragwright.service.problems import Problem, invalid_field
+from ragwright.service.problems import Problem, invalid_field, malformed_body
 from ragwright.service.schemas import IngestBody
 from ragwright.types import SourceDocument, SourceSection
 
 # Fields of the run's summary that describe documents outside the caller's grant.
 OPERATOR_ONLY_FIELDS = ("shared_ids",)
+# The route reads its body itself (to parse it off the event loop): its schema is
+# declared here and added to the components by :func:`document_ingest_body`.
+INGEST_BODY_OPENAPI: dict[str, Any] = {
+    "requestBody": {
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/IngestBody"}}},
+        "required": True,
+    }
+}
+
+
+def document_ingest_body(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` (the OpenAPI document) with :class:`IngestBody` and its parts in its
+    components, as the framework adds a body it parses itself."""
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    definition = IngestBody.model_json_schema(ref_template="#/components/schemas/{model}")
+    components.update(definition.pop("$defs", {}))
+    components["IngestBody"] = definition
+    return schema
+
+
+def read_ingestion(
+    raw: bytes,
+    content_type: str | None,
+    tenant: str | None,
+    grant: WriteGrant,
+    document_types: tuple[str, ...],
+) -> tuple[IngestBody, tuple[SourceDocument, ...]]:
+    """The body and its validated documents (:func:`parse_ingest_body`,
+    :func:`documents_of`): CPU work the route runs in a worker thread."""
+    body = parse_ingest_body(raw, content_type)
+    return body, documents_of(body, tenant, grant, document_types)
+
+
+def parse_ingest_body(raw: bytes, content_type: str | None) -> IngestBody:
+    """``raw`` as :class:`IngestBody`, refused as the framework refuses a body it parses:
+    not JSON is 400, a JSON body sent under another content type 415, a field breaking
+    the schema 422 (a :class:`RequestValidationError` the problem handlers render).
+    """
+    if not raw:
+        raise _invalid([{"type": "missing", "loc": ("body",), "msg": "Field required"}])
+    data: Any = raw
+    if content_type is not None and _is_json(content_type):
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as error:
+            raise _invalid(
+                [{"type": "json_invalid", "loc": ("body", error.pos), "msg": "JSON decode error"}]
+            ) from None
+        except UnicodeDecodeError:
+            raise malformed_body("not JSON (the body cannot be decoded)") from None
+    try:
+        return IngestBody.model_validate(data)
+    except ValidationError as error:
+        errors = [
+            {"type": e["type"], "loc": ("body", *e["loc"]), "msg": e["msg"]}
+            for e in error.errors(include_url=False)
+        ]
+        raise _invalid(errors) from None
+
+
+def _is_json(content_type: str) -> bool:
+    message = email.message.Message()
+    message["content-type"] = content_type
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (
+        subtype == "json" or subtype.endswith("+json")
+    )
+
+
+def _invalid(errors: list[dict[str, Any]]) -> RequestValidationError:
+    return RequestValidationError(errors)
 
 
 def documents_of(

@@ -50,7 +50,7 @@ def job_routes(
     @router.post(
         "/v1/answer-jobs",
         status_code=202,
-        responses=problem_responses(400, 401, 403, 409, 415, 422, 503),
+        responses=problem_responses(400, 401, 403, 409, 413, 415, 422, 503),
     )
     async def submit(
         body: AnswerBody,
