@@ -227,6 +227,19 @@ class Settings(BaseSettings):
         description="Interactive requests in progress at once per tenant in one process; "
         "excess gets 429 at once. Unset: only the process limit applies.",
     )
+    serve_max_body: int = Field(
+        4 * 1024 * 1024,
+        gt=0,
+        description="Largest request body, in bytes, the service reads for an answer, "
+        "search or answer job (4 MiB holds the longest valid history); a larger one gets "
+        "413 before it is read past the limit.",
+    )
+    serve_max_ingest_body: int = Field(
+        64 * 1024 * 1024,
+        gt=0,
+        description="Largest request body, in bytes, of POST /v1/ingestions; a larger one "
+        "gets 413 before it is read past the limit.",
+    )
     answer_support_check: bool = Field(
         True,
         description="Check every answer against its cited evidence; an unsupported one "

@@ -952,3 +952,46 @@ def test_a_job_store_outage_on_submit_is_503_jobs_unavailable_and_nothing_is_acc
     assert response.json()["type"] == "/problems/jobs-unavailable"
     assert "submit again with the same Idempotency-Key" in response.json()["detail"]
     assert down.calls == 1
+
+
+# --- replays under the replaying key's eligibility ---------------------------------------
+
+
+def test_a_replayed_submission_passes_the_same_visibility_check_as_a_read(
+    make_service: Callable[..., Service], client_for: Client, tmp_path: Any
+) -> None:
+    """Replaying another key's Idempotency-Key with the same body must not hand over a
+    result that a GET of the job refuses: outside the allowlist, or citing a document
+    that is a draft since."""
+    service = make_service(job_workers=1)
+    alice = service.key("alice")
+    narrow = service.key("narrow", documents=("refund-policy",))
+    client = client_for(service)
+    job_id = submit(client, alice, key="shared").json()["id"]
+    done = wait_for_state(client, alice, job_id, "succeeded", "failed")
+    assert done["state"] == "succeeded", done
+    assert client.get(f"/v1/answer-jobs/{job_id}", headers=bearer(narrow)).status_code == 403
+    replayed = submit(client, narrow, key="shared")
+    assert replayed.status_code == 403, replayed.text
+    assert replayed.json()["type"] == "/problems/outside-allowlist"
+    assert "result" not in replayed.json() and "Drain" not in replayed.text
+    # The submitter's own replay, once a cited document is a draft: refused like its GET.
+    cited = {c["document_id"] for c in done["result"]["citations"]}
+    edited = tmp_path / "drafted"
+    edited.mkdir()
+    for source in CORPUS.glob("*.md"):
+        text = source.read_text()
+        if any(f"document_id: {d}\n" in text for d in cited):
+            text = text.replace("publication_state: published", "publication_state: draft")
+        (edited / source.name).write_text(text)
+    service.application.ingest(IngestRequest((edited,)))
+    read = client.get(f"/v1/answer-jobs/{job_id}", headers=bearer(alice))
+    assert read.status_code == 403 and read.json()["type"] == "/problems/not-eligible"
+    replayed = submit(client, alice, key="shared")
+    assert replayed.status_code == 403, replayed.text
+    assert replayed.json()["type"] == "/problems/not-eligible"
+    # A replay the reader may see is still the same job.
+    wider = service.key("wider", states=("published", "draft"))
+    again = submit(client, wider, key="shared")
+    assert again.status_code == 202 and again.json()["replayed"] is True
+    assert again.json()["id"] == job_id

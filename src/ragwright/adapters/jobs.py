@@ -49,7 +49,7 @@ import psycopg_pool
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 
-from ragwright.adapters.pg import RecoveringPool
+from ragwright.adapters.pg import RecoveringPool, probe
 from ragwright.adapters.sqlite import BUSY_TIMEOUT, SqliteFile
 from ragwright.application.jobs import AnswerJob, BatchLimits, JobCounts, Submitted
 from ragwright.errors import IdempotencyConflict, JobNotFound, RequestError, StorageError
@@ -517,10 +517,8 @@ class PostgresJobStore(_SqlJobStore):
         self.schema = schema
         self._table = f"{schema}.answer_jobs"
         self._timeout = connect_timeout
-        try:
-            parts = conninfo_to_dict(url)
-        except psycopg.ProgrammingError as error:
-            raise StorageError("RAGWRIGHT_DATABASE_URL", f"not a connection URL: {error}") from None
+        probe(url, what="answer job", timeout=connect_timeout)
+        parts = conninfo_to_dict(url)
         self._where = "postgresql://{}:{}/{}".format(
             parts.get("host", "localhost"), parts.get("port", 5432), parts.get("dbname", "")
         )

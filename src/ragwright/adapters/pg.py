@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
 
-from ragwright.errors import StorageError
+from ragwright.errors import ConfigError, StorageError
 
+# The setting every PostgreSQL store's URL comes from (errors name it).
+DATABASE_SETTING = "RAGWRIGHT_DATABASE_URL"
 # Connections per process and store: the stores run one short statement group per call.
 POOL_MAX_SIZE = 4
 # How long opening the pool, or a call waiting for a connection, may take, seconds.
@@ -60,14 +64,72 @@ def redacted(url: str) -> str:
     """``url`` without user, password or query (errors and logs name the server only)."""
     parts = urlsplit(url)
     host = parts.hostname or ""
-    where = f"{host}:{parts.port}" if parts.port else host
+    try:
+        port = parts.port
+    except ValueError:  # not a number: libpq refuses it, and it is no secret
+        port = None
+    where = f"{host}:{port}" if port else host
     return f"{parts.scheme}://{where}{parts.path}"
+
+
+def check_url(url: str) -> dict[str, Any]:
+    """The connection parameters ``url`` holds (libpq's parse).
+
+    Raises:
+        ConfigError: naming ``RAGWRIGHT_DATABASE_URL`` when libpq cannot parse it (a bad
+            percent-escape, an unknown parameter). Neither the URL nor libpq's message is
+            repeated: both may hold the password.
+    """
+    try:
+        return conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        raise ConfigError(
+            DATABASE_SETTING,
+            "not a valid PostgreSQL connection URL (postgresql://user:password@host:port/"
+            "database; a '%' in the user or password must start a two-hex-digit escape "
+            "such as %25); the URL is not shown because it holds the password",
+        ) from None
+
+
+def probe(url: str, *, what: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """One connection, closed at once: the server answers and accepts the credentials.
+
+    A pool would retry for its whole timeout, logging every attempt (with libpq's message,
+    which may quote the URL); one attempt gives the caller one line.
+
+    Raises:
+        ConfigError: the URL cannot be parsed (:func:`check_url`).
+        StorageError: naming the setting and the server (no credentials) when no
+            connection opens within ``timeout``, with libpq's reason (the password, should
+            it appear, replaced by ``***``).
+    """
+    parts = check_url(url)
+    try:
+        with psycopg.connect(url, connect_timeout=max(1, round(timeout))):
+            pass
+    except psycopg.Error as error:
+        reason = _first_line(str(error)) or type(error).__name__
+        raise StorageError(
+            f"{DATABASE_SETTING} ({redacted(url)})",
+            f"cannot open the {what} store in PostgreSQL: {_scrubbed(reason, parts)}",
+        ) from None
+
+
+def _first_line(message: str) -> str:
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+def _scrubbed(message: str, parts: dict[str, Any]) -> str:
+    password = str(parts.get("password") or "")
+    return message.replace(password, "***") if password else message
 
 
 def open_pool(url: str, schema: str, *, what: str) -> ConnectionPool:
     """A pool whose connections resolve unqualified names in ``schema``.
 
     Raises:
+        ConfigError: the URL cannot be parsed (naming ``RAGWRIGHT_DATABASE_URL``).
         StorageError: naming ``schema`` when it is not a plain lower-case identifier, or
             the server (without credentials) when no connection opens in time.
     """
@@ -76,6 +138,7 @@ def open_pool(url: str, schema: str, *, what: str) -> ConnectionPool:
             redacted(url),
             f"schema {schema!r} must be a lower-case identifier (letters, digits, _)",
         )
+    probe(url, what=what)
     pool = RecoveringPool(
         url,
         min_size=1,
@@ -97,8 +160,9 @@ def open_pool(url: str, schema: str, *, what: str) -> ConnectionPool:
     except (PoolTimeout, psycopg.Error) as error:
         pool.close()
         raise StorageError(
-            redacted(url), f"cannot open the {what} store in PostgreSQL: {error}"
-        ) from error
+            f"{DATABASE_SETTING} ({redacted(url)})",
+            f"cannot open the {what} store in PostgreSQL: {type(error).__name__}",
+        ) from None
     return pool
 
 

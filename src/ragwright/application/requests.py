@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ragwright.application.grants import WriteGrant
 from ragwright.application.keys import ApiKey, check_grant
 from ragwright.chat.contract import ChatMessage
 from ragwright.core.answers import ANSWER_STYLES, AnswerStyle
@@ -241,6 +242,8 @@ class IngestRequest:
     (the recovery for a damaged index); it is refused, leaving the index as it is, when
     the sources hold no documents or any invalid one. ``documents`` (already validated,
     e.g. sent to the HTTP service) are ingested instead of reading ``sources``.
+    ``grant`` (the HTTP service's, from the caller's key) bounds what the run may write,
+    replace and prune (:mod:`ragwright.application.grants`); ``None``: the operator's run.
     """
 
     sources: tuple[Path, ...]
@@ -253,6 +256,7 @@ class IngestRequest:
     tenant: str | None = None
     rebuild: bool = False
     documents: tuple[SourceDocument, ...] = ()
+    grant: WriteGrant | None = None
 
     def __post_init__(self) -> None:
         if self.documents and self.sources:

@@ -50,6 +50,7 @@ from ragwright.application.drafts import (
     input_version,
     question_key,
 )
+from ragwright.application.grants import check_stored
 from ragwright.application.ingest_queue import (
     IngestQueue,
     ItemResult,
@@ -290,6 +291,8 @@ class Application:
             rebuild=request.rebuild,
         )
         try:
+            if request.grant is not None:  # before any write: what the run would replace
+                check_stored(index, request.tenant, request.documents, request.grant)
             with deadline_bound(run_deadline):
                 report = ingest(
                     documents,
@@ -299,6 +302,7 @@ class Application:
                     index=index,
                     prune=request.prune,
                     tenants=() if request.tenant is None else (request.tenant,),
+                    prune_within=() if request.grant is None else request.grant.prune_filter(),
                     batch_size=self.settings.batch_size,
                     progress=progress,
                     # Drafts citing a changed document go as each batch is verified.
@@ -1055,8 +1059,13 @@ class Application:
         an index built under another contract (:class:`ContractMismatch`: the settings
         describe a different embedding or BM25 profile). Returns the problems the service
         can start with and report through readiness (no index yet, a damaged index).
+        The API key and answer-job stores are opened (a ``RAGWRIGHT_DATABASE_URL`` that
+        cannot be parsed is a :class:`ConfigError`, a server that does not answer a
+        :class:`StorageError`, one line each, never the password).
         """
         self.templates()
+        self.components.key_store()
+        self.jobs()
         self.components.embedder()
         version = self.chunking_policy().version
         try:

@@ -265,7 +265,7 @@ def ingest(
     )
     where = f" (through {server})" if server else ""
     print(f"scope: tenants {tenants}; {action} {' '.join(data['sources'])}{where}")
-    for shared in data["shared_ids"]:
+    for shared in data.get("shared_ids", ()):  # the operator's report only, not HTTP
         others = ", ".join(_tenant_name(t) for t in shared["other_tenants"])
         print(
             f"  {shared['document_id']!r} ({_tenant_name(shared['tenant'])}) is also indexed "

@@ -141,6 +141,7 @@ class RunPlan:
     encoded_avgdl: float | None
     prune: bool
     shared_in_run: frozenset[str] = frozenset()
+    prune_within: tuple[FieldMatch, ...] = ()
 
     @property
     def documents(self) -> int:
@@ -177,6 +178,7 @@ def ingest(
     index: VectorIndex,
     prune: bool = False,
     tenants: Collection[str | None] = (),
+    prune_within: tuple[FieldMatch, ...] = (),
     batch_size: int = 64,
     document_batch: int = DOCUMENT_BATCH,
     progress: ProgressCallback | None = None,
@@ -206,6 +208,8 @@ def ingest(
             are not in ``documents``.
         tenants: tenants in the run's scope besides those of ``documents`` (``None``
             stands for untenanted documents); other tenants' documents are never touched.
+        prune_within: payload conditions a stored document must also meet to be pruned
+            (a caller's grant: its allowlist, types, states); the others are kept.
         batch_size: chunks per embedding call and per upsert.
         document_batch: documents per change-detection scan and per writing batch.
         progress: receives (event, count) pairs for progress display.
@@ -234,6 +238,7 @@ def ingest(
         index=index,
         prune=prune,
         tenants=tenants,
+        prune_within=prune_within,
         document_batch=document_batch,
         progress=progress,
     )
@@ -269,6 +274,7 @@ def prepare_run(
     index: VectorIndex,
     prune: bool = False,
     tenants: Collection[str | None] = (),
+    prune_within: tuple[FieldMatch, ...] = (),
     document_batch: int = DOCUMENT_BATCH,
     progress: ProgressCallback | None = None,
 ) -> RunPlan:
@@ -353,6 +359,7 @@ def prepare_run(
         encoded_avgdl=encoded_avgdl,
         prune=prune,
         shared_in_run=frozenset(shared_in_run),
+        prune_within=prune_within,
     )
 
 
@@ -422,7 +429,8 @@ def finish_run(
 
 
 def _stale_documents(index: VectorIndex, run: RunPlan) -> dict[DocumentKey, list[uuid.UUID]]:
-    """Stored documents of the run's tenants that the run does not hold.
+    """Stored documents of the run's tenants that the run does not hold (and that meet
+    the run's ``prune_within`` conditions).
 
     The stored documents come from a facet of ``document_id`` per tenant in scope (the
     payload index, no payload read); only the stale documents' points are scrolled,
@@ -432,7 +440,7 @@ def _stale_documents(index: VectorIndex, run: RunPlan) -> dict[DocumentKey, list
     version = FieldMatch("chunking_version", (run.chunking_version,))
     stale: dict[DocumentKey, list[uuid.UUID]] = {}
     for tenant in run.scope:
-        owner = _tenant_filter(tenant, version)
+        owner = _tenant_filter(tenant, version, *run.prune_within)
         stored = [d for d in index.facet("document_id", owner) if isinstance(d, str)]
         gone = sorted(d for d in stored if (tenant, d) not in run.keys)
         for ids in batched(gone, DOCUMENT_BATCH):

@@ -45,10 +45,10 @@ from ragwright.application.callers import (
     answer_request_for,
     search_request_for,
 )
+from ragwright.application.grants import OutsideGrant, write_grant_for
 from ragwright.application.job_runner import JobRunner
 from ragwright.application.jobs import BatchLimits
 from ragwright.application.keys import ApiKey
-from ragwright.core.documents import validate_document
 from ragwright.deadline import Deadline, deadline_scope
 from ragwright.errors import (
     AnswerContractError,
@@ -65,7 +65,17 @@ from ragwright.errors import (
     VectorIndexError,
 )
 from ragwright.service.admission import Admission, Permit
+from ragwright.service.authentication import authenticated, gated_key
+from ragwright.service.ingestions import (
+    INGEST_BODY_OPENAPI,
+    document_ingest_body,
+    ingestion_summary,
+    outside_grant_problem,
+    place_of,
+    read_ingestion,
+)
 from ragwright.service.jobs import job_routes
+from ragwright.service.limits import BodyGate
 from ragwright.service.model_health import RECHECK_SECONDS, ModelHealth
 from ragwright.service.problems import (
     INTERACTIVE_ERRORS,
@@ -80,14 +90,13 @@ from ragwright.service.problems import (
 from ragwright.service.schemas import AnswerBody, IngestBody, SearchBody
 from ragwright.service.streaming import answer_stream
 from ragwright.threads import run_in_thread
-from ragwright.types import SourceDocument, SourceSection
+from ragwright.types import SourceDocument
 
 logger = logging.getLogger("ragwright.service")
 T = TypeVar("T")
 
 # How often a waiting request checks whether its client is still connected.
 DISCONNECT_POLL = 0.25
-REALM = 'Bearer realm="ragwright"'
 
 
 @dataclass
@@ -99,6 +108,11 @@ class ServiceState:
     model: ModelHealth = field(default_factory=ModelHealth)
     started_at: float = field(default_factory=time.time)
     runner: JobRunner | None = None
+    # Parses and validates an ingestion's body (in a worker thread); tests substitute
+    # one that records when it runs.
+    ingestion_reader: Callable[..., tuple[IngestBody, tuple[SourceDocument, ...]]] = field(
+        default=read_ingestion
+    )
 
 
 def create_app(
@@ -182,8 +196,13 @@ def create_app(
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             app.openapi_schema = document_problems(
-                get_openapi(
-                    title=app.title, version=app.version, summary=app.summary, routes=app.routes
+                document_ingest_body(
+                    get_openapi(
+                        title=app.title,
+                        version=app.version,
+                        summary=app.summary,
+                        routes=app.routes,
+                    )
                 )
             )
         return app.openapi_schema
@@ -193,38 +212,13 @@ def create_app(
 
     def caller(scope: str) -> Callable[..., Awaitable[ApiKey]]:
         async def authenticate(
+            request: Request,
             credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
         ) -> ApiKey:
-            if credentials is None:
-                raise Problem(
-                    401,
-                    "unauthenticated",
-                    "Authentication required",
-                    "send an API key as 'Authorization: Bearer <key>'",
-                    headers={"WWW-Authenticate": REALM},
-                )
-            try:
-                # Off the event loop: with keys in PostgreSQL a call may wait for the
-                # server (connect_timeout) while every other request must go on.
-                key = await asyncio.to_thread(application.authenticate, credentials.credentials)
-            except StorageError as error:
-                # The key store is down (a PostgreSQL restart): no caller can be checked
-                # now, which is the service's condition, not a bug or the caller's fault.
-                raise Problem(
-                    503,
-                    "keys-unavailable",
-                    "Callers cannot be authenticated now",
-                    f"the API key store is unavailable ({type(error).__name__}); "
-                    "nothing was done: retry",
-                ) from error
-            if key is None:
-                raise Problem(
-                    401,
-                    "invalid-key",
-                    "Invalid API key",
-                    "the API key is unknown or revoked",
-                    headers={"WWW-Authenticate": f'{REALM}, error="invalid_token"'},
-                )
+            # A request with a body was authenticated by the body gate before it was read.
+            key = gated_key(request.scope.get("state")) or await authenticated(
+                application, None if credentials is None else credentials.credentials
+            )
             if not key.allows(scope):
                 raise Problem(
                     403,
@@ -237,6 +231,14 @@ def create_app(
 
         return authenticate
 
+    app.add_middleware(
+        BodyGate,
+        authenticate=lambda token: authenticated(application, token),
+        default=(settings.serve_max_body, "RAGWRIGHT_SERVE_MAX_BODY"),
+        limits={
+            "/v1/ingestions": (settings.serve_max_ingest_body, "RAGWRIGHT_SERVE_MAX_INGEST_BODY")
+        },
+    )
     app.add_middleware(EdgeClock)
     app.include_router(job_routes(application, application.jobs, caller, checked))
 
@@ -423,15 +425,24 @@ def create_app(
     @app.post(
         "/v1/ingestions",
         tags=["ingestion"],
-        responses=problem_responses(400, 401, 403, 409, 415, 422, 503),
+        responses=problem_responses(400, 401, 403, 409, 413, 415, 422, 503),
+        openapi_extra=INGEST_BODY_OPENAPI,
     )
     async def ingestions(
-        body: IngestBody, key: Annotated[ApiKey, Depends(caller("ingest"))]
+        request: Request, key: Annotated[ApiKey, Depends(caller("ingest"))]
     ) -> JSONResponse:
         """Ingest documents of the caller's tenant while queries go on; returns the run's
-        summary (the shape of ``ragwright ingest --json``). ``prune`` deletes only this
-        tenant's documents missing from the request. One ingestion at a time (409)."""
-        documents = documents_of(body, key, key.types or settings.document_types)
+        summary (the shape of ``ragwright ingest --json`` without ``shared_ids``). Writes
+        stay within the key's grant (allowlist, types, states; else 403) and ``prune``
+        deletes only this tenant's documents within it that are missing from the
+        request. One ingestion at a time (409)."""
+        grant = write_grant_for(key)
+        # Parsed and validated off the event loop: a large body takes seconds of CPU
+        # while health checks and other requests must go on.
+        raw, content_type = await request.body(), request.headers.get("content-type")
+        body, documents = await asyncio.to_thread(
+            state.ingestion_reader, raw, content_type, key.tenant, grant, settings.document_types
+        )
         if ingesting.locked():
             raise Problem(
                 409,
@@ -439,14 +450,18 @@ def create_app(
                 "An ingestion is running",
                 "this service runs one ingestion at a time; submit again when it ends",
             )
-        request = IngestRequest((), documents=documents, tenant=key.tenant, prune=body.prune)
+        ingest_request = IngestRequest(
+            (), documents=documents, tenant=key.tenant, prune=body.prune, grant=grant
+        )
 
         def ingest() -> IngestResult:
             try:
-                return application.ingest(request)
+                return application.ingest(ingest_request)
             except (DocumentError, ChunkingError, InputTooLong) as error:
                 # Refused by the validation pass, before anything is written.
                 raise ingestion_input_problem(error, body) from error
+            except OutsideGrant as error:  # it would replace a stored document outside it
+                raise outside_grant_problem(error, place_of(error.document_id, body)) from error
 
         async with ingesting:
             # Not cancelled with the client: a run is resumable, but stopping it halfway
@@ -459,7 +474,7 @@ def create_app(
             result.embedded,
             result.deleted,
         )
-        return JSONResponse(result.to_dict())
+        return JSONResponse(ingestion_summary(result))
 
     def build_answer_request(body: AnswerBody, key: ApiKey, deadline: float) -> AnswerRequest:
         return checked(
@@ -533,44 +548,6 @@ async def stopped(stop: asyncio.Event, dispatching: asyncio.Task[None]) -> None:
     stop is claimed again once its lease expires)."""
     stop.set()
     await dispatching
-
-
-def documents_of(
-    body: IngestBody, key: ApiKey, document_types: tuple[str, ...]
-) -> tuple[SourceDocument, ...]:
-    """The body's documents validated by the core rules, each of the key's tenant; a
-    document outside the key's allowlist or its types is refused (the key's scope applies
-    to writes as strictly as to reads)."""
-    documents = []
-    for index, item in enumerate(body.documents):
-        if key.documents and item.document_id not in key.documents:
-            raise Problem(
-                403,
-                "outside-allowlist",
-                "Not allowed",
-                f"documents[{index}].document_id: {item.document_id!r} is outside this "
-                "key's allowlist",
-            )
-        try:
-            documents.append(
-                validate_document(
-                    document_id=item.document_id,
-                    title=item.title,
-                    document_type=item.document_type,
-                    publication_state=item.publication_state,
-                    sections=[
-                        SourceSection(s.section_id, s.heading, tuple(s.paragraphs))
-                        for s in item.sections
-                    ],
-                    revision=item.revision,
-                    source_uri=item.source_uri or "",
-                    tenant=key.tenant,
-                    document_types=document_types,
-                )
-            )
-        except DocumentError as error:
-            raise invalid_field(f"documents[{index}].{error.field}", error.rule) from error
-    return tuple(documents)
 
 
 def ingestion_input_problem(

@@ -4,7 +4,8 @@ A submission is validated like an answer request (the question's tokens included
 question the embedder cannot read is 422 now, not a job that can never run), persisted
 with a digest of the submitting key's grant, and only then acknowledged with 202, the
 job's ``id`` and its status URL (also in ``Location``). The ``Idempotency-Key`` header
-is required: the same key (for the caller's tenant) with the same input is the same job;
+is required: the same key (for the caller's tenant) with the same input is the same job
+(a replay is authorised like a read of the job);
 with another input it is 409. Status, result and cancellation are authorised against the
 caller's current permissions: another tenant's job does not exist for it (404), and a
 result citing documents outside its allowlist (403 ``outside-allowlist``) or that it may
@@ -49,7 +50,7 @@ def job_routes(
     @router.post(
         "/v1/answer-jobs",
         status_code=202,
-        responses=problem_responses(400, 401, 403, 409, 415, 422, 503),
+        responses=problem_responses(400, 401, 403, 409, 413, 415, 422, 503),
     )
     async def submit(
         body: AnswerBody,
@@ -113,7 +114,9 @@ def job_routes(
             # after the job is durable and before the client hears 202, as a crash
             # there would; the client's retry with the same key must find the job.
             os._exit(137)
-        job = submitted.job
+        # A replay is a read of a stored job: the same visibility check as a GET, so a
+        # key cannot learn through a replayed Idempotency-Key what it may not read.
+        job = submitted.job if submitted.created else await visible(submitted.job, key)
         url = f"/v1/answer-jobs/{job.id}"
         return JSONResponse(
             {**job_status(job), "status_url": url, "replayed": not submitted.created},

@@ -187,6 +187,7 @@ DESCRIPTIONS = {
     403: "The key may not do this",
     404: "No such resource for this caller",
     409: "Conflict with an earlier request",
+    413: "The body is larger than the route's limit",
     415: "The body is not sent as JSON",
     422: "A field breaks a rule, or is unknown",
     429: "The tenant's own limit",
@@ -199,8 +200,8 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {status: {"description": DESCRIPTIONS[status]} for status in statuses}
 
 
-INTERACTIVE_ERRORS = problem_responses(400, 401, 403, 415, 422, 429, 503)
-SUBMISSION_ERRORS = problem_responses(400, 401, 403, 409, 415, 422, 503)
+INTERACTIVE_ERRORS = problem_responses(400, 401, 403, 413, 415, 422, 429, 503)
+SUBMISSION_ERRORS = problem_responses(400, 401, 403, 409, 413, 415, 422, 503)
 
 
 def document_problems(schema: dict[str, Any]) -> dict[str, Any]:

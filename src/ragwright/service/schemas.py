@@ -103,5 +103,6 @@ class IngestBody(_Body):
     documents: list[DocumentBody] = Field(min_length=1, max_length=MAX_INGEST_DOCUMENTS)
     prune: bool = Field(
         False,
-        description="Also delete this tenant's documents that are not in this request.",
+        description="Also delete this tenant's documents within the key's grant (its "
+        "allowlist, document types and publication states) that are not in this request.",
     )
