@@ -474,16 +474,20 @@ class EdgeIndex:
             True if payload_fields is None else (list(payload_fields) or False)
         )
         while True:
-            with self._mutex:
-                records, offset = self._shard.scroll(
-                    qe.ScrollRequest(
-                        offset=offset,
-                        limit=_SCROLL_PAGE,
-                        filter=_edge_filter(point_filter),
-                        with_payload=with_payload,
-                        with_vector=False,
+            try:
+                with self._mutex:
+                    records, offset = self._shard.scroll(
+                        qe.ScrollRequest(
+                            offset=offset,
+                            limit=_SCROLL_PAGE,
+                            filter=_edge_filter(point_filter),
+                            with_payload=with_payload,
+                            with_vector=False,
+                        )
                     )
-                )
+            except Exception as error:  # qdrant-edge reports storage faults as plain Exception
+                part = "payload storage" if with_payload else "id tracker"
+                raise IndexDamaged(str(self.path), part, _one_line(error)) from error
             for record in records:
                 yield _stored(record.id, record.payload, None, None, "")
             if offset is None:

@@ -583,9 +583,10 @@ class Application:
         """A rebuild empties the collection: refuse it while the collection still reads
         and holds documents of tenants outside the run's scope (tenant scope applies to
         deletes; untenanted documents are outside a run whose sources hold none). A
-        damaged or missing index cannot be read, so the sources decide; an index that
-        opened but whose tenants cannot be read (a server timing out) is refused: not
-        knowing whom a rebuild deletes is no licence to delete everyone."""
+        damaged or missing index cannot be read, so the sources decide (a rebuild is the
+        recovery from damage); any other failure to read the tenants (a server timing
+        out) is refused: not knowing whom a rebuild deletes is no licence to delete
+        everyone."""
         try:
             index = self.components.open_index(
                 version, write=False, any_chunking_version=True, verify=False
@@ -598,7 +599,9 @@ class Application:
                 tenant = point.payload.get("tenant")
                 if tenant not in scope:
                     outside[str(tenant) if tenant is not None else "(untenanted)"] += 1
-        except Exception as error:  # any failure: refuse (fail closed), never delete blind
+        except IndexDamaged:
+            return  # a stored part does not read back: the rebuild is its recovery
+        except Exception as error:  # anything else: refuse (fail closed), never delete blind
             raise VectorIndexError(
                 "--rebuild refused: cannot read which tenants the collection holds "
                 f"({type(error).__name__}: {' '.join(str(error).split())}); nothing was "
