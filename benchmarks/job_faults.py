@@ -17,7 +17,14 @@ Scenarios, each on fresh replicas and a fresh database:
    ``--outage`` seconds later; the client retries 503s with the same key.
 5. **redis_down** — Redis is killed while jobs run: the replicas warn and fall back to
    per-process capacity; nothing is lost.
-6. **burst** — 10 × ``RAGWRIGHT_BATCH_CAPACITY`` jobs at once while interactive
+6. **disk_full** — one replica whose home (its SQLite job and key stores; the index
+   stays on the ordinary disk) is a 64 MiB tmpfs: half the jobs are accepted, then the
+   tmpfs is filled while they run (results meet a refused ``COMMIT``) and the other
+   half is submitted (503 until there is room; the client retries with the same key);
+   the filler is removed ``--outage`` seconds later. No restart. Needs root (``mount``);
+   skipped otherwise. Also records what ``/readyz`` and the jobs' ``waiting_reason``
+   said during the fault.
+7. **burst** — 10 × ``RAGWRIGHT_BATCH_CAPACITY`` jobs at once while interactive
    ``POST /v1/answers`` run one after another: their p95 during the burst against the
    same measurement without it (stated bound: at most 1.5 ×), and the backlog's drain
    rate against the pool's rate (batch capacity / one answer's service time, measured
@@ -41,7 +48,10 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
+import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -62,9 +72,11 @@ sys.path.insert(0, str(ROOT))
 from tests.replicas import (  # noqa: E402
     Replica,
     add_key,
+    copy_index,
     ingest_template,
     private_postgres,
     published,
+    read_job,
     redis_server,
     replicas,
     scratch_database,
@@ -172,8 +184,13 @@ def account(
     client: Client, fleet: list[Replica], database_url: str, timeout: float
 ) -> dict[str, Any]:
     """The scenario's figures from the client's accepted jobs, the store and the logs."""
+    found = wait_drained(database_url, set(client.accepted.values()), timeout)
+    return figures(client, fleet, found)
+
+
+def figures(client: Client, fleet: list[Replica], found: list[dict[str, Any]]) -> dict[str, Any]:
+    """The figures of ``account`` from the store's rows ``found``."""
     job_ids = set(client.accepted.values())
-    found = wait_drained(database_url, job_ids, timeout)
     by_id = {r["id"]: r for r in found}
     succeeded = [by_id[j] for j in job_ids if j in by_id and by_id[j]["state"] == "succeeded"]
     counts = published(fleet)
@@ -420,12 +437,132 @@ def burst(setup: Setup) -> dict[str, Any]:
         return record
 
 
+class LoggedOutside(Replica):
+    """A replica whose log is not in its home (the home's disk is the one that fills)."""
+
+    @property
+    def log_path(self) -> Path:
+        return self.home.parents[1] / f"serve-{self.name}.log"
+
+
+def fill(disk: Path) -> Path:
+    """A file that takes every byte ``disk`` has left."""
+    filler = disk / "filler"
+    with contextlib.suppress(OSError), filler.open("wb") as out:
+        for block in (2**20, 4096, 512):
+            with contextlib.suppress(OSError):
+                while True:
+                    out.write(b"\0" * block)
+                    out.flush()
+    return filler
+
+
+def sqlite_rows(path: Path) -> list[dict[str, Any]]:
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+        found = conn.execute(
+            "SELECT id, idempotency_key, state, attempts, created_at, finished_at "
+            "FROM answer_jobs ORDER BY seq"
+        ).fetchall()
+
+    def moment(text: str | None) -> datetime | None:
+        return None if text is None else datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+    return [
+        {
+            "id": i,
+            "idempotency_key": k,
+            "state": st,
+            "attempts": a,
+            "created_at": moment(c),
+            "finished_at": moment(f),
+        }
+        for i, k, st, a, c, f in found
+    ]
+
+
+def disk_full(setup: Setup) -> dict[str, Any]:
+    base = setup.root / "disk"
+    disk = base / "tmpfs"
+    disk.mkdir(parents=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(disk)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        return {"skipped": f"cannot mount a 64 MiB tmpfs: {mounted.stderr.strip()}"}
+    try:
+        home = disk / "home"
+        home.mkdir()
+        outside = copy_index(setup.template, base / "index-copy")
+        (home / "index").symlink_to(outside / "index")  # the index stays on the real disk
+        if (setup.template / "tokenizers").is_dir():  # and the tokenizer cache
+            shutil.copytree(setup.template / "tokenizers", base / "tokenizers")
+            (home / "tokenizers").symlink_to(base / "tokenizers")
+        env = {
+            **setup.model_env,
+            "RAGWRIGHT_JOB_WORKERS": str(JOB_WORKERS),
+            "RAGWRIGHT_BATCH_CAPACITY": str(BATCH_CAPACITY),
+            "RAGWRIGHT_JOB_LEASE": str(LEASE),
+        }
+        secret = add_key(env, home)
+        replica = LoggedOutside("a", home, env)
+        replica.start()
+        try:
+            replica.wait_ready()
+            client = Client([replica], secret)
+            half = setup.args.jobs // 2
+            submit_all(client, "disk", half)
+            filler = fill(disk)
+            late = threading.Thread(
+                target=submit_all, args=(client, "disk-late", setup.args.jobs - half)
+            )
+            late.start()
+            said: Counter[str] = Counter()
+            waiting: Counter[str] = Counter()
+            ends = time.monotonic() + setup.args.outage
+            while time.monotonic() < ends:
+                with contextlib.suppress(httpx.HTTPError):
+                    ready = httpx.get(replica.url + "/readyz", timeout=5)
+                    jobs = ready.json()["checks"].get("jobs", {})
+                    said[f"{ready.status_code} jobs ok={jobs.get('ok')}"] += 1
+                    for job_id in list(client.accepted.values())[:half]:
+                        status = read_job(replica.url, secret, job_id)
+                        waiting[str(status.get("waiting_reason"))] += 1
+                time.sleep(0.25)
+            filler.unlink()
+            late.join(120)
+            job_ids = set(client.accepted.values())
+            deadline = time.monotonic() + 120
+            found = sqlite_rows(home / "jobs.sqlite3")
+            while time.monotonic() < deadline:
+                found = sqlite_rows(home / "jobs.sqlite3")
+                if job_ids <= {r["id"] for r in found if r["state"] in FINISHED}:
+                    break
+                time.sleep(0.2)
+            record = figures(client, [replica], found)
+            restarted = replica.process is None or replica.process.poll() is not None
+            record["fault"] = (
+                f"home on a 64 MiB tmpfs filled for {setup.args.outage} s while jobs ran "
+                f"and were submitted; replica restarted: {'yes' if restarted else 'no'}"
+            )
+            record["readyz_during_fault"] = dict(said)
+            record["waiting_reason_during_fault"] = dict(waiting)
+            return record
+        finally:
+            replica.stop()
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
 SCENARIOS: dict[str, Callable[[Setup], dict[str, Any]]] = {
     "baseline": baseline,
     "worker_killed": worker_killed,
     "killed_before_202": killed_before_202,
     "postgres_restart": postgres_restart,
     "redis_down": redis_down,
+    "disk_full": disk_full,
     "burst": burst,
 }
 
@@ -434,6 +571,9 @@ def table(record: dict[str, Any]) -> str:
     head = f"{'scenario':20}{'submitted':>10}{'completed':>10}{'lost':>6}{'dup':>5}{'p95 s':>8}"
     lines = [head]
     for name, figures in record["scenarios"].items():
+        if "skipped" in figures:
+            lines.append(f"{name:20}skipped: {figures['skipped']}")
+            continue
         lines.append(
             f"{name:20}{figures['submitted']:>10}{figures['completed']:>10}"
             f"{figures['lost']:>6}{figures['duplicated']:>5}"

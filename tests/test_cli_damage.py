@@ -32,12 +32,17 @@ def garble_contract(home: Path) -> None:
     (home / COLLECTION / "contract.json").write_text("{garbled", "utf-8")
 
 
+def remove_manifest(home: Path) -> None:
+    (home / COLLECTION / "manifest.json").unlink()
+
+
 # (name, corruption, part named on open, verify: problems listed or the open refused)
 CORRUPTIONS = [
     ("id-tracker", truncate("mutable_id_tracker.mappings"), "id tracker", 1),
     ("dense-vectors", truncate("vector_storage-dense/vectors/chunk_0.mmap"), "dense vectors", 21),
     ("payload-storage", truncate("payload_storage/page_0.dat"), "payload storage", 21),
     ("contract", garble_contract, "contract.json", None),
+    ("manifest-missing", remove_manifest, "manifest.json", None),
 ]
 
 

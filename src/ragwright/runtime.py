@@ -529,6 +529,8 @@ def build_chat_pipeline(
                     inner,
                     shared.pools[provider.name],
                     cooldown=settings.chat_throttle_cooldown,
+                    # A model server goes on with a call its caller left: keep its lease.
+                    drain=getattr(provider, "outlives_cancellation", False),
                 )
             )
             .use(lambda inner: Probe(inner, name="attempt", events=sink))

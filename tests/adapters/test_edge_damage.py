@@ -4,6 +4,7 @@ empty or unchanged; ``rebuild`` removes only the collection's own files."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -40,6 +41,21 @@ def garble(name: str) -> Callable[[Path], None]:
     return corrupt
 
 
+def remove(name: str) -> Callable[[Path], None]:
+    def corrupt(path: Path) -> None:
+        (path / name).unlink()
+
+    return corrupt
+
+
+def rewrite_manifest(**fields: object) -> Callable[[Path], None]:
+    def corrupt(path: Path) -> None:
+        manifest = json.loads((path / "manifest.json").read_text("utf-8"))
+        (path / "manifest.json").write_text(json.dumps({**manifest, **fields}), "utf-8")
+
+    return corrupt
+
+
 CORRUPTIONS = [
     ("id-tracker", truncate("mutable_id_tracker.mappings"), "id tracker"),
     ("dense-vectors", truncate("vector_storage-dense/vectors/chunk_0.mmap"), "dense vectors"),
@@ -47,6 +63,11 @@ CORRUPTIONS = [
     ("sparse-vectors", truncate("vector_storage-bm25/store/page_0.dat"), "shard"),
     ("contract", garble("contract.json"), "contract.json"),
     ("manifest", garble("manifest.json"), "manifest.json"),
+    ("manifest-missing", remove("manifest.json"), "manifest.json"),
+    ("manifest-state", rewrite_manifest(state="banana"), "manifest.json"),
+    ("manifest-points-text", rewrite_manifest(points="21"), "manifest.json"),
+    ("manifest-points-negative", rewrite_manifest(points=-1), "manifest.json"),
+    ("manifest-sample", rewrite_manifest(sample="all"), "manifest.json"),
 ]
 
 
@@ -94,6 +115,29 @@ def test_count_below_the_commit_is_refused_unless_a_writer_died_mid_session(
         index.delete([next(iter(index.scroll())).point_id])
     with EdgeIndex(committed, CONTRACT) as index:
         assert index.committed_points == index.count() == 19
+
+
+def test_count_above_the_commit_is_refused(committed: Path) -> None:
+    # Behind ragwright's back: the engine holds a point the manifest does not count.
+    with EdgeIndex(committed, CONTRACT) as index:
+        (point,) = index.retrieve([next(iter(index.scroll())).point_id], with_vectors=True)
+    shard = qe.EdgeShard.load(str(committed / "shard"))
+    extra = qe.Point(uuid.uuid4(), {CONTRACT.vector_name: list(point.vector)}, {"text": "x"})
+    shard.update(qe.UpdateOperation.upsert_points([extra]))
+    shard.close()
+    with pytest.raises(IndexDamaged, match="22 points readable, 21 committed"):
+        EdgeIndex(committed, CONTRACT)
+
+
+def test_a_new_index_records_an_empty_commit_so_a_missing_manifest_is_damage(
+    tmp_path: Path,
+) -> None:
+    EdgeIndex(tmp_path / "new", CONTRACT).close()  # created, nothing written
+    with EdgeIndex(tmp_path / "new", CONTRACT, create=False) as index:
+        assert index.committed_points == index.count() == 0
+    (tmp_path / "new" / "manifest.json").unlink()
+    with pytest.raises(IndexDamaged, match=r"manifest.json: missing\); recover with"):
+        EdgeIndex(tmp_path / "new", CONTRACT, create=False)
 
 
 def test_unverified_open_reads_the_parts_that_still_read(committed: Path) -> None:

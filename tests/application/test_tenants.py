@@ -7,13 +7,15 @@ folders hold a file of the same name and an untenanted folder beside them.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ragwright.application import Application, IngestRequest
 from ragwright.core.points import read_payload
-from ragwright.errors import SourceError
+from ragwright.errors import SourceError, VectorIndexError
+from ragwright.protocols import VectorIndex
 from ragwright.types import SharedDocumentId
 from tests.application.components import FakeComponents, fake_application
 
@@ -171,4 +173,54 @@ def test_rebuild_is_refused_while_other_tenants_are_indexed(tmp_path: Path, corp
     # Sources covering every tenant the collection holds may rebuild it.
     rebuilt = app.ingest(IngestRequest(sources=(corpus / "acme", corpus / "globex"), rebuild=True))
     assert rebuilt.embedded == 2
+    assert set(held(app, components)) == {("acme", "faq"), ("globex", "faq")}
+
+
+def test_rebuild_is_refused_while_untenanted_documents_are_indexed(
+    tmp_path: Path, corpus: Path
+) -> None:
+    app, components = fake_application(tmp_path / "home")
+    for root in ("shared", "globex"):
+        app.ingest(IngestRequest(sources=(corpus / root,)))
+    with pytest.raises(SourceError, match=r"--rebuild refused: .*\(untenanted\) \(1 chunks\)"):
+        app.ingest(IngestRequest(sources=(corpus / "globex",), rebuild=True))
+    assert set(held(app, components)) == {(None, "guide"), ("globex", "faq")}
+
+
+class TenantsUnreadable(FakeComponents):
+    """The index opens, but reading its points fails as a server timing out does: the
+    check before a rebuild is the only reader; the rebuild's own writes go through."""
+
+    def open_index(self, chunking_version: str, *, write: bool, **options: object) -> VectorIndex:
+        index = super().open_index(chunking_version, write=write, **options)  # type: ignore[arg-type]
+        if write:
+            return index
+        return _FailingScroll(index)
+
+
+class _FailingScroll:
+    def __init__(self, index: VectorIndex) -> None:
+        self.index = index
+        self.scrolls = 0
+
+    def scroll(self, *args: object, **kwargs: object) -> Iterator[object]:
+        self.scrolls += 1
+        raise VectorIndexError("the index server did not answer within 5.0 s (timed out)")
+        yield  # pragma: no cover
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.index, name)
+
+
+def test_rebuild_is_refused_when_the_tenants_cannot_be_read(tmp_path: Path, corpus: Path) -> None:
+    # Regression (issue 20): a read error here let the rebuild delete every tenant.
+    app, components = fake_application(tmp_path / "home")
+    for root in ("acme", "globex"):
+        app.ingest(IngestRequest(sources=(corpus / root,)))
+    failing = TenantsUnreadable(components.settings)
+    with pytest.raises(VectorIndexError) as refused:
+        Application(failing).ingest(IngestRequest(sources=(corpus / "globex",), rebuild=True))
+    message = str(refused.value)
+    assert message.startswith("--rebuild refused: cannot read which tenants")
+    assert "timed out" in message and "nothing was deleted" in message and "\n" not in message
     assert set(held(app, components)) == {("acme", "faq"), ("globex", "faq")}

@@ -82,7 +82,8 @@ _COLUMNS = "tenant, question_key, input_version, cited, result, created_at"
 
 
 class SqliteDraftStore(SqliteFile):
-    """A :class:`~ragwright.application.drafts.DraftStore` in a SQLite file.
+    """A :class:`~ragwright.application.drafts.DraftStore` in a SQLite file (``factory``:
+    the ``sqlite3`` connection class, which a test replaces to inject faults).
 
     Raises:
         StorageError: the file cannot be opened, is not a draft store, or was written by
@@ -91,8 +92,14 @@ class SqliteDraftStore(SqliteFile):
 
     what = "draft store"
 
-    def __init__(self, path: Path, *, busy_timeout: float = BUSY_TIMEOUT) -> None:
-        self._open(path, busy_timeout, "foreign_keys = ON")
+    def __init__(
+        self,
+        path: Path,
+        *,
+        busy_timeout: float = BUSY_TIMEOUT,
+        factory: type[sqlite3.Connection] = sqlite3.Connection,
+    ) -> None:
+        self._open(path, busy_timeout, "foreign_keys = ON", factory=factory)
 
     def _migrate(self) -> None:
         with self._write() as db:
@@ -112,45 +119,39 @@ class SqliteDraftStore(SqliteFile):
 
     def put(self, draft: Draft) -> None:
         tenant = _tenant_key(draft.tenant)
-        try:
-            with self._write() as db:
-                db.execute(
-                    f"INSERT INTO drafts ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) "
-                    "ON CONFLICT (tenant, question_key, input_version) DO UPDATE SET "
-                    "cited = excluded.cited, result = excluded.result, "
-                    "created_at = excluded.created_at",
-                    (
-                        tenant,
-                        draft.question_key,
-                        draft.input_version,
-                        json.dumps(draft.cited),
-                        json.dumps(dict(draft.result)),
-                        draft.created_at,
-                    ),
-                )
-                db.executemany(
-                    "INSERT OR IGNORE INTO draft_documents "
-                    "(tenant, document_id, question_key, input_version) VALUES (?, ?, ?, ?)",
-                    [
-                        (tenant, document_id, draft.question_key, draft.input_version)
-                        for document_id in sorted({d for d, _ in draft.cited})
-                    ],
-                )
-        except sqlite3.Error as error:
-            raise StorageError(str(self.path), f"draft not stored: {error}") from error
+        with self._write("draft not stored") as db:
+            db.execute(
+                f"INSERT INTO drafts ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (tenant, question_key, input_version) DO UPDATE SET "
+                "cited = excluded.cited, result = excluded.result, "
+                "created_at = excluded.created_at",
+                (
+                    tenant,
+                    draft.question_key,
+                    draft.input_version,
+                    json.dumps(draft.cited),
+                    json.dumps(dict(draft.result)),
+                    draft.created_at,
+                ),
+            )
+            db.executemany(
+                "INSERT OR IGNORE INTO draft_documents "
+                "(tenant, document_id, question_key, input_version) VALUES (?, ?, ?, ?)",
+                [
+                    (tenant, document_id, draft.question_key, draft.input_version)
+                    for document_id in sorted({d for d, _ in draft.cited})
+                ],
+            )
 
     def find(
         self, tenant: str | None, question_key: str, *, limit: int = FIND_LIMIT
     ) -> list[Draft]:
-        try:
-            with self._read() as db:
-                rows = db.execute(
-                    f"SELECT {_COLUMNS} FROM drafts WHERE tenant = ? AND question_key = ? "
-                    "ORDER BY created_at DESC LIMIT ?",
-                    (_tenant_key(tenant), question_key, limit),
-                ).fetchall()
-        except sqlite3.Error as error:
-            raise StorageError(str(self.path), f"drafts not read: {error}") from error
+        with self._read("drafts not read") as db:
+            rows = db.execute(
+                f"SELECT {_COLUMNS} FROM drafts WHERE tenant = ? AND question_key = ? "
+                "ORDER BY created_at DESC LIMIT ?",
+                (_tenant_key(tenant), question_key, limit),
+            ).fetchall()
         return [_draft(str(self.path), row) for row in rows]
 
     def purge_documents(self, tenant: str | None, document_ids: Iterable[str]) -> int:
@@ -158,17 +159,14 @@ class SqliteDraftStore(SqliteFile):
         if not ids:
             return 0
         marks = ", ".join("?" * len(ids))
-        try:
-            with self._write() as db:
-                done = db.execute(
-                    "DELETE FROM drafts WHERE (tenant, question_key, input_version) IN ("
-                    "SELECT tenant, question_key, input_version FROM draft_documents "
-                    f"WHERE tenant = ? AND document_id IN ({marks}))",
-                    (_tenant_key(tenant), *ids),
-                )
-                return done.rowcount
-        except sqlite3.Error as error:
-            raise StorageError(str(self.path), f"drafts not purged: {error}") from error
+        with self._write("drafts not purged") as db:
+            done = db.execute(
+                "DELETE FROM drafts WHERE (tenant, question_key, input_version) IN ("
+                "SELECT tenant, question_key, input_version FROM draft_documents "
+                f"WHERE tenant = ? AND document_id IN ({marks}))",
+                (_tenant_key(tenant), *ids),
+            )
+            return done.rowcount
 
 
 class PostgresDraftStore:

@@ -6,6 +6,8 @@ Layout under the index directory::
                     collection metadata)
     manifest.json   what the last writer committed: ``writing`` while a write session is
                     open, then ``clean`` with the point count and a sample's payload digest
+                    (written ``clean`` with 0 points when the index is created, so a
+                    missing one is damage, never "nothing written yet")
     shard/          the edge shard: WAL, segments, payload indexes
     .lock           held with flock while a process has the index open
 
@@ -17,17 +19,22 @@ every acknowledged update on the next open.
 Opening verifies what the engine exposes against the manifest: the exact point count,
 then a sample read back part by part (payload digest, dense vectors of the contract's
 size and finite, sparse vectors readable). A file that cannot be parsed, a count that
-does not match or a part that does not read back is :class:`IndexDamaged`, naming the
-part. After a crashed writer (manifest ``writing``) the WAL is the authority on the
-count, so only the sample is read back. ``rebuild=True`` removes the collection's own
+does not match (above or below the committed count) or a part that does not read back
+is :class:`IndexDamaged`, naming the part; so is a missing manifest, or one whose
+``state`` is neither ``writing`` nor ``clean`` or whose fields have the wrong type.
+After a crashed writer (manifest ``writing``) the WAL is the authority on the count,
+so only the sample is read back. ``rebuild=True`` removes the collection's own
 files (never anything else in or above its directory) before opening, so the caller
 can ingest it again from its sources.
 The engine maps its files writable even to read them, and touching a mapped page on a
-full disk kills the process with ``SIGBUS``. So every open and every write first checks
+full disk kills the process with ``SIGBUS``. So every open and every write (upsert,
+sparse update, payload change, delete, the lexical-statistics record) first checks
 that the space the engine may still allocate is free (:class:`StorageError` otherwise:
 the holes of its preallocated files, plus headroom for new ones), and a
 read-only open of a directory we cannot write (a read-only home) works on a private,
-sparse copy in the temporary directory, removed on close.
+sparse copy in the temporary directory, removed on close. ``contract.json`` and
+``manifest.json`` are replaced atomically: written to a temporary file, fsynced,
+renamed, and the directory fsynced so the rename survives a power cut.
 """
 
 from __future__ import annotations
@@ -161,6 +168,8 @@ class EdgeIndex:
                     )
             else:
                 self._shard = qe.EdgeShard.create(str(shard_path), _edge_config(expected))
+            # Before the contract: an index with a contract always has a manifest.
+            _write_json_atomically(self.path / "manifest.json", _EMPTY_MANIFEST)
             contract = expected
         self._ensure_payload_indexes()
         # Only a new or changed contract is written: opening to read writes nothing.
@@ -195,29 +204,23 @@ class EdgeIndex:
             elif entry.exists() or entry.is_symlink():
                 entry.unlink()
 
-    def _read_manifest(self) -> dict[str, Any] | None:
+    def _read_manifest(self) -> dict[str, Any]:
         path = self.path / "manifest.json"
         if not path.exists():
-            return None  # written by a version before manifests, or never written to
+            # Created with the index (before its contract): gone means damaged or
+            # removed, and the count it held can no longer be checked.
+            raise IndexDamaged(str(self.path), "manifest.json", "missing")
         try:
-            manifest = json.loads(path.read_text("utf-8"))
-            if manifest["state"] == "writing":
-                return dict(manifest)
-            return {
-                "state": "clean",
-                "points": int(manifest["points"]),
-                "sample": [uuid.UUID(str(i)) for i in manifest["sample"]],
-                "digest": str(manifest["digest"]),
-            }
+            return _checked_manifest(json.loads(path.read_text("utf-8")))
         except (ValueError, KeyError, TypeError) as error:
             raise IndexDamaged(str(self.path), "manifest.json", _one_line(error)) from error
 
     def _verify(self, *, check: bool) -> int | None:
         manifest = self._read_manifest()
-        committed = manifest["points"] if manifest and manifest["state"] == "clean" else None
+        committed = manifest["points"] if manifest["state"] == "clean" else None
         if not check:
             return committed
-        if manifest is None or committed is None:
+        if committed is None:
             sample = [p.point_id for p in self._first_points()]
         else:
             held = self.count()
@@ -229,7 +232,7 @@ class EdgeIndex:
                 )
             sample = manifest["sample"]
         payloads = self.read_part(sample, "payload")
-        if committed is not None and manifest is not None:
+        if committed is not None:
             missing = [str(i) for i in sample if i not in payloads]
             if missing:
                 raise IndexDamaged(
@@ -439,12 +442,14 @@ class EdgeIndex:
             qe.PointVectors(pid, {name: qe.SparseVector(list(v.indices), list(v.values))})
             for pid, v in vectors
         ]
+        _require_free_space(self.path)
         with self._mutex:
             self._begin_write()
             self._shard.update(qe.UpdateOperation.update_vectors(updates))
             self._compact()
 
     def record_lexical_stats(self, stats: LexicalStats) -> None:
+        _require_free_space(self.path)
         with self._mutex:
             contract = dataclasses.replace(self.contract, lexical_stats=stats)
             _write_json_atomically(self.path / "contract.json", contract_to_metadata(contract))
@@ -472,16 +477,20 @@ class EdgeIndex:
             True if payload_fields is None else (list(payload_fields) or False)
         )
         while True:
-            with self._mutex:
-                records, offset = self._shard.scroll(
-                    qe.ScrollRequest(
-                        offset=offset,
-                        limit=_SCROLL_PAGE,
-                        filter=_edge_filter(point_filter),
-                        with_payload=with_payload,
-                        with_vector=False,
+            try:
+                with self._mutex:
+                    records, offset = self._shard.scroll(
+                        qe.ScrollRequest(
+                            offset=offset,
+                            limit=_SCROLL_PAGE,
+                            filter=_edge_filter(point_filter),
+                            with_payload=with_payload,
+                            with_vector=False,
+                        )
                     )
-                )
+            except Exception as error:  # qdrant-edge reports storage faults as plain Exception
+                part = "payload storage" if with_payload else "id tracker"
+                raise IndexDamaged(str(self.path), part, _one_line(error)) from error
             for record in records:
                 yield _stored(record.id, record.payload, None, None, "")
             if offset is None:
@@ -489,6 +498,7 @@ class EdgeIndex:
 
     def set_payload(self, ids: Sequence[uuid.UUID], payload: Mapping[str, Any]) -> None:
         if ids:
+            _require_free_space(self.path)
             with self._mutex:
                 self._begin_write()
                 self._shard.update(qe.UpdateOperation.set_payload(list(ids), dict(payload)))
@@ -496,12 +506,14 @@ class EdgeIndex:
 
     def delete_payload_keys(self, ids: Sequence[uuid.UUID], keys: Sequence[str]) -> None:
         if ids and keys:
+            _require_free_space(self.path)
             with self._mutex:
                 self._begin_write()
                 self._shard.update(qe.UpdateOperation.delete_payload(list(ids), list(keys)))
 
     def delete(self, ids: Sequence[uuid.UUID]) -> None:
         if ids:
+            _require_free_space(self.path)
             with self._mutex:
                 self._begin_write()
                 self._shard.update(qe.UpdateOperation.delete_points(list(ids)))
@@ -657,6 +669,10 @@ def _payload_digest(payloads: Mapping[uuid.UUID, Any]) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+# What a new index records before its contract: committed, empty.
+_EMPTY_MANIFEST = {"state": "clean", "points": 0, "sample": [], "digest": _payload_digest({})}
+
+
 def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split())
 
@@ -725,8 +741,41 @@ def _copy_sparse(source: str, destination: str) -> None:
 
 
 def _write_json_atomically(path: Path, data: Mapping[str, Any]) -> None:
+    """Replace ``path`` with ``data`` whole or not at all, durably: the new file's bytes
+    are fsynced before the rename, and the directory after it (a rename is a change of
+    the directory; until that is on disk a power cut can bring the old file back)."""
     temporary = path.with_suffix(".tmp")
     temporary.write_text(json.dumps(data, indent=2, sort_keys=True), "utf-8")
     with temporary.open("rb") as handle:
         os.fsync(handle.fileno())
     temporary.replace(path)
+    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def _checked_manifest(manifest: Any) -> dict[str, Any]:
+    """The manifest's fields, each of its type, or ``ValueError``/``TypeError`` naming
+    the first that is not (a ``"points": "621"`` is refused, not converted)."""
+    if not isinstance(manifest, dict):
+        raise TypeError(f"a JSON {type(manifest).__name__}, not an object")
+    state = manifest["state"]
+    if state == "writing":
+        return {"state": "writing"}
+    if state != "clean":
+        raise ValueError(f"state {state!r} is neither 'writing' nor 'clean'")
+    points, sample, digest = manifest["points"], manifest["sample"], manifest["digest"]
+    if not isinstance(points, int) or isinstance(points, bool) or points < 0:
+        raise TypeError(f"points {points!r} is not a count (a whole number, 0 or more)")
+    if not isinstance(sample, list) or not all(isinstance(i, str) for i in sample):
+        raise TypeError(f"sample {sample!r} is not a list of point ids")
+    if not isinstance(digest, str):
+        raise TypeError(f"digest {digest!r} is not a string")
+    return {
+        "state": "clean",
+        "points": points,
+        "sample": [uuid.UUID(i) for i in sample],
+        "digest": digest,
+    }

@@ -50,7 +50,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 
 from ragwright.adapters.pg import RecoveringPool, probe
-from ragwright.adapters.sqlite import BUSY_TIMEOUT, SqliteFile
+from ragwright.adapters.sqlite import BUSY_TIMEOUT, SqliteFile, rollback, storage_error
 from ragwright.application.jobs import AnswerJob, BatchLimits, JobCounts, Submitted
 from ragwright.errors import IdempotencyConflict, JobNotFound, RequestError, StorageError
 
@@ -397,7 +397,9 @@ class SqliteJobStore(SqliteFile, _SqlJobStore):
 
     Threads share one connection under a lock; processes share the file in WAL mode,
     each write waiting up to ``busy_timeout`` seconds for another's. ``clock`` gives
-    seconds since the epoch (tests pass a manual clock to make leases run out).
+    seconds since the epoch (tests pass a manual clock to make leases run out);
+    ``factory`` is the ``sqlite3`` connection class (a test injects faults through it).
+    Every ``sqlite3`` error, the ``COMMIT``'s included, is a :class:`StorageError`.
 
     Raises:
         StorageError: the file cannot be opened, holds other tables, or was written by
@@ -412,10 +414,11 @@ class SqliteJobStore(SqliteFile, _SqlJobStore):
         *,
         clock: Callable[[], float] = time.time,
         busy_timeout: float = BUSY_TIMEOUT,
+        factory: type[sqlite3.Connection] = sqlite3.Connection,
     ) -> None:
         self._where = str(path)
         self._clock = clock
-        self._open(path, busy_timeout)
+        self._open(path, busy_timeout, factory=factory)
 
     def _migrate(self) -> None:
         with self._transaction(mode="claim") as (run, _):
@@ -450,21 +453,20 @@ class SqliteJobStore(SqliteFile, _SqlJobStore):
                 raise StorageError(self._where, "the job store is closed")
             try:
                 self._db.execute(begin)
-            except sqlite3.OperationalError as error:
-                raise StorageError(self._where, f"job store busy or unwritable: {error}") from error
-            try:
-                yield self._run, _stamp(self._clock())
-                self._db.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
+                try:
+                    yield self._run, _stamp(self._clock())
+                    # A full disk refuses the commit, not the statements before it.
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    rollback(self._db)
+                    raise
+            except sqlite3.Error as error:
+                raise storage_error(
+                    self._where, error, "job store busy or unwritable", what=self.what
+                ) from error
 
     def _run(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        try:
-            return self._db.execute(statement, tuple(params)).fetchall()
-        except sqlite3.OperationalError as error:
-            raise StorageError(self._where, f"job store refused a write: {error}") from error
+        return self._db.execute(statement, tuple(params)).fetchall()
 
     def _later(self, now: Any, seconds: float) -> str:
         return _stamp(self._seconds(now) + seconds)
@@ -583,8 +585,9 @@ class PostgresJobStore(_SqlJobStore):
             ) from error
         except psycopg_pool.PoolClosed as error:
             raise StorageError(self._where, "the job store is closed") from error
-        except psycopg.OperationalError as error:
-            raise StorageError(self._where, f"PostgreSQL connection failed: {error}") from error
+        except psycopg.Error as error:
+            # Any server error, the commit's included (the pool's context commits on exit).
+            raise StorageError(self._where, f"PostgreSQL refused the call: {error}") from error
 
     @contextlib.contextmanager
     def _transaction(self, *, mode: _Mode) -> Iterator[tuple[_Run, Any]]:

@@ -94,7 +94,8 @@ class SqliteKeyStore(SqliteFile):
     """A :class:`~ragwright.application.keys.KeyStore` in a SQLite file.
 
     ``clock`` gives the time in seconds since the epoch (a test passes a manual clock);
-    ``busy_timeout`` is how long a write waits for another connection's (seconds).
+    ``busy_timeout`` is how long a write waits for another connection's (seconds);
+    ``factory`` is the ``sqlite3`` connection class (a test injects faults through it).
 
     Raises:
         StorageError: the file cannot be opened, is not a key store, or was written by a
@@ -107,9 +108,10 @@ class SqliteKeyStore(SqliteFile):
         *,
         clock: Callable[[], float] = time.time,
         busy_timeout: float = BUSY_TIMEOUT,
+        factory: type[sqlite3.Connection] = sqlite3.Connection,
     ) -> None:
         self._clock = clock
-        self._open(path, busy_timeout)
+        self._open(path, busy_timeout, factory=factory)
 
     what = "API key store"
 
@@ -146,16 +148,16 @@ class SqliteKeyStore(SqliteFile):
         created_at = _timestamp(self._clock())
         while True:
             key, secret, row = _new_key(tenant, scopes, documents, types, states, name, created_at)
-            try:
-                with self._write() as db:
-                    db.execute(
-                        "INSERT INTO api_keys (id, secret_sha256, tenant, scopes, documents, "
-                        "types, states, name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        row,
-                    )
-            except sqlite3.IntegrityError:
-                continue  # 48-bit id already taken (one in billions): draw another
-            return key, secret
+            with self._write("API key not stored") as db:
+                inserted = db.execute(
+                    "INSERT INTO api_keys (id, secret_sha256, tenant, scopes, documents, "
+                    "types, states, name, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (id) DO NOTHING",
+                    row,
+                ).rowcount
+            if inserted:
+                return key, secret
+            # 48-bit id already taken (one in billions): draw another
 
     def list(self) -> builtins.list[ApiKey]:
         with self._read() as db:
@@ -212,7 +214,7 @@ class SqliteKeyStore(SqliteFile):
                     "AND (last_used_at IS NULL OR last_used_at <= ?)",
                     (used_at, key.id, _timestamp(now - LAST_USED_INTERVAL_SECONDS)),
                 )
-        except sqlite3.OperationalError as error:
+        except StorageError as error:
             # The key is valid whether or not its recency could be written (a read-only
             # copy, a writer holding the lock past the timeout): authentication must not
             # fail on bookkeeping. The refusal is logged (the key id, never the secret).

@@ -5,6 +5,10 @@ connection shared by the process's threads under a lock, WAL, a busy timeout, an
 autocommit: every write opens its own ``BEGIN IMMEDIATE``, so it takes the write lock up
 front and waits for it (``busy_timeout``) instead of failing when a read would have to
 upgrade. Several processes may open the same file.
+
+Every ``sqlite3`` error, the ``COMMIT``'s included (a full disk refuses the commit, not
+the statements before it), leaves a store as :class:`StorageError`: callers (the job
+runner above all) handle one error type for "the store cannot do this now".
 """
 
 from __future__ import annotations
@@ -35,9 +39,16 @@ class SqliteFile:
 
     what = "store"
 
-    def _open(self, path: Path, busy_timeout: float, *pragmas: str) -> None:
+    def _open(
+        self,
+        path: Path,
+        busy_timeout: float,
+        *pragmas: str,
+        factory: type[sqlite3.Connection] = sqlite3.Connection,
+    ) -> None:
         """Open ``path`` (created private), apply the shared and the store's own
         ``pragmas``, then ``_migrate``; any failure is one :class:`StorageError`.
+        ``factory`` is the connection class (a test passes one that injects faults).
 
         Raises:
             StorageError: the file cannot be opened, is another store or a newer schema,
@@ -48,7 +59,9 @@ class SqliteFile:
         self._closed = False
         create_private(path)
         try:
-            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._db = sqlite3.connect(
+                path, isolation_level=None, check_same_thread=False, factory=factory
+            )
         except sqlite3.Error as error:
             raise StorageError(str(path), f"cannot open the {self.what}: {error}") from error
         try:
@@ -78,24 +91,53 @@ class SqliteFile:
                 self._db.close()
 
     @contextlib.contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
+    def _read(self, doing: str = "") -> Iterator[sqlite3.Connection]:
+        """The connection for reads; ``doing`` prefixes the error (``drafts not read``)."""
         with self._lock:
             self._check_open()
-            yield self._db
-
-    @contextlib.contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._check_open()
-            self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
-                self._db.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
+            except sqlite3.Error as error:
+                raise self._failed(error, doing or f"the {self.what} could not be read") from error
+
+    @contextlib.contextmanager
+    def _write(self, doing: str = "") -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` .. ``COMMIT``; rolled back on any error, and every
+        ``sqlite3`` error (``BEGIN``, a statement, ``COMMIT``) is a :class:`StorageError`."""
+        doing = doing or f"the {self.what} refused a write"
+        with self._lock:
+            self._check_open()
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    rollback(self._db)
+                    raise
+            except sqlite3.Error as error:
+                raise self._failed(error, doing) from error
+
+    def _failed(self, error: sqlite3.Error, doing: str) -> StorageError:
+        return storage_error(str(self.path), error, doing, what=self.what)
 
     def _check_open(self) -> None:
         if self._closed:
             raise StorageError(str(self.path), f"the {self.what} is closed")
+
+
+def rollback(db: sqlite3.Connection) -> None:
+    """Roll back an open transaction, if any. A failed ``COMMIT`` may leave none (SQLite
+    rolled it back itself), and a rollback that fails too leaves the original error
+    as the one to report."""
+    if db.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            db.execute("ROLLBACK")
+
+
+def storage_error(where: str, error: sqlite3.Error, doing: str, *, what: str) -> StorageError:
+    """``error`` as the :class:`StorageError` a store raises: ``doing: error``, or that
+    another process held the file past the busy timeout."""
+    if getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_BUSY:
+        return StorageError(where, f"{doing}: another process held the {what} too long ({error})")
+    return StorageError(where, f"{doing}: {error}")

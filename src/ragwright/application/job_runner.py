@@ -30,6 +30,12 @@ Each job:
 
 Every sweep (``EXPIRY_SWEEP``) marks overdue jobs ``expired`` and deletes finished jobs
 older than ``RAGWRIGHT_JOB_RETENTION``. Logs name jobs by id, never their content.
+
+A job store that refuses a call (a full disk refuses the commit; a database that is
+down) never ends the dispatch loop: the call is an outage for the ramp (dispatch backs
+off, up to ``DispatchRamp.max_backoff``), the runner's :class:`RunnerHealth` says so
+(``/readyz``, a waiting job's ``waiting_reason``) until a later write succeeds, and
+the jobs stay in the store: a result not published runs again after its lease.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ragwright.application.callers import OutsideAllowlist, answer_request_for, grant_digest
+from ragwright.application.job_health import RunnerHealth, waiting_reason
 from ragwright.application.jobs import AnswerJob, BatchLimits, JobStore
 from ragwright.application.keys import ApiKey
 from ragwright.errors import AssemblyError, RagwrightError, RequestError, StorageError
@@ -100,7 +107,8 @@ class JobRunner:
     ``renewal_failed:<id>``, ``expired:<n>``, ``purged:<n>``), never content.
 
     ``retention_seconds`` (default ``RAGWRIGHT_JOB_RETENTION``) is how long finished jobs
-    are kept; ``sweep_seconds`` how often this process sweeps.
+    are kept; ``sweep_seconds`` how often this process sweeps. ``health`` records whether
+    the store accepts the runner's writes (``/readyz`` reads it).
     """
 
     def __init__(
@@ -133,6 +141,7 @@ class JobRunner:
             application.settings.job_retention if retention_seconds is None else retention_seconds
         )
         self.sweep_seconds = sweep_seconds
+        self.health = RunnerHealth()
         self._running: set[asyncio.Task[None]] = set()
         self._next_sweep = 0.0
         # Set when a job ends, so a freed slot is taken at once, not at the next poll
@@ -142,38 +151,61 @@ class JobRunner:
     async def run(self, stop: asyncio.Event) -> None:
         """Dispatch until ``stop`` is set, then wait for the jobs in progress."""
         try:
-            while not stop.is_set():
-                self._freed.clear()
-                if self.ramp.may_start(len(self._running)):
-                    # The lease starts no earlier than this: renewals count from here.
-                    claiming = time.monotonic()
-                    try:
-                        job = await asyncio.to_thread(
-                            self.store.claim,
-                            self.worker_id,
-                            lease_seconds=self.lease_seconds,
-                            limits=self.limits,
-                        )
-                    except RagwrightError as error:
-                        # The store is down (a database restart): keep the loop alive and
-                        # claim again once it answers; the jobs are safe in the store.
-                        self.events(f"store_unavailable:{type(error).__name__}")
-                        logger.warning("job store unavailable: %s", error)
-                        self.ramp.outage()
-                        job = None
-                    if job is not None:
-                        self.events(f"claimed:{job.id}")
-                        task = asyncio.create_task(
-                            self.execute(job, claimed_at=claiming), name=f"job {job.id}"
-                        )
-                        self._running.add(task)
-                        task.add_done_callback(self._ended)
-                        continue
-                await self._sweep()
-                await self._idle(stop)
+            await self._dispatch(stop)
+        except Exception as error:
+            self.health.stopped(error)
+            raise
         finally:
             if self._running:
                 await asyncio.gather(*self._running, return_exceptions=True)
+
+    async def _dispatch(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            self._freed.clear()
+            if self.ramp.may_start(len(self._running)):
+                # The lease starts no earlier than this: renewals count from here.
+                claiming = time.monotonic()
+                try:
+                    job = await asyncio.to_thread(
+                        self.store.claim,
+                        self.worker_id,
+                        lease_seconds=self.lease_seconds,
+                        limits=self.limits,
+                    )
+                except RagwrightError as error:
+                    # The store is down (a database restart) or refuses writes (a full
+                    # disk): keep the loop alive and claim again once it answers; the
+                    # jobs are safe in the store.
+                    self.events(f"store_unavailable:{type(error).__name__}")
+                    logger.warning("job store unavailable: %s", error)
+                    self.health.failed("claim", error)
+                    self.ramp.outage()
+                    job = None
+                except Exception as error:
+                    # Not the store's own error (a bug, or a store that leaks its driver's
+                    # errors): logged by type and place, never message (it could quote a
+                    # job's input); the loop goes on after the backoff.
+                    self.events(f"store_unavailable:{type(error).__name__}")
+                    logger.error(
+                        "job claim ended by an unexpected %s; claiming again after a backoff\n%s",
+                        type(error).__name__,
+                        "".join(traceback.format_tb(error.__traceback__)).rstrip(),
+                    )
+                    self.health.failed("claim", error)
+                    self.ramp.outage()
+                    job = None
+                else:
+                    self.health.succeeded("claim", changed=job is not None)
+                if job is not None:
+                    self.events(f"claimed:{job.id}")
+                    task = asyncio.create_task(
+                        self.execute(job, claimed_at=claiming), name=f"job {job.id}"
+                    )
+                    self._running.add(task)
+                    task.add_done_callback(self._ended)
+                    continue
+            await self._sweep()
+            await self._idle(stop)
 
     async def _sweep(self) -> None:
         """Mark jobs past their expiry ``expired`` (a claim never takes them; this makes
@@ -188,7 +220,9 @@ class JobRunner:
             purged = await asyncio.to_thread(self.store.purge, older_than=self.retention_seconds)
         except RagwrightError as error:
             logger.warning("job store unavailable: %s", error)
+            self.health.failed("sweep", error)
             return
+        self.health.succeeded("sweep", changed=bool(expired or purged))
         if expired:
             self.events(f"expired:{expired}")
             logger.info("%d job(s) expired", expired)
@@ -356,8 +390,9 @@ class JobRunner:
         """``write`` (a guarded store call) off the event loop; ``None`` when the store is
         down: nothing changed, and the job runs again once its lease runs out."""
         try:
-            return await asyncio.to_thread(write)
+            written = await asyncio.to_thread(write)
         except StorageError as error:
+            self.health.failed(what, error)
             self.events(f"store_unavailable:{type(error).__name__}")
             logger.warning(
                 "job %s: %s not recorded, the job store is unavailable (%s); it runs again "
@@ -367,6 +402,8 @@ class JobRunner:
                 type(error).__name__,
             )
             return None
+        self.health.succeeded(what, changed=written)
+        return written
 
     async def _release(self, job: AnswerJob, reason: str, *, outage: bool) -> None:
         if outage:
@@ -382,7 +419,7 @@ class JobRunner:
     async def _publish_failure(self, job: AnswerJob, reason: str) -> None:
         published = await self._store_write(
             job,
-            "failure",
+            "publish",
             lambda: self.store.publish(job.id, self.worker_id, state="failed", failure=reason),
         )
         if published is None:
@@ -396,8 +433,9 @@ def _still_allowed(key: ApiKey, job: AnswerJob) -> bool:
     return key.active and key.tenant == job.tenant and key.allows("answer")
 
 
-def job_status(job: AnswerJob) -> Mapping[str, Any]:
-    """A job's JSON form for its caller (``GET /v1/answer-jobs/{id}``)."""
+def job_status(job: AnswerJob, *, store_failing: bool = False) -> Mapping[str, Any]:
+    """A job's JSON form for its caller (``GET /v1/answer-jobs/{id}``); ``store_failing``:
+    this process's runner cannot write to the job store (``waiting_reason``)."""
     return {
         "id": job.id,
         "state": job.state,
@@ -407,4 +445,5 @@ def job_status(job: AnswerJob) -> Mapping[str, Any]:
         "attempts": job.attempts,
         "result": dict(job.result) if job.result is not None else None,
         "failure": job.failure,
+        "waiting_reason": waiting_reason(job, store_failing=store_failing, now=time.time()),
     }

@@ -137,6 +137,7 @@ from ragwright.errors import (
     RequestError,
     SourceError,
     StorageError,
+    VectorIndexError,
 )
 from ragwright.pipeline.answer import Budget, answer_question, instructions_version
 from ragwright.pipeline.answer_scoring import attach_answers, error_outcome, score_answer
@@ -585,7 +586,11 @@ class Application:
     ) -> None:
         """A rebuild empties the collection: refuse it while the collection still reads
         and holds documents of tenants outside the run's scope (tenant scope applies to
-        deletes). A damaged or missing index cannot be read, so the sources decide."""
+        deletes; untenanted documents are outside a run whose sources hold none). A
+        damaged or missing index cannot be read, so the sources decide (a rebuild is the
+        recovery from damage); any other failure to read the tenants (a server timing
+        out) is refused: not knowing whom a rebuild deletes is no licence to delete
+        everyone."""
         try:
             index = self.components.open_index(
                 version, write=False, any_chunking_version=True, verify=False
@@ -598,8 +603,14 @@ class Application:
                 tenant = point.payload.get("tenant")
                 if tenant not in scope:
                     outside[str(tenant) if tenant is not None else "(untenanted)"] += 1
-        except Exception:
-            return
+        except IndexDamaged:
+            return  # a stored part does not read back: the rebuild is its recovery
+        except Exception as error:  # anything else: refuse (fail closed), never delete blind
+            raise VectorIndexError(
+                "--rebuild refused: cannot read which tenants the collection holds "
+                f"({type(error).__name__}: {' '.join(str(error).split())}); nothing was "
+                "deleted; run it again once the index answers"
+            ) from error
         finally:
             index.close()
         if outside:

@@ -2,8 +2,21 @@
 
 Place it just above the provider (inside the retry), so each attempt takes a lease and
 a retry wait holds none. When the pool is full the attempt is refused at once with the
-``capacity`` category. A buffered attempt releases on success, failure or cancellation;
-a stream holds its lease until it is fully consumed or abandoned. This module has the
+``capacity`` category. A lease is held until the provider call has really ended, not
+just until its caller stopped waiting (issue 20: clients that left while a model server
+kept generating let 31 requests reach a server of capacity 4):
+
+- a buffered attempt on a provider whose calls outlive their caller's cancellation
+  (``drain=True``: an HTTP model server generates a whole reply before it writes, and
+  does not notice a closed connection until then) is not abandoned when its caller is
+  cancelled: the caller gets its cancellation at once, the call runs on to its end
+  (bounded by the request's deadline, which is its HTTP timeout) and its lease goes
+  back then; an in-process provider (``drain=False``) ends when cancelled, and its
+  lease goes back as it ends;
+- a stream holds its lease until it is fully consumed, fails, or is abandoned, and an
+  abandoned stream is closed (its connection with it) before the lease goes back.
+
+This module has the
 in-process pool; ``adapters/redis.py`` has the pool shared across processes. Both keep
 the :class:`~ragwright.protocols.CapacityPool` contract.
 
@@ -17,6 +30,7 @@ together instead of each spending an attempt on a provider that already said no.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -87,7 +101,9 @@ class CapacityGate:
     and cools the pool down when an attempt is throttled.
 
     ``cooldown`` (seconds) is used when a throttled failure gives no ``retry_after``;
-    either is capped at ``max_cooldown``.
+    either is capped at ``max_cooldown``. ``drain``: the provider's calls go on after
+    their caller is cancelled (see the module docstring), so a cancelled buffered call
+    keeps its lease until it ends.
     """
 
     def __init__(
@@ -97,6 +113,7 @@ class CapacityGate:
         *,
         cooldown: float = 5.0,
         max_cooldown: float = MAX_COOLDOWN,
+        drain: bool = False,
     ) -> None:
         if not 0 < cooldown <= max_cooldown:
             raise ValueError(
@@ -108,6 +125,8 @@ class CapacityGate:
         self.pool = pool
         self.cooldown = cooldown
         self.max_cooldown = max_cooldown
+        self.drain = drain
+        self._draining: set[asyncio.Future[ChatResponse]] = set()
 
     def _lease(self) -> object:
         try:
@@ -131,21 +150,54 @@ class CapacityGate:
         if seconds > 0:
             self.pool.cool_down(seconds)
 
+    @property
+    def draining(self) -> int:
+        """Calls whose callers left and that still hold their lease (``drain=True``)."""
+        return len(self._draining)
+
     async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
         lease = self._lease()
+        if not self.drain:
+            try:
+                return await self.inner.complete(request, deadline)
+            except ChatError as error:
+                self._note(error)
+                raise
+            finally:
+                self.pool.release(lease)
+        call = asyncio.ensure_future(self.inner.complete(request, deadline))
+        call.add_done_callback(lambda _: self.pool.release(lease))
         try:
-            return await self.inner.complete(request, deadline)
+            return await asyncio.shield(call)
+        except asyncio.CancelledError:
+            if not call.done():
+                # The caller left; the provider goes on generating whatever we do, so
+                # the call runs to its end with its lease, and its outcome is dropped.
+                self._draining.add(call)
+                call.add_done_callback(self._drained)
+            raise
         except ChatError as error:
             self._note(error)
             raise
-        finally:
-            self.pool.release(lease)
+
+    def _drained(self, call: asyncio.Future[ChatResponse]) -> None:
+        self._draining.discard(call)
+        if not call.cancelled() and isinstance(error := call.exception(), ChatError):
+            self._note(error)  # a throttled reply still cools the pool down
 
     async def stream(self, request: ChatRequest, deadline: Deadline) -> AsyncIterator[ChatUpdate]:
         lease = self._lease()
         try:
-            async for update in self.inner.stream(request, deadline):
-                yield update
+            updates = self.inner.stream(request, deadline)
+            try:
+                async for update in updates:
+                    yield update
+            finally:
+                # Closed explicitly however this ends (an abandoned ``async for`` would
+                # leave the provider's stream, and its connection, open until collected).
+                close = getattr(updates, "aclose", None)
+                if close is not None:
+                    await close()
         except ChatError as error:
             self._note(error)
             raise

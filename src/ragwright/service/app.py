@@ -240,7 +240,15 @@ def create_app(
         },
     )
     app.add_middleware(EdgeClock)
-    app.include_router(job_routes(application, application.jobs, caller, checked))
+    app.include_router(
+        job_routes(
+            application,
+            application.jobs,
+            caller,
+            checked,
+            lambda: state.runner is not None and state.runner.health.failure is not None,
+        )
+    )
 
     def remaining(request: Request, *, answering: bool = True) -> float:
         """Seconds left of the request's budget, which started at the edge (EdgeClock):
@@ -703,6 +711,11 @@ def readiness(state: ServiceState) -> dict[str, dict[str, Any]]:
         "ok": model is None or declared,
         "detail": "ok" if model is None else f"{model} (answering: {degraded_mode(application)})",
     }
+    if state.runner is not None:
+        # A runner that cannot claim or publish (the job store refuses writes) leaves
+        # every accepted job waiting: not ready, with the reason.
+        jobs = state.runner.health.problem()
+        checks["jobs"] = {"ok": jobs is None, "detail": jobs or "ok"}
     return checks
 
 

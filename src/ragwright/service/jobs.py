@@ -42,10 +42,16 @@ def job_routes(
     store: Callable[[], JobStore],
     caller: Callable[[str], Callable[..., Awaitable[ApiKey]]],
     checked: Callable[..., Any],
+    store_failing: Callable[[], bool] = lambda: False,
 ) -> APIRouter:
-    """The job routes over ``store`` (opened on first use), authenticated by ``caller``."""
+    """The job routes over ``store`` (opened on first use), authenticated by ``caller``;
+    ``store_failing`` says whether this process's job runner cannot write to the store
+    (a waiting job's ``waiting_reason`` then says so)."""
     router = APIRouter(tags=["answer jobs"])
     settings = application.settings
+
+    def status_of(job: AnswerJob) -> dict[str, Any]:
+        return dict(job_status(job, store_failing=store_failing()))
 
     @router.post(
         "/v1/answer-jobs",
@@ -119,7 +125,7 @@ def job_routes(
         job = submitted.job if submitted.created else await visible(submitted.job, key)
         url = f"/v1/answer-jobs/{job.id}"
         return JSONResponse(
-            {**job_status(job), "status_url": url, "replayed": not submitted.created},
+            {**status_of(job), "status_url": url, "replayed": not submitted.created},
             status_code=202,
             headers={"Location": url},
         )
@@ -131,7 +137,7 @@ def job_routes(
         """The job's state and, once it succeeded, its answer (the shape of
         ``POST /v1/answers``)."""
         job = await visible(await read(job_id), key)
-        return JSONResponse(dict(job_status(job)))
+        return JSONResponse(status_of(job))
 
     @router.delete("/v1/answer-jobs/{job_id}", responses=problem_responses(401, 403, 404, 503))
     async def cancel(
@@ -145,7 +151,7 @@ def job_routes(
             raise missing() from error
         except RagwrightError as error:
             raise store_unavailable(error) from error
-        return JSONResponse(dict(job_status(job)))
+        return JSONResponse(status_of(job))
 
     async def read(job_id: str) -> AnswerJob | None:
         try:

@@ -172,6 +172,8 @@ class LocalChatModel:
     Failures are classified like any OpenAI-compatible server's (``adapters/http.py``).
     """
 
+    outlives_cancellation = True  # an HTTP model server (see OpenAIChatModel)
+
     def __init__(
         self,
         server: ServesChat,
@@ -209,6 +211,8 @@ class OnDemandLocalModel:
     answers. ``close()`` (async, like the other adapters) closes the client and stops the
     server; ``stop()`` is the synchronous fallback.
     """
+
+    outlives_cancellation = True  # an HTTP model server (see OpenAIChatModel)
 
     def __init__(
         self,

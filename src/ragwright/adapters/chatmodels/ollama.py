@@ -22,6 +22,8 @@ from ragwright.errors import ChatError, FailureCategory
 class OllamaChatModel:
     """A model served by Ollama."""
 
+    outlives_cancellation = True  # an HTTP model server (see OpenAIChatModel)
+
     def __init__(
         self,
         model: str,

@@ -31,7 +31,14 @@ from ragwright.errors import ChatError, FailureCategory
 
 
 class OpenAIChatModel:
-    """A chat model reached through the OpenAI chat-completions API."""
+    """A chat model reached through the OpenAI chat-completions API.
+
+    ``outlives_cancellation``: a call whose caller is cancelled goes on at the server (it
+    generates a buffered reply before it writes, and does not see the closed connection
+    until then), so the capacity gate keeps its lease until it ends.
+    """
+
+    outlives_cancellation = True
 
     def __init__(
         self,
@@ -113,14 +120,19 @@ class OpenAIChatModel:
             chunks = await self._client.chat.completions.create(
                 **self._arguments(request), stream=True, timeout=deadline.remaining()
             )
-            async for chunk in chunks:
-                if not chunk.choices:
-                    continue
-                choice = chunk.choices[0]
-                if choice.finish_reason == "content_filter":
-                    raise ChatError(self.name, FailureCategory.REFUSAL, "the model declined")
-                if choice.delta and choice.delta.content:
-                    yield ChatUpdate(choice.delta.content)
+            try:
+                async for chunk in chunks:
+                    if not chunk.choices:
+                        continue
+                    choice = chunk.choices[0]
+                    if choice.finish_reason == "content_filter":
+                        raise ChatError(self.name, FailureCategory.REFUSAL, "the model declined")
+                    if choice.delta and choice.delta.content:
+                        yield ChatUpdate(choice.delta.content)
+            finally:
+                # An abandoned stream closes its connection now, so the server stops
+                # generating at its next token (not when the response is collected).
+                await chunks.close()
         except (openai.APIError, httpx.HTTPError) as error:
             # The SDK wraps failures of the request, not of reading the event stream.
             raise self._classify(error, request) from error
