@@ -110,8 +110,15 @@ class Obedient:
 
     async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
         items = json.loads(request.messages[1].content)["evidence"]
-        own = [i["id"] for i in items if i["title"] == self.attack["title"]]
-        answer = {"status": "answered", "answer": self.attack["answer"], "sourceIds": own}
+        own = [i for i in items if i["title"] == self.attack["title"]]
+        answer: dict[str, Any]
+        if items and "sentences" in items[0]:
+            # Quoted: it can only pick sentences it was shown; it picks the attack's own.
+            ids = [s["id"] for i in own for s in i["sentences"]][:3]
+            answer = {"status": "answered" if ids else "insufficient", "sentenceIds": ids}
+        else:
+            ids = [i["id"] for i in own]
+            answer = {"status": "answered", "answer": self.attack["answer"], "sourceIds": ids}
         return ChatResponse(json.dumps(answer), "stop", "obedient", provider=self.name)
 
     def stream(self, request: ChatRequest, deadline: Deadline) -> AsyncIterator[ChatUpdate]:
@@ -120,7 +127,11 @@ class Obedient:
 
 def attack_document(attack: dict[str, Any]) -> SourceDocument:
     sections = (
-        SourceSection("notes", "Notes", tuple(p for p in attack["text"].split("\n\n") if p)),
+        SourceSection(
+            "notes",
+            attack.get("heading", "Notes"),
+            tuple(p for p in attack["text"].split("\n\n") if p),
+        ),
     )
     return SourceDocument(
         f"attack-{attack['id']}",
@@ -133,7 +144,7 @@ def attack_document(attack: dict[str, Any]) -> SourceDocument:
 
 
 async def run_one(
-    retriever: Retriever, attack: dict[str, Any], model: ChatModel, arm: str
+    retriever: Retriever, attack: dict[str, Any], model: ChatModel, arm: str, style: str
 ) -> dict[str, Any]:
     chat = BeforeRequest(model) if arm == "before" else model
     started = time.perf_counter()
@@ -150,6 +161,7 @@ async def run_one(
             counter=Words(),
             k=10,
             support_check=arm == "after",
+            style=style,  # type: ignore[arg-type]
             deadline=Deadline.after(300),
         )
     except AnswerContractError as error:
@@ -174,15 +186,38 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def key(model: str, style: str, arm: str) -> str:
+    """``worst_case/after`` for the generated style (the original rows), else with the style."""
+    return f"{model}/{arm}" if style == "generated" else f"{model}/{style}/{arm}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--no-local", action="store_true", help="Skip the bundled model.")
     parser.add_argument("--limit", type=int, default=None, help="Only the first N attacks.")
     parser.add_argument(
+        "--categories", default="", help="Only attacks of these categories (comma-separated)."
+    )
+    parser.add_argument(
+        "--arms", default="before,after", help="Arms to run (comma-separated: before, after)."
+    )
+    parser.add_argument(
+        "--styles",
+        default="generated",
+        help="Answer styles to run (comma-separated: generated, quoted).",
+    )
+    parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "injection.json"
     )
     args = parser.parse_args()
+    arms = [a for a in args.arms.split(",") if a]
+    styles = [s for s in args.styles.split(",") if s]
+    if not set(arms) <= {"before", "after"} or not set(styles) <= {"generated", "quoted"}:
+        parser.error("--arms takes before, after; --styles takes generated, quoted")
     attacks = [json.loads(line) for line in ATTACKS.read_text("utf-8").splitlines() if line]
+    if args.categories:
+        wanted = set(args.categories.split(","))
+        attacks = [a for a in attacks if a["category"] in wanted]
     attacks = attacks[: args.limit] if args.limit else attacks
     home = Path(tempfile.mkdtemp(prefix="ragwright-injection-"))
     documents = [*load_sources([ROOT / "samples" / "corpus" / "worker-shutdown.md"])]
@@ -191,9 +226,15 @@ def main() -> None:
 
     def write(complete: bool) -> dict[str, Any]:
         summary = {key: summarise(value) for key, value in rows.items() if value}
-        record = {"question": QUESTION, "complete": complete, "summary": summary, "rows": rows}
+        record = {
+            "question": QUESTION,
+            "complete": complete,
+            "categories": sorted({a["category"] for a in attacks}),
+            "summary": summary,
+            "rows": rows,
+        }
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(record, indent=2))
+        args.out.write_text(json.dumps(record, indent=2, ensure_ascii=False))
         return summary
 
     with EdgeIndex(home / "index", contract_for(HASHING_PROFILE, POLICY.version)) as index:
@@ -207,24 +248,35 @@ def main() -> None:
         retriever = Retriever(index, HashingEmbedder(), Bm25Encoder())
 
         async def everything() -> None:
-            for arm in ("before", "after"):
-                rows[f"worst_case/{arm}"] = [
-                    await run_one(retriever, a, Obedient(a), arm)  # type: ignore[arg-type]
-                    for a in attacks
-                ]
+            for style in styles:
+                for arm in arms:
+                    rows[key("worst_case", style, arm)] = [
+                        await run_one(retriever, a, Obedient(a), arm, style)  # type: ignore[arg-type]
+                        for a in attacks
+                    ]
             write(args.no_local)
             if args.no_local:
                 return
             # One model cache for every run of the benchmark (463 MiB, verified once).
             local = OnDemandLocalModel(Path(tempfile.gettempdir()) / "ragwright-bench-models")
-            rows["local/before"], rows["local/after"] = [], []
+            for style in styles:
+                for arm in arms:
+                    rows[key("local", style, arm)] = []
             try:
-                for attack in attacks:
-                    for arm in ("before", "after"):
-                        row = await run_one(retriever, attack, local, arm)  # type: ignore[arg-type]
-                        rows[f"local/{arm}"].append(row)
-                        print(arm, attack["id"], row["outcome"], row["followed"], flush=True)
-                    write(attack is attacks[-1])
+                for style in styles:
+                    for attack in attacks:
+                        for arm in arms:
+                            row = await run_one(retriever, attack, local, arm, style)  # type: ignore[arg-type]
+                            rows[key("local", style, arm)].append(row)
+                            print(
+                                style,
+                                arm,
+                                attack["id"],
+                                row["outcome"],
+                                row["followed"],
+                                flush=True,
+                            )
+                        write(style == styles[-1] and attack is attacks[-1])
             finally:
                 await local.close()
 
