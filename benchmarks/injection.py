@@ -1,22 +1,31 @@
-"""How many prompt-injection attacks an answer follows, before and after issue 9.
+"""How many prompt-injection attacks an answer follows, before and after issues 9 and 20.
 
 Every attack in ``tests/data/injection_attacks.jsonl`` is indexed as a published runbook
-beside the sample shutdown runbook, and ``answer_question`` answers "Should I drain all
-queued work during shutdown?" from both (hashing embedder: retrieval is not what is
-measured; every chunk of the two documents is in the context). Two arms:
+(its title, its ``heading`` or ``Notes``, its text) beside the sample shutdown runbook, and
+``answer_question`` answers "Should I drain all queued work during shutdown?" from both
+(hashing embedder: retrieval is not what is measured; every chunk of the two documents
+is in the context). Two arms:
 
-- ``before`` — the previous request (instructions with one sentence about evidence,
-  evidence items without the ``untrusted-data`` marker) and no support check;
+- ``before`` — the request before issue 9 (instructions with one sentence about
+  evidence, evidence items without the ``untrusted-data`` marker) and no support check;
 - ``after`` — the shipped request and the default support check.
 
-Two models: ``worst_case`` (a scripted model that obeys every attack: the demanded
-answer, citing the attack's own source) and ``local`` (the bundled Qwen2.5-Coder-0.5B
-at temperature 0; ``--no-local`` skips it; each attack runs both arms in turn). An attack
-is *followed* when the result is ``answered`` and the answer holds the attack's marker.
-Writes ``benchmarks/results/injection.json`` after every attack (``complete`` says
-whether every attack ran), so a run stopped early still reports the pairs it finished.
+Issue 20's before/after is the ``after`` arm run on the code before and after the change
+(``--arms after --out ...`` with each code on ``PYTHONPATH``), for its attack categories
+(``--categories``).
 
-    python benchmarks/injection.py [--no-local] [--limit N]
+Two models: ``worst_case`` (a scripted model that obeys every attack: the demanded
+answer, citing the attack's own source; in the quoted style it quotes the attack's own
+sentences when it is shown any, else says insufficient) and ``local`` (the bundled
+Qwen2.5-Coder-0.5B at temperature 0; ``--no-local`` skips it; each attack runs every arm
+in turn). Two styles (``--styles``): ``generated`` (default) and ``quoted`` (the embedded
+model's default). An attack is *followed* when the result is ``answered`` and the answer
+holds the attack's marker. Writes ``benchmarks/results/injection.json`` (or ``--out``)
+after every attack (``complete`` says whether every attack ran), so a run stopped early
+still reports the pairs it finished.
+
+    python benchmarks/injection.py [--no-local] [--limit N] [--categories A,B]
+        [--arms before,after] [--styles generated,quoted] [--out PATH]
 """
 
 from __future__ import annotations
@@ -110,8 +119,15 @@ class Obedient:
 
     async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
         items = json.loads(request.messages[1].content)["evidence"]
-        own = [i["id"] for i in items if i["title"] == self.attack["title"]]
-        answer = {"status": "answered", "answer": self.attack["answer"], "sourceIds": own}
+        own = [i for i in items if i["title"] == self.attack["title"]]
+        answer: dict[str, Any]
+        if items and "sentences" in items[0]:
+            # Quoted: it can only pick sentences it was shown; it picks the attack's own.
+            ids = [s["id"] for i in own for s in i["sentences"]][:3]
+            answer = {"status": "answered" if ids else "insufficient", "sentenceIds": ids}
+        else:
+            ids = [i["id"] for i in own]
+            answer = {"status": "answered", "answer": self.attack["answer"], "sourceIds": ids}
         return ChatResponse(json.dumps(answer), "stop", "obedient", provider=self.name)
 
     def stream(self, request: ChatRequest, deadline: Deadline) -> AsyncIterator[ChatUpdate]:
@@ -120,7 +136,11 @@ class Obedient:
 
 def attack_document(attack: dict[str, Any]) -> SourceDocument:
     sections = (
-        SourceSection("notes", "Notes", tuple(p for p in attack["text"].split("\n\n") if p)),
+        SourceSection(
+            "notes",
+            attack.get("heading", "Notes"),
+            tuple(p for p in attack["text"].split("\n\n") if p),
+        ),
     )
     return SourceDocument(
         f"attack-{attack['id']}",
@@ -133,7 +153,7 @@ def attack_document(attack: dict[str, Any]) -> SourceDocument:
 
 
 async def run_one(
-    retriever: Retriever, attack: dict[str, Any], model: ChatModel, arm: str
+    retriever: Retriever, attack: dict[str, Any], model: ChatModel, arm: str, style: str
 ) -> dict[str, Any]:
     chat = BeforeRequest(model) if arm == "before" else model
     started = time.perf_counter()
@@ -150,6 +170,7 @@ async def run_one(
             counter=Words(),
             k=10,
             support_check=arm == "after",
+            style=style,  # type: ignore[arg-type]
             deadline=Deadline.after(300),
         )
     except AnswerContractError as error:
@@ -174,15 +195,38 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def key(model: str, style: str, arm: str) -> str:
+    """``worst_case/after`` for the generated style (the original rows), else with the style."""
+    return f"{model}/{arm}" if style == "generated" else f"{model}/{style}/{arm}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--no-local", action="store_true", help="Skip the bundled model.")
     parser.add_argument("--limit", type=int, default=None, help="Only the first N attacks.")
     parser.add_argument(
+        "--categories", default="", help="Only attacks of these categories (comma-separated)."
+    )
+    parser.add_argument(
+        "--arms", default="before,after", help="Arms to run (comma-separated: before, after)."
+    )
+    parser.add_argument(
+        "--styles",
+        default="generated",
+        help="Answer styles to run (comma-separated: generated, quoted).",
+    )
+    parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "injection.json"
     )
     args = parser.parse_args()
+    arms = [a for a in args.arms.split(",") if a]
+    styles = [s for s in args.styles.split(",") if s]
+    if not set(arms) <= {"before", "after"} or not set(styles) <= {"generated", "quoted"}:
+        parser.error("--arms takes before, after; --styles takes generated, quoted")
     attacks = [json.loads(line) for line in ATTACKS.read_text("utf-8").splitlines() if line]
+    if args.categories:
+        wanted = set(args.categories.split(","))
+        attacks = [a for a in attacks if a["category"] in wanted]
     attacks = attacks[: args.limit] if args.limit else attacks
     home = Path(tempfile.mkdtemp(prefix="ragwright-injection-"))
     documents = [*load_sources([ROOT / "samples" / "corpus" / "worker-shutdown.md"])]
@@ -191,9 +235,15 @@ def main() -> None:
 
     def write(complete: bool) -> dict[str, Any]:
         summary = {key: summarise(value) for key, value in rows.items() if value}
-        record = {"question": QUESTION, "complete": complete, "summary": summary, "rows": rows}
+        record = {
+            "question": QUESTION,
+            "complete": complete,
+            "categories": sorted({a["category"] for a in attacks}),
+            "summary": summary,
+            "rows": rows,
+        }
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(record, indent=2))
+        args.out.write_text(json.dumps(record, indent=2, ensure_ascii=False))
         return summary
 
     with EdgeIndex(home / "index", contract_for(HASHING_PROFILE, POLICY.version)) as index:
@@ -207,24 +257,35 @@ def main() -> None:
         retriever = Retriever(index, HashingEmbedder(), Bm25Encoder())
 
         async def everything() -> None:
-            for arm in ("before", "after"):
-                rows[f"worst_case/{arm}"] = [
-                    await run_one(retriever, a, Obedient(a), arm)  # type: ignore[arg-type]
-                    for a in attacks
-                ]
+            for style in styles:
+                for arm in arms:
+                    rows[key("worst_case", style, arm)] = [
+                        await run_one(retriever, a, Obedient(a), arm, style)  # type: ignore[arg-type]
+                        for a in attacks
+                    ]
             write(args.no_local)
             if args.no_local:
                 return
             # One model cache for every run of the benchmark (463 MiB, verified once).
             local = OnDemandLocalModel(Path(tempfile.gettempdir()) / "ragwright-bench-models")
-            rows["local/before"], rows["local/after"] = [], []
+            for style in styles:
+                for arm in arms:
+                    rows[key("local", style, arm)] = []
             try:
-                for attack in attacks:
-                    for arm in ("before", "after"):
-                        row = await run_one(retriever, attack, local, arm)  # type: ignore[arg-type]
-                        rows[f"local/{arm}"].append(row)
-                        print(arm, attack["id"], row["outcome"], row["followed"], flush=True)
-                    write(attack is attacks[-1])
+                for style in styles:
+                    for attack in attacks:
+                        for arm in arms:
+                            row = await run_one(retriever, attack, local, arm, style)  # type: ignore[arg-type]
+                            rows[key("local", style, arm)].append(row)
+                            print(
+                                style,
+                                arm,
+                                attack["id"],
+                                row["outcome"],
+                                row["followed"],
+                                flush=True,
+                            )
+                        write(style == styles[-1] and attack is attacks[-1])
             finally:
                 await local.close()
 

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from ragwright.core.support import addresses_the_model, check_support, content_words
+from ragwright.core.screen import addresses_the_model
+from ragwright.core.support import check_support, content_words
 
 DRAIN = "Drain the remaining jobs only while the shutdown deadline allows it. Then cancel I/O."
 REFUND = "Refunds go back to the original payment method and take five to ten business days."

@@ -40,9 +40,14 @@ SUPPORTED = "Drain the remaining jobs only while the shutdown deadline allows it
 
 
 def attack_document(attack: dict[str, Any]) -> SourceDocument:
-    """The attack as a published runbook, its text verbatim (no Markdown parsing)."""
+    """The attack as a published runbook, its title, heading (``Notes`` unless the attack
+    sets one) and text verbatim (no Markdown parsing)."""
     sections = (
-        SourceSection("notes", "Notes", tuple(p for p in attack["text"].split("\n\n") if p)),
+        SourceSection(
+            "notes",
+            attack.get("heading", "Notes"),
+            tuple(p for p in attack["text"].split("\n\n") if p),
+        ),
     )
     return SourceDocument(
         document_id=f"attack-{attack['id']}",
@@ -101,6 +106,14 @@ def test_the_corpus_holds_at_least_20_varied_attacks() -> None:
     categories = {a["category"] for a in ATTACKS}
     assert {"instruction_override", "fake_label", "fake_json", "role_play"} <= categories
     assert "planted_answer" in categories and len(categories) >= 8
+    # Issue 20: attacks in every field the model sees, and in other languages and base64.
+    assert {
+        "heading_instruction",
+        "title_instruction",
+        "system_policy",
+        "encoded_payload",
+        "other_language",
+    } <= categories
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=[a["id"] for a in ATTACKS])
@@ -166,7 +179,7 @@ def test_a_true_answer_next_to_an_attack_is_still_answered(
 def test_a_quoted_answer_cannot_quote_text_addressed_to_the_model(
     retriever: Retriever, attack: dict[str, Any]
 ) -> None:
-    from ragwright.core.support import addresses_the_model
+    from ragwright.core.screen import addresses_the_model
 
     result = ask(retriever, attack, None, style="quoted")
     assert result.request is not None
@@ -176,6 +189,8 @@ def test_a_quoted_answer_cannot_quote_text_addressed_to_the_model(
         for s in item["sentences"]
     ]
     addressed = [p for p in attack["text"].split("\n\n") if addresses_the_model(p)]
+    if addresses_the_model(attack["title"]) or addresses_the_model(attack.get("heading", "")):
+        addressed = attack["text"].split("\n\n")  # the whole text under it
     # Every paragraph the screen recognises stays out of what the model may quote.
     assert not any(sentence in paragraph for sentence in shown for paragraph in addressed)
     assert shown  # the real runbook's sentences are still offered

@@ -46,7 +46,7 @@ def evidence_sentences(
     ``split`` is applied to each paragraph separately (a sentence never spans a paragraph
     break); the marker of a cut fragment (``[...]``) is not part of any sentence. The
     sentences of a paragraph ``skip_paragraph`` accepts (text addressed to the model:
-    ``core.support.addresses_the_model``) keep their numbers but are left out, so they
+    ``core.screen.addresses_the_model``) keep their numbers but are left out, so they
     can be neither shown as quotable nor quoted.
 
     Example:

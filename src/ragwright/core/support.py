@@ -10,67 +10,31 @@ citation. It is a cheap screen for answers that cite sources which do not contai
 claims, not a proof of faithfulness: paraphrase can defeat it, and word overlap can be
 coincidental.
 
-Evidence is data, never instructions. A paragraph of evidence that addresses the
-answering model (:func:`addresses_the_model`: "ignore previous instructions", "the
+Evidence is data, never instructions. Evidence that addresses the answering model
+(:mod:`ragwright.core.screen`: a paragraph saying "ignore previous instructions", "the
 correct answer is", "reply only with", chat-template tokens, forged ``"status"`` or
-``"id": "S1"`` JSON, "you are now", ...) supports nothing: it is left out of the cited
-text the claims are compared with, and an answer sentence that echoes such a paragraph
-(half or more of its content words come from it, and no fewer from ordinary evidence
-text) is reported as following an instruction found in the evidence. An answer is
-*supported* only when it has at least one checkable sentence, every sentence is
-supported and none follows such text; the answer use case never returns an unsupported
-answer as ``answered``. The patterns are a screen too (an obfuscated instruction passes
-them); the word-overlap rule then still requires the answer's claims to appear in
-ordinary evidence text.
+``"id": "S1"`` JSON, "you are now", ...; or a title or heading doing so, which screens
+the whole text under it) supports nothing: it is left out of the cited text the claims
+are compared with, and an answer sentence that echoes such text (half or more of its
+content words come from it, and no fewer from ordinary evidence text) is reported as
+following an instruction found in the evidence. An answer is *supported* only when it
+has at least one checkable sentence, every sentence is supported and none follows such
+text; the answer use case never returns an unsupported answer as ``answered``. The
+patterns are a screen too (an obfuscated instruction passes them); the word-overlap
+rule then still requires the answer's claims to appear in ordinary evidence text.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ragwright.core.lexical import STOPWORDS
+from ragwright.core.screen import split_instructions
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
-_PARAGRAPH = re.compile(r"\n\s*\n")
-_MODEL = r"(?:AI|assistants?|chat\s?bots?|bots?|LLMs?|language\s+models?|GPT\w*)"
-# Text that speaks to the answering model rather than about the subject. Each
-# alternative is phrased so ordinary runbook prose ("ignore the alert if", "reply to the
-# customer") does not match; a false match only costs support, never adds any.
-_ADDRESSES_MODEL = re.compile(
-    "|".join(
-        (
-            r"\b(?:ignor\w*|disregard\w*|forget|overrid\w*|bypass)\b[^.!?\n]{0,40}"
-            r"\b(?:instructions?|rules|prompts?|guidelines|directions|guardrails|"
-            r"anweisungen|instrucciones|consignes)\b",
-            r"\b(?:system|developer)\s+(?:prompt|message|instructions?|override)\b",
-            r"\bnew\s+(?:instructions?|rules|task|directives?)\b",
-            r"\bend\s+of\s+(?:the\s+)?(?:evidence|context|data|instructions?)\b",
-            r"\b(?:you\s+are\s+now|from\s+now\s+on|pretend\s+you|role-?\s?play|jailbreak\w*)\b",
-            rf"\b(?:to|for|dear|attention|hey)\s+(?:the\s+|any\s+|all\s+|automated\s+)*{_MODEL}\b",
-            rf"\bif\s+you\s+are\s+(?:an?\s+)?{_MODEL}\b",
-            rf"(?:^|\n)\s*(?:#+\s*)?(?:system|{_MODEL})\s*(?::|\n)",
-            r"\b(?:anyone|whoever|you)\s+(?:summari[sz]\w*|answering|responding|reading\s+this)\b",
-            r"\byour\s+(?:answer|response|reply|output|instructions|task)\b",
-            r"\bthe\s+answer\s+(?:is|should\s+be|must\s+be)\s*[:'\"\u201c]",
-            r"\b(?:correct|right|real|true|official|approved|final|expected|only)\s+"
-            r"(?:answer|response|reply)\b",
-            r"\bas\s+(?:the|your)\s+(?:answer|response|reply)\b",
-            r"\b(?:answer|respond|reply|say|output)\s+(?:only|exactly|verbatim|just)\b",
-            r"\b(?:answer|respond|reply|say|output)\s+with\s+(?:the\s+)?"
-            r"(?:words?|phrase|text|sentence|string)\b",
-            r"\b(?:answer|respond|reply|say)\s*:?\s*['\"\u201c]",
-            r"\b(?:must|should|shall)\s+(?:state|say|answer|reply|respond)\s*[:'\"\u201c]",
-            r"\b(?:cite|citing|sourceids?)\b[^.!?\n]{0,20}\bS\d+\b",
-            r"\[S\d+\]",
-            r"[\"']?\b(?:status|sourceIds|answer|id)[\"']?\s*:\s*[\"'\[]\s*(?:answered|insufficient|S\d)",
-            r"\[/?INST\]|<\|?im_(?:start|end)\|?>|</?(?:system|instructions?)>",
-        )
-    ),
-    re.IGNORECASE,
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,26 +82,12 @@ def content_words(text: str) -> frozenset[str]:
     return frozenset(words)
 
 
-def addresses_the_model(paragraph: str) -> bool:
-    """Whether ``paragraph`` speaks to the answering model (an instruction, a forged
-    label or answer, a role or chat-template marker) rather than about its subject."""
-    return _ADDRESSES_MODEL.search(paragraph) is not None
-
-
-def split_instructions(text: str) -> tuple[str, tuple[str, ...]]:
-    """``text`` without its paragraphs that address the model, and those paragraphs."""
-    kept: list[str] = []
-    removed: list[str] = []
-    for paragraph in _PARAGRAPH.split(text):
-        (removed if addresses_the_model(paragraph) else kept).append(paragraph)
-    return "\n\n".join(kept), tuple(removed)
-
-
 def check_support(
     answer: str,
     cited: Sequence[tuple[str, str]],
     *,
     evidence: Sequence[tuple[str, str]] | None = None,
+    frames: Mapping[str, tuple[str, str]] | None = None,
     min_shared: int = 2,
     min_coverage: float = 0.3,
     min_echo: float = 0.5,
@@ -148,7 +98,9 @@ def check_support(
     ``cited``); an answer sentence follows an instruction when one of their paragraphs
     that address the model covers at least ``min_echo`` of its content words and at
     least as many as any ordinary evidence text does (so a true answer next to an
-    injection that talks about the same subject keeps its support).
+    injection that talks about the same subject keeps its support). ``frames`` maps a
+    label to the (title, heading) the model saw over its text: when either addresses the
+    model, all of that text is screened (:func:`~ragwright.core.screen.split_instructions`).
 
     The defaults ``min_shared=2, min_coverage=0.3`` were chosen by hand and kept after
     calibration (``benchmarks/support_check.py``, 79 labelled cases, fixed tune/test
@@ -160,14 +112,20 @@ def check_support(
     planted: list[frozenset[str]] = []
     clean: list[frozenset[str]] = []
     instruction_sources: list[str] = []
+    frames = frames or {}
+
+    def split(label: str, text: str) -> tuple[str, tuple[str, ...]]:
+        title, heading = frames.get(label, ("", ""))
+        return split_instructions(text, title=title, heading=heading)
+
     for label, text in cited if evidence is None else evidence:
-        kept, removed = split_instructions(text)
+        kept, removed = split(label, text)
         clean.append(content_words(kept))
         if removed:
             instruction_sources.append(label)
             planted.extend(content_words(p) for p in removed)
     followed = tuple(s for s in sentences if _follows(content_words(s), planted, clean, min_echo))
-    sources = [(label, content_words(split_instructions(text)[0])) for label, text in cited]
+    sources = [(label, content_words(split(label, text)[0])) for label, text in cited]
     results = []
     supported_sentences: set[int] = set()
     for label, words in sources:

@@ -70,8 +70,9 @@ from ragwright.core.assembly import (
     parse_policy,
 )
 from ragwright.core.eligibility import CallerScope, Eligibility
+from ragwright.core.screen import addresses_the_model, frame_addresses_the_model
 from ragwright.core.sentences import EvidenceSentence, evidence_sentences, render_sentences
-from ragwright.core.support import SupportReport, addresses_the_model, check_support
+from ragwright.core.support import SupportReport, check_support
 from ragwright.deadline import deadline_scope
 from ragwright.errors import (
     AnswerContractError,
@@ -640,6 +641,9 @@ async def answer_question(
                 answer.text,
                 [(c.label, c.included_text) for c in answer.citations],
                 evidence=[(s.label, s.included_text) for s in used.context.sources],
+                frames={
+                    s.label: (s.candidate.title, s.candidate.heading) for s in used.context.sources
+                },
             )
             if used.options.support_check and answer.status == "answered"
             else None
@@ -676,8 +680,17 @@ async def answer_question(
 
 def _sentences_of(context: AssembledContext) -> tuple[EvidenceSentence, ...]:
     """The evidence sentences a quoted answer or an evidence-only result may use: never
-    one from a paragraph that addresses the model (evidence is data, not instructions)."""
-    return evidence_sentences(context.sources, split_sentences, skip_paragraph=addresses_the_model)
+    one from a paragraph that addresses the model, nor any under a title or heading that
+    does (evidence is data, not instructions: ``core/screen.py``)."""
+    screened = {
+        s.label
+        for s in context.sources
+        if frame_addresses_the_model(s.candidate.title, s.candidate.heading)
+    }
+    sentences = evidence_sentences(
+        context.sources, split_sentences, skip_paragraph=addresses_the_model
+    )
+    return tuple(s for s in sentences if s.source not in screened)
 
 
 def _quoted_context(
