@@ -91,7 +91,11 @@ def test_serve_answers_on_the_embedded_defaults(served: tuple[str, str]) -> None
     ready = httpx.get(url + "/readyz").json()
     assert ready == {
         "ready": True,
-        "checks": {"index": {"ok": True, "detail": "ok"}, "model": {"ok": True, "detail": "ok"}},
+        "checks": {
+            "index": {"ok": True, "detail": "ok"},
+            "model": {"ok": True, "detail": "ok"},
+            "jobs": {"ok": True, "detail": "ok"},  # serve runs answer jobs by default
+        },
         "reasons": [],
     }
     body = httpx.post(
