@@ -268,9 +268,18 @@ class Application:
                         publication_state=document.publication_state,
                         paragraphs=chunk.positions.paragraph_indexes,
                         text=chunk.text,
+                        pages=chunk.pages,
+                        source_uri=document.source_uri or None,
                     )
                 )
-        return ChunksResult(policy.version, tuple(rows), loaded.skipped, loaded.invalid)
+        return ChunksResult(
+            policy.version,
+            tuple(rows),
+            loaded.skipped,
+            loaded.invalid,
+            loaded.origins,
+            loaded.origins_left_out,
+        )
 
     def ingest(
         self, request: IngestRequest, *, progress: ProgressCallback | None = None
@@ -1893,7 +1902,7 @@ def _ingest_result(
 ) -> IngestResult:
     """The use case's result: the pipeline's report with the run's sources and profile,
     and what the ``stream`` the documents came from (if any) skipped."""
-    skipped = () if stream is None else tuple(SkippedFile(p, r) for p, r in stream.skipped)
+    skipped = () if stream is None else tuple(SkippedFile(*s) for s in stream.skipped)
     invalid = () if stream is None else stream.invalid
     return IngestResult(
         # Not asdict: it would turn the nested records into dicts.
@@ -1908,4 +1917,6 @@ def _ingest_result(
         skipped_documents=invalid,
         sources=tuple(str(path) for path in request.sources),
         pruned=request.prune,
+        metadata=() if stream is None else stream.origins,
+        metadata_left_out=0 if stream is None else stream.origins_left_out,
     )
