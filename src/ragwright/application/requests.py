@@ -201,6 +201,7 @@ class ChunkRow:
     text: str
     pages: tuple[int, int] | None = None
     source_uri: str | None = None
+    location: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -476,6 +477,10 @@ class SearchHit:
     sparse_score: float | None = None
     fused_score: float | None = None
     rerank_score: float | None = None
+    source_uri: str | None = None
+    pages: tuple[int, int] | None = None
+    location: str | None = None
+    """The file and pages a reader finds it at: ``runbook.pdf p. 3``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -114,7 +114,7 @@ from ragwright.application.requests import (
 from ragwright.application.templates import load_templates
 from ragwright.chat.contract import ChatMessage, ChatOptions, ChatRequest
 from ragwright.core.answers import AnswerStyle
-from ragwright.core.assembly import AssembledContext, parse_policy
+from ragwright.core.assembly import AssembledContext, cite_location, parse_policy
 from ragwright.core.chunking import build_chunks
 from ragwright.core.eligibility import CallerScope, Eligibility, eligibility_filter
 from ragwright.core.points import LIVE, format_query_input, read_payload
@@ -270,6 +270,7 @@ class Application:
                         text=chunk.text,
                         pages=chunk.pages,
                         source_uri=document.source_uri or None,
+                        location=cite_location(document.source_uri, chunk.pages),
                     )
                 )
         return ChunksResult(
@@ -1825,6 +1826,9 @@ def _search_hit(rank: int, hit: Hit, kind: ScoreKind) -> SearchHit:
         sparse_score=hit.sparse_score,
         fused_score=hit.fused_score,
         rerank_score=hit.rerank_score,
+        source_uri=p.source_uri,
+        pages=p.pages,
+        location=cite_location(p.source_uri, p.pages),
     )
 
 

@@ -79,6 +79,7 @@ from ragwright.service.problems import (
 )
 from ragwright.service.schemas import AnswerBody, IngestBody, SearchBody
 from ragwright.service.streaming import answer_stream
+from ragwright.service.uploads import file_ingestion_routes
 from ragwright.threads import run_in_thread
 from ragwright.types import SourceDocument, SourceSection
 
@@ -432,6 +433,19 @@ def create_app(
         summary (the shape of ``ragwright ingest --json``). ``prune`` deletes only this
         tenant's documents missing from the request. One ingestion at a time (409)."""
         documents = documents_of(body, key, key.types or settings.document_types)
+        result = await run_ingestion(
+            documents, key, body.prune, lambda error: ingestion_input_problem(error, body)
+        )
+        return JSONResponse(result.to_dict())
+
+    async def run_ingestion(
+        documents: tuple[SourceDocument, ...],
+        key: ApiKey,
+        prune: bool,
+        refused: Callable[[DocumentError | ChunkingError | InputTooLong], Problem] = (
+            lambda error: invalid_field(getattr(error, "field", "documents"), str(error))
+        ),
+    ) -> IngestResult:
         if ingesting.locked():
             raise Problem(
                 409,
@@ -439,14 +453,14 @@ def create_app(
                 "An ingestion is running",
                 "this service runs one ingestion at a time; submit again when it ends",
             )
-        request = IngestRequest((), documents=documents, tenant=key.tenant, prune=body.prune)
+        request = IngestRequest((), documents=documents, tenant=key.tenant, prune=prune)
 
         def ingest() -> IngestResult:
             try:
                 return application.ingest(request)
             except (DocumentError, ChunkingError, InputTooLong) as error:
                 # Refused by the validation pass, before anything is written.
-                raise ingestion_input_problem(error, body) from error
+                raise refused(error) from error
 
         async with ingesting:
             # Not cancelled with the client: a run is resumable, but stopping it halfway
@@ -459,7 +473,9 @@ def create_app(
             result.embedded,
             result.deleted,
         )
-        return JSONResponse(result.to_dict())
+        return result
+
+    app.include_router(file_ingestion_routes(application, caller, run_ingestion))
 
     def build_answer_request(body: AnswerBody, key: ApiKey, deadline: float) -> AnswerRequest:
         return checked(
@@ -559,7 +575,12 @@ def documents_of(
                     document_type=item.document_type,
                     publication_state=item.publication_state,
                     sections=[
-                        SourceSection(s.section_id, s.heading, tuple(s.paragraphs))
+                        SourceSection(
+                            s.section_id,
+                            s.heading,
+                            tuple(s.paragraphs),
+                            None if s.pages is None else tuple(s.pages),
+                        )
                         for s in item.sections
                     ],
                     revision=item.revision,

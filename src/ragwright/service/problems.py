@@ -187,6 +187,7 @@ DESCRIPTIONS = {
     403: "The key may not do this",
     404: "No such resource for this caller",
     409: "Conflict with an earlier request",
+    413: "The request is larger than the route allows",
     415: "The body is not sent as JSON",
     422: "A field breaks a rule, or is unknown",
     429: "The tenant's own limit",

@@ -60,7 +60,7 @@ def _paragraphs(text: str, headings: frozenset[str] = frozenset()) -> list[str]:
     lengths = sorted(len(line) for line in lines if line)
     if not lengths:
         return []
-    usual = lengths[int(0.9 * (len(lengths) - 1))]
+    usual = lengths[min(len(lengths) - 1, int(0.9 * len(lengths)))]
     paragraphs: list[str] = []
     current: list[str] = []
 
