@@ -1,7 +1,8 @@
 """Small PDFs written byte by byte for the converter tests (no PDF library needed).
 
 Each page's paragraphs are drawn in Helvetica, one line each, a blank line between
-paragraphs. Options give what the tests need: document information (title), an outline,
+paragraphs; a paragraph starting with ``# `` is drawn at 18 points (a heading), the rest
+at 11. Options give what the tests need: document information (title), an outline,
 a page of pictures only (an image, no text), and a font whose Unicode map sends every
 character to the private-use area (text that extracts garbled).
 """
@@ -56,7 +57,10 @@ def make_pdf(
         else:
             lines = []
             for paragraph in paragraphs:
-                lines.append(f"({_escape(paragraph)}) Tj T* T*")
+                if paragraph.startswith("# "):  # a heading: 18 points instead of 11
+                    lines.append(f"/F1 18 Tf ({_escape(paragraph[2:])}) Tj T* T* /F1 11 Tf")
+                else:
+                    lines.append(f"({_escape(paragraph)}) Tj T* T*")
             content = ("BT /F1 11 Tf 14 TL 56 760 Td " + " ".join(lines) + " ET").encode("cp1252")
         stream = add(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content))
         kids.append(

@@ -52,6 +52,25 @@ def test_pdf_outline_entries_start_sections_at_their_heading_line(tmp_path: Path
     assert (converted.title, converted.title_from) == ("Restart the worker", "PDF outline")
 
 
+def test_pdf_lines_in_larger_type_start_sections_when_there_is_no_outline(
+    tmp_path: Path,
+) -> None:
+    pages = [
+        ["Worker runbook notes", "# Restart the worker", "Drain the queue first."],
+        ["Stop the process after the drain.", "# Roll back", "Use the previous image tag."],
+    ]
+    converted = convert_pdf(write_pdf(tmp_path, pages=pages))
+    assert [(s.heading, s.paragraphs, s.pages) for s in converted.sections] == [
+        (None, ("Worker runbook notes",), (1,)),
+        (
+            "Restart the worker",
+            ("Drain the queue first.", "Stop the process after the drain."),
+            (1, 2),
+        ),
+        ("Roll back", ("Use the previous image tag.",), (2,)),
+    ]
+
+
 def test_pdf_outline_that_matches_no_text_is_ignored_for_pages(tmp_path: Path) -> None:
     path = write_pdf(tmp_path, outline=[("First", 0), ("Second", 1), ("Third", 2)])
     assert [s.heading for s in convert_pdf(path).sections] == ["Page 1", "Page 2", "Page 3"]

@@ -2,12 +2,13 @@
 
 * **Sections.** When the file has an outline (bookmarks), each entry starts a section
   at the paragraph of its page that carries its title (else at the top of its page);
-  text before the first entry is the ``intro`` section. Without an outline, or when
-  most outline titles appear nowhere in the text, every page is a section, ``Page N``
-  (``page-N``). Every paragraph records its page, so every chunk
-  knows the pages it came from.
+  text before the first entry is the ``intro`` section. Without an outline (or when
+  most outline titles appear nowhere in the text), a short line set at least 1.2 times
+  larger than the body text (the size most characters have) starts a section; without
+  such lines every page is a section, ``Page N`` (``page-N``). Every paragraph records
+  its page, so every chunk knows the pages it came from.
 * **Paragraphs.** PDFium gives lines in reading order (columns included); a line much
-  shorter than the page's usual line ends a paragraph, as does a blank line; words
+  shorter than the page's median line ends a paragraph, as does a blank line; words
   hyphenated across lines are joined again.
 * **Title.** The document information ``Title`` (not ``untitled``), else the first
   outline entry, else the first line of the first page when it is short, else none (the
@@ -22,16 +23,21 @@
 from __future__ import annotations
 
 import re
+import statistics
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ragwright.adapters.formats.converted import ConvertedDocument, ConvertedSection
 from ragwright.adapters.formats.quality import assess_text
 from ragwright.adapters.formats.text import MAX_TITLE_CHARS
 from ragwright.errors import UnreadableKind, UnreadableSource
 
-# A line shorter than this share of the page's usual line length ends its paragraph.
+# A line shorter than this share of the page's median line length ends its paragraph.
 SHORT_LINE = 0.7
+# A short line set at least this much larger than the body text is a heading.
+HEADING_SIZE = 1.2
 _EOF_WINDOW = 2048
 
 
@@ -52,33 +58,118 @@ def _heading_line(line: str, headings: frozenset[str]) -> bool:
     return any(normal.endswith(h) and len(normal) <= len(h) + 12 for h in headings)
 
 
-def _paragraphs(text: str, headings: frozenset[str] = frozenset()) -> list[str]:
-    """One page's text cut into paragraphs (see the module docstring); a heading line
-    (``_heading_line``) is always a paragraph of its own."""
-    text = re.sub(r"\x02\s*\r?\n", "", text).replace("\x02", "").replace("\r\n", "\n")
-    lines = [" ".join(line.split()) for line in text.replace("\r", "\n").split("\n")]
-    lengths = sorted(len(line) for line in lines if line)
+@dataclass(frozen=True, slots=True)
+class _Line:
+    text: str
+    size: float  # the median font size of its characters, in points
+
+
+def _lines(text: str, sizes: list[float]) -> list[_Line]:
+    """A page's lines with their font size; ``sizes[i]`` is the size of ``text[i]``.
+    A word PDFium marks as hyphenated at the line end (``\x02`` or ``\ufffe``) is
+    joined to its other half on the next line."""
+    lines: list[_Line] = []
+    chars: list[str] = []
+    line_sizes: list[float] = []
+    joined = False
+    for index, char in enumerate(text):
+        if char in "\x02\ufffe":
+            joined = True
+            continue
+        if char in "\r\n":
+            if joined:
+                continue
+            if chars:
+                line = " ".join("".join(chars).split())
+                if line:
+                    lines.append(_Line(line, statistics.median(line_sizes) if line_sizes else 0.0))
+            chars, line_sizes = [], []
+            continue
+        joined = False
+        chars.append(char)
+        if not char.isspace() and index < len(sizes):
+            line_sizes.append(sizes[index])
+    if chars:
+        line = " ".join("".join(chars).split())
+        if line:
+            lines.append(_Line(line, statistics.median(line_sizes) if line_sizes else 0.0))
+    return lines
+
+
+def _page_text(pdfium: Any, page: Any, textpage: Any) -> tuple[str, list[float]]:
+    """The page's text in PDFium's reading order with each character's font size;
+    characters drawn outside the page's box (which a reader never sees) are left out,
+    as ``get_text_bounded`` would."""
+    left, bottom, right, top = page.get_bbox()
+    count = textpage.count_chars()
+    text = textpage.get_text_range(0, count)
+    kept: list[str] = []
+    sizes: list[float] = []
+    for index, char in enumerate(text[:count]):
+        if not char.isspace() and char not in "\x02\ufffe":
+            box_left, box_bottom, box_right, box_top = textpage.get_charbox(index)
+            if box_right < left or box_left > right or box_top < bottom or box_bottom > top:
+                continue
+        kept.append(char)
+        sizes.append(pdfium.raw.FPDFText_GetFontSize(textpage, index))
+    return "".join(kept), sizes
+
+
+def _body_size(pages: list[list[_Line]]) -> float:
+    """The font size most characters are set in."""
+    weights: Counter[float] = Counter()
+    for lines in pages:
+        for line in lines:
+            weights[round(line.size, 1)] += len(line.text)
+    return weights.most_common(1)[0][0] if weights else 0.0
+
+
+def _font_heading(line: _Line, body: float) -> bool:
+    """A short line set clearly larger than the body text."""
+    return (
+        body > 0
+        and line.size >= HEADING_SIZE * body
+        and len(line.text) <= MAX_TITLE_CHARS
+        and len(line.text.split()) <= 15
+    )
+
+
+def _paragraphs(
+    lines: list[_Line], body: float, headings: frozenset[str] = frozenset()
+) -> list[tuple[str, bool]]:
+    """One page's lines cut into paragraphs (see the module docstring), each with
+    whether it is a font-size heading; a heading line (larger type, numbered, or an
+    outline title) is always a paragraph of its own, consecutive heading lines of one
+    size one heading."""
+    lengths = sorted(len(line.text) for line in lines)
     if not lengths:
         return []
-    usual = lengths[min(len(lengths) - 1, int(0.9 * len(lengths)))]
-    paragraphs: list[str] = []
+    usual = statistics.median_high(lengths)
+    paragraphs: list[tuple[str, bool]] = []
     current: list[str] = []
+    last_heading: _Line | None = None
 
     def close() -> None:
         if current:
-            paragraphs.append(" ".join(current))
+            paragraphs.append((" ".join(current), False))
             current.clear()
 
     for line in lines:
-        if not line:
+        if _font_heading(line, body):
             close()
+            if last_heading is not None and abs(last_heading.size - line.size) < 0.05:
+                paragraphs[-1] = (f"{paragraphs[-1][0]} {line.text}", True)
+            else:
+                paragraphs.append((line.text, True))
+            last_heading = line
             continue
-        if _heading_line(line, headings):
+        last_heading = None
+        if _heading_line(line.text, headings):
             close()
-            paragraphs.append(line)
+            paragraphs.append((line.text, False))
             continue
-        current.append(line)
-        if len(line) < SHORT_LINE * usual:
+        current.append(line.text)
+        if len(line.text) < SHORT_LINE * usual:
             close()
     close()
     return paragraphs
@@ -129,21 +220,27 @@ def convert_pdf(path: Path) -> ConvertedDocument:
             and item.get_title().strip()
         ]
         headings = frozenset(_normal(entry.title) for entry in outline)
-        pages: list[list[str]] = []
+        page_lines: list[list[_Line]] = []
         pictures = 0
         for index in range(len(pdf)):
             page = pdf[index]
             textpage = page.get_textpage()
             try:
-                paragraphs = _paragraphs(textpage.get_text_bounded(), headings)
-                if not paragraphs:
+                lines = _lines(*_page_text(pdfium, page, textpage))
+                if not lines:
                     pictures += sum(
                         1 for _ in page.get_objects(filter=(pdfium.raw.FPDF_PAGEOBJ_IMAGE,))
                     )
-                pages.append(paragraphs)
+                page_lines.append(lines)
             finally:
                 textpage.close()
                 page.close()
+        body = _body_size(page_lines)
+        marked = [_paragraphs(lines, body, headings) for lines in page_lines]
+        pages = [[text for text, _ in paragraphs] for paragraphs in marked]
+        font_headings = [
+            {i for i, (_, heading) in enumerate(paragraphs) if heading} for paragraphs in marked
+        ]
         info_title = " ".join(
             str(pdf.get_metadata_dict().get("Title", "")).replace("\x00", " ").split()
         )
@@ -171,7 +268,7 @@ def convert_pdf(path: Path) -> ConvertedDocument:
             "Unicode; export it again with embedded Unicode fonts",
         )
     title, title_from = _title(info_title, outline, pages)
-    return ConvertedDocument(title, title_from, _sections(pages, outline))
+    return ConvertedDocument(title, title_from, _sections(pages, outline, font_headings))
 
 
 def _title(
@@ -195,9 +292,42 @@ def _page_sections(pages: list[list[str]]) -> tuple[ConvertedSection, ...]:
     )
 
 
-def _sections(pages: list[list[str]], outline: list[_Entry]) -> tuple[ConvertedSection, ...]:
+def _fallback_sections(
+    pages: list[list[str]], font_headings: list[set[int]]
+) -> tuple[ConvertedSection, ...]:
+    """Without a usable outline: font-size headings where the text has them, else pages."""
+    if any(font_headings):
+        return _font_sections(pages, font_headings)
+    return _page_sections(pages)
+
+
+def _font_sections(
+    pages: list[list[str]], font_headings: list[set[int]]
+) -> tuple[ConvertedSection, ...]:
+    """Sections that start at each font-size heading; text before the first is the intro."""
+    sections: list[ConvertedSection] = []
+    heading: str | None = None
+    paragraphs: list[str] = []
+    numbers: list[int] = []
+    for number, (page, marks) in enumerate(zip(pages, font_headings, strict=True), start=1):
+        for index, paragraph in enumerate(page):
+            if index in marks:
+                if heading is not None or paragraphs:
+                    sections.append(ConvertedSection(heading, tuple(paragraphs), tuple(numbers)))
+                heading, paragraphs, numbers = paragraph, [], []
+                continue
+            paragraphs.append(paragraph)
+            numbers.append(number)
+    if heading is not None or paragraphs:
+        sections.append(ConvertedSection(heading, tuple(paragraphs), tuple(numbers)))
+    return tuple(sections)
+
+
+def _sections(
+    pages: list[list[str]], outline: list[_Entry], font_headings: list[set[int]]
+) -> tuple[ConvertedSection, ...]:
     if not outline:
-        return _page_sections(pages)
+        return _fallback_sections(pages, font_headings)
     # Where each outline entry starts: (page, paragraph index, heading, the paragraph
     # there is the heading line), never before the previous entry.
     starts: list[tuple[int, int, str, bool]] = []
@@ -223,8 +353,8 @@ def _sections(pages: list[list[str]], outline: list[_Entry]) -> tuple[ConvertedS
             cursor = (page, first)
     if 2 * sum(1 for start in starts if start[3]) < len(starts):
         # Most titles appear nowhere in the text: an outline that does not describe
-        # this text (mistitled, or of another version) is worse than pages.
-        return _page_sections(pages)
+        # this text (mistitled, or of another version) is worse than none.
+        return _fallback_sections(pages, font_headings)
     sections: list[ConvertedSection] = []
     heading: str | None = None
     paragraphs: list[str] = []
