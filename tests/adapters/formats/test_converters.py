@@ -275,6 +275,25 @@ def test_html_drops_boilerplate_and_keeps_headings_and_tables(tmp_path: Path) ->
         assert boilerplate not in text
 
 
+def test_html_in_the_encoding_it_declares_is_read_and_undeclared_is_refused(
+    tmp_path: Path,
+) -> None:
+    page = '<html><head><meta charset="windows-1252"><title>Café</title></head><body>'
+    page += "<p>Grüße aus der Küche.</p></body></html>"
+    declared = tmp_path / "old.html"
+    declared.write_bytes(page.encode("cp1252"))
+    converted = convert_html(declared)
+    assert (converted.title, converted.sections[0].paragraphs) == (
+        "Café",
+        ("Grüße aus der Küche.",),
+    )
+    undeclared = tmp_path / "bare.html"
+    undeclared.write_bytes(page.replace(' charset="windows-1252"', "").encode("cp1252"))
+    with pytest.raises(UnreadableSource) as caught:
+        convert_html(undeclared)
+    assert caught.value.kind is UnreadableKind.CORRUPT
+
+
 def test_text_takes_a_short_first_line_as_its_title(tmp_path: Path) -> None:
     path = tmp_path / "notes.txt"
     path.write_text("Disk alerts\n\nCheck df first.\nThen du.\n\nClean /tmp.\n", "utf-8")

@@ -9,7 +9,8 @@ read is the ``main`` element (else ``article``, else ``body``). The title is the
 their section, as the first line of the block that follows. Paragraphs, list items,
 ``pre`` blocks and block quotes are blocks; a table is one block, one row a line with
 cells separated by `` | `` (a header row first). Parsed by Beautiful Soup with the
-standard library's parser: no network, no scripts run.
+standard library's parser: no network, no scripts run. UTF-8, or the encoding a
+``<meta charset>`` declares.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ import re
 from pathlib import Path
 
 from bs4 import BeautifulSoup
+from bs4.dammit import EncodingDetector
 from bs4.element import NavigableString, Tag
 
 from ragwright.adapters.formats.converted import ConvertedDocument, ConvertedSection
 from ragwright.adapters.formats.text import read_utf8
+from ragwright.errors import UnreadableKind, UnreadableSource
 
 BOILERPLATE = (
     "nav",
@@ -66,9 +69,30 @@ def table_text(rows: list[list[str]]) -> str:
     return "\n".join(" | ".join(cells) for cells in rows if any(cells))
 
 
+def _read_html(path: Path) -> str:
+    """UTF-8, or the encoding the page declares (``<meta charset>``: older exports are
+    often ``windows-1252``); a page in another encoding that declares none is refused
+    rather than guessed."""
+    try:
+        return read_utf8(path)
+    except UnreadableSource:
+        data = path.read_bytes()
+        declared = EncodingDetector.find_declared_encoding(data, is_html=True)
+        if declared is None:
+            raise
+        try:
+            return data.decode(declared)
+        except (LookupError, UnicodeDecodeError) as error:
+            raise UnreadableSource(
+                str(path),
+                UnreadableKind.CORRUPT,
+                f"not {declared} text as its <meta charset> declares ({error}): save it as UTF-8",
+            ) from error
+
+
 def convert_html(path: Path) -> ConvertedDocument:
     """Read one HTML file (see the module docstring)."""
-    soup = BeautifulSoup(read_utf8(path), "html.parser")
+    soup = BeautifulSoup(_read_html(path), "html.parser")
     title_tag = soup.find("title")
     title = _text(title_tag) if isinstance(title_tag, Tag) else ""
     for tag in soup.find_all(BOILERPLATE):
