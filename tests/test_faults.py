@@ -187,12 +187,12 @@ def test_a_long_question_gets_advice_for_questions(tmp_path: Path) -> None:
 def test_an_empty_source_folder_is_refused(tmp_path: Path) -> None:
     folder = tmp_path / "empty"
     folder.mkdir()
-    (folder / "notes.txt").write_text("not a document", "utf-8")
+    (folder / "notes.csv").write_text("not a document", "utf-8")
     for command in ("chunks", "ingest"):
         line = one_error_line(ragwright(command, str(folder), home=tmp_path / "home"))
         assert line == (
-            f"error: {folder}: no document files (.md, .json, .jsonl) in this directory; "
-            "1 other file left out"
+            f"error: {folder}: no document files (.md, .txt, .html, .htm, .docx, .pdf, .json, "
+            ".jsonl) in this directory; 1 other file left out"
         )
     assert not (tmp_path / "home" / "index").exists()
 

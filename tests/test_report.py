@@ -191,6 +191,23 @@ def test_an_answered_case_shows_answer_citations_reference_and_scores() -> None:
     assert "not an answer" not in details
 
 
+def test_a_citation_of_a_paged_source_shows_its_file_and_pages() -> None:
+    cited = [
+        {
+            "label": "S1",
+            "document_id": "runbooks/payment-retries.pdf",
+            "chunk_id": "manual-retry/p0",
+            "location": "payment-retries.pdf p. 2",
+        }
+    ]
+    run = synthetic_run(cases=[case("a", (1.0, 0.9), answer=answer("answered", citations=cited))])
+    details = section(render_report(run), "Retrieved evidence")
+    assert (
+        "<code>S1</code> runbooks/payment-retries.pdf / manual-retry/p0 "
+        "<span class='muted'>(payment-retries.pdf p. 2)</span>"
+    ) in details
+
+
 @pytest.mark.parametrize(
     "status", ["insufficient", "unsupported", "evidence_only", "no_eligible_evidence"]
 )

@@ -11,6 +11,9 @@ Provider failures of every kind (chat, embedding, rerank) share one base and one
     ├── StorageError(path, reason)              a file system refused (full, read-only, denied)
     ├── RequestError(field, rule)               a request field breaks a rule (e.g. question)
     ├── SourceError(source, reason)             a source file cannot be read or parsed
+    │   ├── UnreadableSource(source, kind, reason)  a file whose text cannot be read
+    │   │                                       (password, no text layer, corrupt, garbled)
+    │   └── SourceProblems(source, problems)    every problem of every file of one pass
     ├── DocumentError(document_id, field, rule) a document breaks a validation rule
     ├── ChunkingError(document_id, section_id, paragraph_index, reason)
     ├── EmbeddingError                          the embedding stage failed
@@ -88,6 +91,43 @@ class SourceError(RagwrightError):
         self.source = source
         self.reason = reason
         super().__init__(f"{source}: {reason}")
+
+
+class UnreadableKind(enum.StrEnum):
+    """Why the text of a source file cannot be read (stable: callers branch on it)."""
+
+    PASSWORD_PROTECTED = "password_protected"
+    NO_TEXT_LAYER = "no_text_layer"
+    NO_TEXT = "no_text"
+    CORRUPT = "corrupt"
+    GARBLED = "garbled"
+    UNSUPPORTED_TYPE = "unsupported_type"
+
+
+class UnreadableSource(SourceError):
+    """A source file whose text cannot be read; ``kind`` says why, ``reason`` says how
+    to fix it."""
+
+    def __init__(self, source: str, kind: UnreadableKind, reason: str) -> None:
+        self.kind = kind
+        super().__init__(source, reason)
+
+
+class SourceProblems(SourceError):
+    """Every problem a pass over the sources found, one ``(file, problem)`` a line.
+
+    Raised at the end of the pass, before anything is written, so one run names them
+    all (``--skip-invalid`` leaves those files out instead)."""
+
+    def __init__(self, source: str, problems: tuple[tuple[str, str], ...]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  {path}: {problem}" for path, problem in problems)
+        count = len(problems)
+        super().__init__(
+            source,
+            f"{count} problem{'s' if count != 1 else ''} in the sources "
+            f"(nothing was written; --skip-invalid leaves these files out):\n{lines}",
+        )
 
 
 class DocumentError(RagwrightError):

@@ -282,7 +282,9 @@ def _answer(answer: dict[str, Any]) -> str:
     )
     citations = "".join(
         f"<li><code>{escape(c['label'])}</code> {escape(c['document_id'])} / "
-        f"{escape(c['chunk_id'])}</li>"
+        f"{escape(c['chunk_id'])}"
+        + (f" <span class='muted'>({escape(c['location'])})</span>" if c.get("location") else "")
+        + "</li>"
         for c in answer.get("citations", [])
     )
     references = "".join(

@@ -34,7 +34,7 @@ from ragwright.adapters.redis import (
     ResilientCapacityPool,
     connect,
 )
-from ragwright.adapters.sources import SourceDefaults, SourceStream, load_sources
+from ragwright.adapters.sources import SourceDefaults, SourceStream
 from ragwright.adapters.tokenizer import O200kCounter
 from ragwright.application import (
     Application,
@@ -74,7 +74,7 @@ from ragwright.protocols import (
 )
 from ragwright.retry import RetryingEmbedder, RetryingReranker, RetryPolicy
 from ragwright.settings import Settings, load_settings
-from ragwright.types import EmbeddingProfile, EvalCase, IndexState, SkippedDocument
+from ragwright.types import EmbeddingProfile, EvalCase, IndexState
 
 if TYPE_CHECKING:
     from ragwright.adapters.chatmodels.resident import ResidentModel
@@ -817,15 +817,21 @@ class RuntimeComponents:
         skip_invalid: bool = False,
         tenant: str | None = None,
     ) -> LoadedSources:
-        skipped: list[SkippedFile] = []
-        invalid: list[SkippedDocument] = []
-        documents = load_sources(
+        stream = self.stream_sources(
             paths,
-            self._source_defaults(document_type, publication_state, tenant),
-            skipped=lambda path, reason: skipped.append(SkippedFile(path, reason)),
-            on_invalid=invalid.append if skip_invalid else None,
+            document_type=document_type,
+            publication_state=publication_state,
+            skip_invalid=skip_invalid,
+            tenant=tenant,
         )
-        return LoadedSources(tuple(documents), tuple(skipped), tuple(invalid))
+        documents = tuple(stream)
+        return LoadedSources(
+            documents,
+            tuple(SkippedFile(*skipped) for skipped in stream.skipped),
+            stream.invalid,
+            stream.origins,
+            stream.origins_left_out,
+        )
 
     def stream_sources(
         self,

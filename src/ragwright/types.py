@@ -26,11 +26,16 @@ Distance = Literal["cosine", "dot", "euclid"]
 
 @dataclass(frozen=True, slots=True)
 class SourceSection:
-    """A section of a source document: a stable id, a heading and ordered paragraphs."""
+    """A section of a source document: a stable id, a heading and ordered paragraphs.
+
+    ``pages`` (paged formats such as PDF) holds the 1-based page of each paragraph, in
+    order; ``None`` for formats without pages.
+    """
 
     section_id: str
     heading: str
     paragraphs: tuple[str, ...]
+    pages: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +108,7 @@ class Chunk:
     text: str
     positions: ParagraphPositions
     word_count: int
+    pages: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +215,28 @@ class SkippedDocument:
     source: str
     field: str
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentOrigin:
+    """Where a loaded document's metadata came from, field by field.
+
+    Each ``*_from`` names the origin as a user can act on it: ``front matter``,
+    ``rule 'notes/*' in ragwright-sources.toml``, ``--type``, ``path``, ``first heading``,
+    ``PDF metadata``, ``<title>``, ``file name``; ``none`` for a tenant nobody gave.
+    """
+
+    document_id: str
+    source: str
+    title: str
+    document_type: str
+    publication_state: str
+    tenant: str | None
+    id_from: str
+    title_from: str
+    type_from: str
+    state_from: str
+    tenant_from: str
 
 
 @dataclass(frozen=True, slots=True)

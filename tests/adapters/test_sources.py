@@ -97,10 +97,16 @@ def test_empty_section_is_rejected_naming_it(tmp_path: Path) -> None:
     assert "Empty" in str(caught.value)
 
 
-def test_missing_metadata_without_defaults_names_the_field(tmp_path: Path) -> None:
-    with pytest.raises(DocumentError) as caught:
+def test_missing_metadata_names_every_field_and_the_options_that_give_it(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(SourceError) as caught:
         load_markdown(write(tmp_path, "m.md", "# T\n\nText.\n"), SourceDefaults())
-    assert caught.value.field == "document_type"
+    rules = tmp_path / "ragwright-sources.toml"
+    assert caught.value.reason == (
+        f"document_type missing: pass --type or add a rule in {rules} (or front matter); "
+        f"publication_state missing: pass --state or add a rule in {rules} (or front matter)"
+    )
 
 
 def test_json_in_the_seed_shape_with_camel_case(tmp_path: Path) -> None:
@@ -291,14 +297,15 @@ def test_a_byte_order_mark_is_accepted_in_json(tmp_path: Path) -> None:
 def test_a_directory_without_documents_is_a_source_error(tmp_path: Path) -> None:
     folder = tmp_path / "docs"
     folder.mkdir()
-    for name in ("a.txt", "README.md"):
+    for name in ("a.png", "README.md"):
         (folder / name).write_text("x", "utf-8")
     skipped: list[str] = []
     with pytest.raises(SourceError) as raised:
-        load_sources([folder], DEFAULTS, skipped=lambda path, _reason: skipped.append(path))
+        load_sources([folder], DEFAULTS, skipped=lambda path, _reason, _kind: skipped.append(path))
     assert raised.value.source == str(folder)
     assert raised.value.reason == (
-        "no document files (.md, .json, .jsonl) in this directory; 2 other files left out"
+        "no document files (.md, .txt, .html, .htm, .docx, .pdf, .json, .jsonl) in this "
+        "directory; 2 other files left out"
     )
     assert len(skipped) == 2
 
@@ -308,7 +315,7 @@ def _corpus(tmp_path: Path) -> Path:
     folder.mkdir()
     write(folder, "b.md", "# B\n\nBody b.\n")
     write(folder, "a.md", "# A\n\nBody a.\n")
-    write(folder, "notes.txt", "not a document")
+    write(folder, "logo.png", "not a document")
     beir = [{"_id": "c1", "title": "C", "text": "Body c."}, {"_id": "c2", "title": "", "text": ""}]
     write(folder, "corpus.jsonl", "\n".join(json.dumps(row) for row in beir))
     return folder
@@ -322,7 +329,7 @@ def test_a_source_stream_yields_what_load_sources_returns_on_every_pass(tmp_path
     assert list(stream) == loaded
     assert list(stream) == loaded
     # Rebuilt by each pass, not accumulated across the two.
-    assert [path for path, _ in stream.skipped] == [str(folder / "notes.txt")]
+    assert [path for path, _, _ in stream.skipped] == [str(folder / "logo.png")]
     assert [(s.document_id, s.field) for s in stream.invalid] == [("c2", "sections[0].paragraphs")]
 
 

@@ -34,6 +34,16 @@ DOCUMENTS = (
         source_uri="docs/faq.md",
         tenant="acme",
     ),
+    # A PDF: its sections record each paragraph's page.
+    SourceDocument(
+        "runbook.pdf",
+        "Runbook",
+        "runbook",
+        "published",
+        (SourceSection("page-2", "Page 2", ("A.", "B."), (2, 2)),),
+        "h2",
+        source_uri="docs/runbook.pdf",
+    ),
     # A BEIR document: blank title and heading, no tenant, no source.
     SourceDocument("4983", "", "note", "published", (SourceSection("text", "", ("T.",)),), "h1"),
 )

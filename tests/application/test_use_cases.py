@@ -70,7 +70,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("corpus")
     shutil.copytree(SAMPLES, root / "samples")
     (root / "samples" / "acme-escalation.md").write_text(TENANT_DOC, "utf-8")
-    (root / "samples" / "notes.txt").write_text("not a document", "utf-8")
+    (root / "samples" / "notes.csv").write_text("not a document", "utf-8")
     return root / "samples"
 
 
@@ -146,7 +146,7 @@ def test_chunks_request_fields_change_the_preview(
 def test_chunks_lists_the_files_it_skipped_and_why(corpus: Path, tmp_path: Path) -> None:
     result = _app(tmp_path / "h").chunks(ChunksRequest(sources=(corpus,)))
     reasons = {Path(s.path).name: s.reason for s in result.skipped_files}
-    assert "unsupported file type '.txt'" in reasons["notes.txt"]
+    assert "unsupported file type '.csv'" in reasons["notes.csv"]
 
 
 def test_chunking_overrides_are_validated_like_settings(tmp_path: Path) -> None:
@@ -213,7 +213,7 @@ def test_ingest_metadata_defaults_reach_the_stored_documents(
 
 def test_ingest_reports_skipped_files(corpus: Path, tmp_path: Path) -> None:
     result = _app(tmp_path / "h").ingest(IngestRequest(sources=(corpus,)))
-    assert [Path(s.path).name for s in result.skipped_files] == ["notes.txt"]
+    assert [Path(s.path).name for s in result.skipped_files] == ["notes.csv"]
     assert result.to_dict()["skipped_files"][0]["reason"].startswith("unsupported file type")
 
 

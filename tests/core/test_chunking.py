@@ -288,3 +288,29 @@ def test_token_ceiling_needs_a_counter() -> None:
 
     with pytest.raises(ConfigError):
         build_chunks(make_doc(SHUTDOWN), ChunkingPolicy(kind="sentence-blocks", max_tokens=64))
+
+
+@pytest.mark.parametrize(
+    ("kind", "paragraphs", "pages", "expected"),
+    [
+        # H(1) + 3 + 3 words fit 10, the 8-word paragraph does not: (1, 2), then (4, 4).
+        ("section-paragraphs", ("a b c", "d e f", "g h i j k l m n"), (1, 2, 4), [(1, 2), (4, 4)]),
+        # The 12-word paragraph of page 3 is split at sentence ends; both pieces keep page 3.
+        (
+            "sentence-blocks",
+            ("a b c", "One two three four. Five six seven eight. Nine ten eleven twelve."),
+            (1, 3),
+            [(1, 1), (3, 3), (3, 3)],
+        ),
+    ],
+)
+def test_a_chunk_records_the_first_and_last_page_of_its_blocks(
+    kind: str,
+    paragraphs: tuple[str, ...],
+    pages: tuple[int, ...],
+    expected: list[tuple[int, int]],
+) -> None:
+    section = SourceSection("s", "H", paragraphs, pages)
+    document = SourceDocument("d", "T", "note", "published", (section,), "r")
+    policy = ChunkingPolicy(kind=kind, max_words=10, overlap=False)  # type: ignore[arg-type]
+    assert [c.pages for c in build_chunks(document, policy)] == expected

@@ -50,6 +50,17 @@ def valid(**changes: Any) -> dict[str, Any]:
         ({"sections": [SourceSection("s", "", ("ok",))]}, "sections[0].heading", "blank"),
         ({"tenant": ""}, "tenant", "blank"),
         (
+            {"sections": [SourceSection("s", "H", ("a", "b"), (1,))]},
+            "sections[0].pages",
+            "one page number",
+        ),
+        (
+            {"sections": [SourceSection("s", "H", ("a", "b"), (2, 1))]},
+            "sections[0].pages",
+            "never decreasing",
+        ),
+        ({"sections": [SourceSection("s", "H", ("a",), (0,))]}, "sections[0].pages", "1 or more"),
+        (
             {"sections": [SourceSection("s", "H", ("x" * 5_000_000,))]},
             "sections[0].paragraphs[0]",
             "has 5,000,000 characters, at most 100,000",

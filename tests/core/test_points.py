@@ -66,6 +66,11 @@ def test_payload_round_trips_through_validation() -> None:
         ({"positions": {"section_index": -1, "paragraphs": [0]}}, "positions.section_index"),
         ({"positions": {"section_index": 0, "paragraphs": []}}, "positions.paragraphs"),
         ({"positions": "0:1"}, "positions"),
+        ({"pages": [3]}, "pages"),
+        ({"pages": [4, 3]}, "pages"),
+        ({"pages": [0, 1]}, "pages"),
+        ({"pages": ["1", "2"]}, "pages"),
+        ({"pages": "p. 3"}, "pages"),
     ],
 )
 def test_read_payload_fails_closed(change: dict[str, Any], field: str) -> None:
@@ -85,3 +90,27 @@ def test_missing_payload_fails_closed() -> None:
 def test_plans_are_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         plan().points[0].stored_id = uuid.uuid4()  # type: ignore[misc]
+
+
+def test_paged_chunks_store_their_first_and_last_page_and_read_back() -> None:
+    paged = plan(
+        ("One two three.", "Four five six.", "Seven eight."),
+        sections=[
+            SourceSection("s", "H", ("One two three.", "Four five six.", "Seven eight."), (2, 3, 3))
+        ],
+    )
+    assert [p.payload["pages"] for p in paged.points] == [[2, 2], [3, 3], [3, 3]]
+    assert read_payload(paged.points[0].stored_id, paged.points[0].payload).pages == (2, 2)
+
+
+def test_documents_without_pages_keep_the_payload_they_always_had() -> None:
+    point = plan().points[0]
+    assert "pages" not in point.payload
+    assert read_payload(point.stored_id, point.payload).pages is None
+    # The content revision of a section without pages is what it was before pages existed.
+    assert plan().document.revision == (
+        "sha256:"
+        + __import__("hashlib")
+        .sha256(b'["Title",[["s","Heading",["First paragraph.","Second one."]]]]')
+        .hexdigest()
+    )

@@ -331,7 +331,16 @@ def test_the_json_form_is_stable(retriever: Retriever) -> None:
     assert all(ms >= 0 for ms in out["timings"].values())
     assert (out["provider"], out["model"], out["fallback"]) == ("alternate", "small-v2", True)
     citation = out["citations"][0]
-    assert set(citation) == {"label", "document_id", "chunk_id", "chunking_version", "revision"}
+    assert set(citation) == {
+        "label",
+        "document_id",
+        "chunk_id",
+        "chunking_version",
+        "revision",
+        "source_uri",
+        "pages",
+        "location",
+    }
     assert out["options"]["budget"]["window"] == ALTERNATE.context_window
     assert out["request"]["options"]["json_schema"]["type"] == "object"
     json.dumps(out)  # JSON-serialisable as it stands

@@ -31,7 +31,13 @@ from ragwright.pipeline.ingest import ingest, prepare_run
 from ragwright.pipeline.writing import BATCHES_IN_FLIGHT
 from ragwright.settings import load_settings
 from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
-from ragwright.types import ChunkingPolicy, SkippedDocument, SourceDocument, SourceSection
+from ragwright.types import (
+    ChunkingPolicy,
+    DocumentOrigin,
+    SkippedDocument,
+    SourceDocument,
+    SourceSection,
+)
 from tests.adapters.qdrant_server import serve_qdrant_double
 from tests.application.components import FakeComponents
 from tests.replicas import scratch_database
@@ -156,8 +162,10 @@ def test_a_run_keeps_a_few_bytes_a_document_not_its_keys_as_objects(
 class CountingStream(CountingSource):
     """The counting source as the application streams sources (it skips nothing)."""
 
-    skipped: tuple[tuple[str, str], ...] = ()
+    skipped: tuple[tuple[str, str, str], ...] = ()
     invalid: tuple[SkippedDocument, ...] = ()
+    origins: tuple[DocumentOrigin, ...] = ()
+    origins_left_out = 0
 
 
 class StreamedComponents(FakeComponents):

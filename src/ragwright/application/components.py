@@ -23,6 +23,7 @@ from ragwright.pipeline.retrieve import Retriever
 from ragwright.protocols import Embedder, SparseEncoder, TokenCounter, VectorIndex
 from ragwright.settings import Settings
 from ragwright.types import (
+    DocumentOrigin,
     EmbeddingProfile,
     EvalCase,
     IndexState,
@@ -40,16 +41,22 @@ class LoadedSources:
     documents: tuple[SourceDocument, ...]
     skipped: tuple[SkippedFile, ...] = ()
     invalid: tuple[SkippedDocument, ...] = ()
+    origins: tuple[DocumentOrigin, ...] = ()
+    origins_left_out: int = 0
 
 
 class DocumentStream(Protocol):
     """Documents read from source paths one file at a time on each iteration, so a
     corpus of any size can be passed over twice (validate, then write) without being
-    held. After a complete pass, ``skipped`` holds the (path, reason) of the files that
-    were not read and ``invalid`` the documents left out (``skip_invalid``)."""
+    held. After a complete pass, ``skipped`` holds the (path, reason, kind) of the files
+    that were not read, ``invalid`` the documents left out (``skip_invalid``) and
+    ``origins`` where the first documents' metadata came from (``origins_left_out``:
+    how many more)."""
 
-    skipped: tuple[tuple[str, str], ...]
+    skipped: tuple[tuple[str, str, str], ...]
     invalid: tuple[SkippedDocument, ...]
+    origins: tuple[DocumentOrigin, ...]
+    origins_left_out: int
 
     def __iter__(self) -> Iterator[SourceDocument]: ...
 
@@ -132,8 +139,9 @@ class Components(Protocol):
         skip_invalid: bool = False,
         tenant: str | None = None,
     ) -> LoadedSources:
-        """Validated documents from Markdown/JSON/BEIR sources (``skip_invalid``: leave
-        out invalid BEIR documents instead of failing, listing them in ``invalid``;
+        """Validated documents from source files of every supported format
+        (``skip_invalid``: leave out files with problems and invalid BEIR documents
+        instead of failing, listing them in ``skipped`` and ``invalid``;
         ``tenant``: the tenant of documents whose file names none)."""
         ...
 

@@ -149,7 +149,12 @@ def document_to_json(document: SourceDocument) -> dict[str, Any]:
         "source_uri": document.source_uri,
         "tenant": document.tenant,
         "sections": [
-            {"section_id": s.section_id, "heading": s.heading, "paragraphs": list(s.paragraphs)}
+            {
+                "section_id": s.section_id,
+                "heading": s.heading,
+                "paragraphs": list(s.paragraphs),
+                **({} if s.pages is None else {"pages": list(s.pages)}),
+            }
             for s in document.sections
         ],
     }
@@ -165,7 +170,12 @@ def document_from_json(data: Mapping[str, Any]) -> SourceDocument:
         document_type=str(data["document_type"]),
         publication_state=str(data["publication_state"]),
         sections=tuple(
-            SourceSection(str(s["section_id"]), str(s["heading"]), tuple(map(str, s["paragraphs"])))
+            SourceSection(
+                str(s["section_id"]),
+                str(s["heading"]),
+                tuple(map(str, s["paragraphs"])),
+                tuple(map(int, s["pages"])) if s.get("pages") is not None else None,
+            )
             for s in data["sections"]
         ),
         revision=str(data["revision"]),

@@ -18,7 +18,7 @@ from ragwright.chat.contract import ChatMessage
 from ragwright.core.answers import ANSWER_STYLES, AnswerStyle
 from ragwright.errors import RequestError
 from ragwright.pipeline.retrieve import Mode, Thresholds
-from ragwright.types import SharedDocumentId, SkippedDocument, SourceDocument
+from ragwright.types import DocumentOrigin, SharedDocumentId, SkippedDocument, SourceDocument
 
 ScoreKind = Literal["cosine", "bm25", "rrf", "rerank"]
 
@@ -200,14 +200,22 @@ class ChunkRow:
     publication_state: str
     paragraphs: tuple[int, ...]
     text: str
+    pages: tuple[int, int] | None = None
+    source_uri: str | None = None
+    location: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ChunksResult:
+    """The chunks, the files left out, and where each read file's metadata came from
+    (``metadata``; the first ``MAX_ORIGINS`` documents, ``metadata_left_out`` more)."""
+
     chunking_version: str
     chunks: tuple[ChunkRow, ...]
     skipped_files: tuple[SkippedFile, ...] = ()
     skipped_documents: tuple[SkippedDocument, ...] = ()
+    metadata: tuple[DocumentOrigin, ...] = ()
+    metadata_left_out: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -215,6 +223,8 @@ class ChunksResult:
             "chunks": [_plain(asdict(c)) for c in self.chunks],
             "skipped_files": [asdict(s) for s in self.skipped_files],
             "skipped_documents": [asdict(s) for s in self.skipped_documents],
+            "metadata": [asdict(m) for m in self.metadata],
+            "metadata_left_out": self.metadata_left_out,
         }
 
 
@@ -223,10 +233,14 @@ class ChunksResult:
 
 @dataclass(frozen=True, slots=True)
 class SkippedFile:
-    """A file under a source directory that was not loaded, and why."""
+    """A file under a source directory that was not loaded, why, and the kind of why:
+    ``unsupported_type``, ``not_a_document`` (README, LICENSE), ``invalid`` (metadata
+    or validation, with ``--skip-invalid``), or an unreadable file's kind
+    (``password_protected``, ``no_text_layer``, ``no_text``, ``corrupt``, ``garbled``)."""
 
     path: str
     reason: str
+    kind: str = "unsupported_type"
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,9 +304,12 @@ class IngestResult:
     shared_ids: tuple[SharedDocumentId, ...] = ()
     sources: tuple[str, ...] = ()
     pruned: bool = False
+    metadata: tuple[DocumentOrigin, ...] = ()
+    metadata_left_out: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        out["metadata"] = [asdict(m) for m in self.metadata]
         out["skipped_files"] = [asdict(s) for s in self.skipped_files]
         out["skipped_documents"] = [asdict(s) for s in self.skipped_documents]
         out["tenants"] = list(self.tenants)
@@ -464,6 +481,10 @@ class SearchHit:
     sparse_score: float | None = None
     fused_score: float | None = None
     rerank_score: float | None = None
+    source_uri: str | None = None
+    pages: tuple[int, int] | None = None
+    location: str | None = None
+    """The file and pages a reader finds it at: ``runbook.pdf p. 3``."""
 
 
 @dataclass(frozen=True, slots=True)

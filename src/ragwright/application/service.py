@@ -115,7 +115,7 @@ from ragwright.application.requests import (
 from ragwright.application.templates import load_templates
 from ragwright.chat.contract import ChatMessage, ChatOptions, ChatRequest
 from ragwright.core.answers import AnswerStyle
-from ragwright.core.assembly import AssembledContext, parse_policy
+from ragwright.core.assembly import AssembledContext, cite_location, parse_policy
 from ragwright.core.chunking import build_chunks
 from ragwright.core.eligibility import CallerScope, Eligibility, eligibility_filter
 from ragwright.core.points import LIVE, format_query_input, read_payload
@@ -270,9 +270,19 @@ class Application:
                         publication_state=document.publication_state,
                         paragraphs=chunk.positions.paragraph_indexes,
                         text=chunk.text,
+                        pages=chunk.pages,
+                        source_uri=document.source_uri or None,
+                        location=cite_location(document.source_uri, chunk.pages),
                     )
                 )
-        return ChunksResult(policy.version, tuple(rows), loaded.skipped, loaded.invalid)
+        return ChunksResult(
+            policy.version,
+            tuple(rows),
+            loaded.skipped,
+            loaded.invalid,
+            loaded.origins,
+            loaded.origins_left_out,
+        )
 
     def ingest(
         self, request: IngestRequest, *, progress: ProgressCallback | None = None
@@ -1847,6 +1857,9 @@ def _search_hit(rank: int, hit: Hit, kind: ScoreKind) -> SearchHit:
         sparse_score=hit.sparse_score,
         fused_score=hit.fused_score,
         rerank_score=hit.rerank_score,
+        source_uri=p.source_uri,
+        pages=p.pages,
+        location=cite_location(p.source_uri, p.pages),
     )
 
 
@@ -1924,7 +1937,7 @@ def _ingest_result(
 ) -> IngestResult:
     """The use case's result: the pipeline's report with the run's sources and profile,
     and what the ``stream`` the documents came from (if any) skipped."""
-    skipped = () if stream is None else tuple(SkippedFile(p, r) for p, r in stream.skipped)
+    skipped = () if stream is None else tuple(SkippedFile(*s) for s in stream.skipped)
     invalid = () if stream is None else stream.invalid
     return IngestResult(
         # Not asdict: it would turn the nested records into dicts.
@@ -1939,4 +1952,6 @@ def _ingest_result(
         skipped_documents=invalid,
         sources=tuple(str(path) for path in request.sources),
         pruned=request.prune,
+        metadata=() if stream is None else stream.origins,
+        metadata_left_out=0 if stream is None else stream.origins_left_out,
     )

@@ -36,7 +36,9 @@ app = typer.Typer(
 Sources = Annotated[
     list[Path],
     typer.Argument(
-        help="Markdown/JSON files, BEIR corpus.jsonl, or directories.", metavar="SOURCES..."
+        help="Files (.md, .txt, .html/.htm, .docx, .pdf, seeds' .json, BEIR corpus.jsonl) "
+        "or directories of them (with an optional ragwright-sources.toml of rules).",
+        metavar="SOURCES...",
     ),
 ]
 MaxWords = Annotated[
@@ -72,12 +74,18 @@ Policy = Annotated[
 ]
 DocType = Annotated[
     str | None,
-    typer.Option("--type", metavar="TYPE", help="document_type for files that do not set it."),
+    typer.Option(
+        "--type",
+        metavar="TYPE",
+        help="document_type for files that neither set it nor match a rule.",
+    ),
 ]
 DocState = Annotated[
     str | None,
     typer.Option(
-        "--state", metavar="STATE", help="publication_state for files that do not set it."
+        "--state",
+        metavar="STATE",
+        help="publication_state for files that neither set it nor match a rule.",
     ),
 ]
 EligibleTypes = Annotated[
@@ -141,8 +149,10 @@ SkipInvalid = Annotated[
     bool,
     typer.Option(
         "--skip-invalid",
-        help="Leave out BEIR corpus documents that break a rule (e.g. empty text); each is "
-        "listed with its reason. Markdown and JSON sources always fail on one.",
+        help="Leave out files whose text cannot be read (password, no text layer, corrupt, "
+        "garbled) and BEIR corpus documents that break a rule (e.g. empty text); each is "
+        "listed with its reason. Without it they stop the run before anything is written. "
+        "Authored sources (Markdown, JSON, missing metadata) always fail.",
     ),
 ]
 ShowProgress = Annotated[

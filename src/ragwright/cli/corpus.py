@@ -53,6 +53,34 @@ def _print_skipped(skipped: Sequence[SkippedFile], invalid: Sequence[SkippedDocu
     _print_skipped_forms([asdict(s) for s in skipped], [asdict(d) for d in invalid])
 
 
+def _print_metadata(rows: list[dict[str, Any]], left_out: int, *, limit: int | None = None) -> None:
+    """Where each document's metadata came from, from their JSON forms; past ``limit``
+    documents, how many took each field from where."""
+    if not rows:
+        return
+    if limit is not None and len(rows) + left_out > limit:
+        counts: dict[str, int] = {}
+        for row in rows:
+            for field, key in (("type", "type_from"), ("state", "state_from")):
+                label = f"{field} from {row[key]}"
+                counts[label] = counts.get(label, 0) + 1
+        summary = ", ".join(f"{label} ({count})" for label, count in sorted(counts.items()))
+        print(f"metadata of {plural(len(rows) + left_out, 'document')} read from files: {summary}")
+        return
+    print("metadata (where each field came from):")
+    for row in rows:
+        tenant = row["tenant"] if row["tenant"] is not None else "-"
+        print(
+            f"  {row['source']}: id {row['document_id']!r} ({row['id_from']}), "
+            f"title {row['title']!r} ({row['title_from']}), "
+            f"type {row['document_type']} ({row['type_from']}), "
+            f"state {row['publication_state']} ({row['state_from']}), "
+            f"tenant {tenant} ({row['tenant_from']})"
+        )
+    if left_out:
+        print(f"  ... and {plural(left_out, 'more document')}")
+
+
 def _print_skipped_forms(skipped: list[dict[str, Any]], invalid: list[dict[str, Any]]) -> None:
     """The files and invalid documents a run left out, from their JSON forms."""
     if skipped:
@@ -79,8 +107,9 @@ def chunks(
     skip_invalid: SkipInvalid = False,
     as_json: AsJson = False,
 ) -> None:
-    """Preview the chunks SOURCES produce. Needs no index and no embedding provider
-    (with --max-tokens it loads the bundled model's tokenizer to count)."""
+    """Preview the chunks SOURCES produce (with the pages of PDF chunks), and where each
+    file's metadata came from. Needs no index and no embedding provider (with
+    --max-tokens it loads the bundled model's tokenizer to count)."""
     from ragwright.application import ChunksRequest
 
     result = application().chunks(
@@ -99,11 +128,14 @@ def chunks(
         print(
             f"{row.document_id}/{row.chunk_id} ({plural(row.word_count, 'word')}) "
             f"[{row.document_type}, {row.publication_state}] {row.chunking_version}"
+            + (f" ({row.location})" if row.location else "")
         )
         print(f"point {row.point_id}")
         print(row.text)
         print()
     print(f"{plural(len(result.chunks), 'chunk')}, {result.chunking_version}")
+    data = result.to_dict()
+    _print_metadata(data["metadata"], data["metadata_left_out"])
     _print_skipped(result.skipped_files, result.skipped_documents)
 
 
@@ -193,7 +225,8 @@ def ingest(
     A document is its tenant and its id: a run changes, and --prune deletes, only
     documents of the tenants it ingests. Prints a summary: documents, chunks, embedded,
     unchanged, payload updated, deleted, verified, the scope (tenants, sources), ids
-    other tenants also hold, and the files under SOURCES that were skipped and why.
+    other tenants also hold, where each file's metadata came from, and the files under
+    SOURCES that were skipped and why.
     Re-running on unchanged input embeds and writes nothing.
     """
     from ragwright.application import IngestRequest
@@ -272,6 +305,7 @@ def ingest(
             f"for {others}: left as it is (a document is its tenant and id; ingest that "
             "tenant with --prune to remove it)"
         )
+    _print_metadata(data.get("metadata", []), data.get("metadata_left_out", 0), limit=20)
     _print_skipped_forms(data["skipped_files"], data["skipped_documents"])
 
 

@@ -113,6 +113,8 @@ def search(
             f"{hit.rank}. {hit.document_id}/{hit.chunk_id} [{hit.chunking_version}] "
             f"({hit.document_type}, {hit.publication_state}) {hit.score_kind} {hit.score:.4f}"
         )
+        if hit.location:
+            print(f"from {hit.location}")
         print(hit.text)
         print()
     _excluded_note(result)
@@ -356,7 +358,8 @@ def _print_provenance(data: dict[str, Any]) -> None:
         print(f"  {verb} {data['model']} via {data['provider']}{fallback}")
     for citation in data["citations"]:
         where = f"{citation['document_id']}/{citation['chunk_id']}"
-        print(f"  {citation['label']}: {where} [{citation['chunking_version']}]")
+        location = f" ({citation['location']})" if citation.get("location") else ""
+        print(f"  {citation['label']}: {where}{location} [{citation['chunking_version']}]")
 
 
 def _print_abstention(data: dict[str, Any]) -> None:

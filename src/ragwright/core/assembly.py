@@ -69,6 +69,29 @@ class Candidate:
     score: float
     positions: ParagraphPositions | None = None
     revision: str | None = None
+    source_uri: str | None = None
+    pages: tuple[int, int] | None = None
+
+    @property
+    def location(self) -> str | None:
+        """Where a reader finds the chunk: see :func:`cite_location`."""
+        return cite_location(self.source_uri, self.pages)
+
+
+def cite_location(source_uri: str | None, pages: tuple[int, int] | None) -> str | None:
+    """The file's name and, for paged documents, the pages: ``runbook.pdf p. 3``,
+    ``runbook.pdf pp. 3-4``; ``None`` when the source names no file.
+
+    >>> cite_location("docs/runbook.pdf", (3, 3)), cite_location("a/b.md", None)
+    ('runbook.pdf p. 3', 'b.md')
+    """
+    if not source_uri:
+        return None
+    name = source_uri.rstrip("/").rsplit("/", 1)[-1].split("#", 1)[0] or source_uri
+    if pages is None:
+        return name
+    first, last = pages
+    return f"{name} p. {first}" if first == last else f"{name} pp. {first}-{last}"
 
 
 @dataclass(frozen=True, slots=True)

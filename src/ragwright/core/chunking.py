@@ -148,13 +148,17 @@ def build_chunks(
             def fits(piece: str, prefix: str = prefix) -> bool:
                 return fits_tokens(prefix + piece)
 
-            blocks: Sequence[str] = [
-                piece
-                for paragraph in section.paragraphs
+            pieces = [
+                (piece, index)
+                for index, paragraph in enumerate(section.paragraphs)
                 for piece in split_block(paragraph, budget, fits=fits)
             ]
+            blocks: Sequence[str] = [piece for piece, _ in pieces]
+            # Each split block keeps the page of the paragraph it was cut from.
+            block_pages = None if section.pages is None else [section.pages[i] for _, i in pieces]
         else:
             blocks = section.paragraphs
+            block_pages = None if section.pages is None else list(section.pages)
         start = 0
         while start < len(blocks):
             end = start
@@ -188,6 +192,11 @@ def build_chunks(
                     text=_chunk_text(section.heading, blocks[start:end]),
                     positions=ParagraphPositions(section_index, tuple(range(start, end))),
                     word_count=words,
+                    pages=(
+                        None
+                        if block_pages is None
+                        else (min(block_pages[start:end]), max(block_pages[start:end]))
+                    ),
                 )
             )
             start = end - 1 if policy.overlap and end < len(blocks) and end - start > 1 else end

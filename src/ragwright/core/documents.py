@@ -37,10 +37,18 @@ def content_revision(title: str, sections: Sequence[SourceSection]) -> str:
     """Hash of the content that shapes chunks: title, section ids, headings, paragraphs.
 
     Metadata (type, state, tenant, source) is deliberately outside it, so publishing a
-    draft is a metadata change, not a new revision.
+    draft is a metadata change, not a new revision. A paged section's pages are part of
+    it (citations show them); sections without pages hash as they always did.
     """
     canonical = json.dumps(
-        [title, [[s.section_id, s.heading, list(s.paragraphs)] for s in sections]],
+        [
+            title,
+            [
+                [s.section_id, s.heading, list(s.paragraphs)]
+                + ([] if s.pages is None else [list(s.pages)])
+                for s in sections
+            ],
+        ],
         ensure_ascii=False,
         separators=(",", ":"),
     )
@@ -140,6 +148,17 @@ def validate_document(
                     "allowed: split it into paragraphs (blank lines)",
                 )
             total_chars += len(section.heading) + len(paragraph)
+        if section.pages is not None and (
+            len(section.pages) != len(section.paragraphs)
+            or not all(isinstance(p, int) and not isinstance(p, bool) for p in section.pages)
+            or any(p < 1 for p in section.pages)
+            or list(section.pages) != sorted(section.pages)
+        ):
+            raise DocumentError(
+                doc_id,
+                f"{where}.pages",
+                "must hold one page number (1 or more, never decreasing) per paragraph",
+            )
     if total_chars > MAX_DOCUMENT_CHARS:
         raise DocumentError(
             doc_id,

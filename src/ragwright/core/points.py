@@ -138,6 +138,7 @@ class ChunkPayload:
     positions: ParagraphPositions
     tenant: str | None
     source_uri: str | None
+    pages: tuple[int, int] | None = None
 
 
 def format_document_input(profile: EmbeddingProfile, title: str, text: str) -> str:
@@ -248,6 +249,9 @@ def plan_document(
                 "paragraphs": list(chunk.positions.paragraph_indexes),
             },
         }
+        if chunk.pages is not None:
+            # Only paged documents carry it: every other payload is as before.
+            payload["pages"] = list(chunk.pages)
         if document.source_uri:
             payload["source_uri"] = document.source_uri
         if document.tenant is not None:
@@ -306,8 +310,20 @@ def read_payload(point_id: uuid.UUID, payload: Mapping[str, Any] | None) -> Chun
         positions=_positions(pid, payload.get("positions")),
         tenant=optional["tenant"],
         source_uri=optional["source_uri"],
+        pages=_pages(pid, payload["pages"]) if "pages" in payload else None,
         **values,
     )
+
+
+def _pages(pid: str, value: object) -> tuple[int, int]:
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not all(isinstance(p, int) and not isinstance(p, bool) and p >= 1 for p in value)
+        or value[0] > value[1]
+    ):
+        raise PayloadError(pid, "pages", "must be [first, last] page numbers, 1 <= first <= last")
+    return (value[0], value[1])
 
 
 def _scalar_string(pid: str, field: str, value: object, *, may_be_empty: bool = False) -> str:

@@ -209,6 +209,7 @@ class AnswerResult:
                     "chunk_id": c.chunk_id,
                     "chunking_version": c.chunking_version,
                     "revision": by_label[c.label].candidate.revision,
+                    **_where(by_label[c.label].candidate),
                 }
                 for c in self.citations
             ],
@@ -220,6 +221,7 @@ class AnswerResult:
                     "chunking_version": s.candidate.chunking_version,
                     "revision": s.candidate.revision,
                     "score": s.candidate.score,
+                    **_where(s.candidate),
                 }
                 for s in self.context.sources
             ],
@@ -293,6 +295,15 @@ def _options_dict(options: AnswerOptions) -> dict[str, Any]:
     }
 
 
+def _where(candidate: Candidate) -> dict[str, Any]:
+    """A cited chunk's file, pages (paged formats) and the two as a reader sees them."""
+    return {
+        "source_uri": candidate.source_uri,
+        "pages": None if candidate.pages is None else list(candidate.pages),
+        "location": candidate.location,
+    }
+
+
 def candidates_from(hits: Sequence[Hit]) -> list[Candidate]:
     """Assembly candidates from validated retrieval hits (the stored revision included)."""
     return [
@@ -307,6 +318,8 @@ def candidates_from(hits: Sequence[Hit]) -> list[Candidate]:
             score=h.score,
             positions=h.payload.positions,
             revision=h.payload.revision,
+            source_uri=h.payload.source_uri,
+            pages=h.payload.pages,
         )
         for h in hits
     ]

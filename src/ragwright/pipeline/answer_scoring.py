@@ -65,7 +65,13 @@ def score_answer(
         "text": text,
         "withheld": outcome.get("withheld_answer"),
         "citations": [
-            {"label": c["label"], "document_id": c["document_id"], "chunk_id": c["chunk_id"]}
+            {
+                "label": c["label"],
+                "document_id": c["document_id"],
+                "chunk_id": c["chunk_id"],
+                # The file and pages, for the report: only where the source names a file.
+                **({"location": c["location"]} if c.get("location") else {}),
+            }
             for c in citations
         ],
         "references": references,

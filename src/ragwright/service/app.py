@@ -89,6 +89,7 @@ from ragwright.service.problems import (
 )
 from ragwright.service.schemas import AnswerBody, IngestBody, SearchBody
 from ragwright.service.streaming import answer_stream
+from ragwright.service.uploads import file_ingestion_routes
 from ragwright.threads import run_in_thread
 from ragwright.types import SourceDocument
 
@@ -236,7 +237,8 @@ def create_app(
         authenticate=lambda token: authenticated(application, token),
         default=(settings.serve_max_body, "RAGWRIGHT_SERVE_MAX_BODY"),
         limits={
-            "/v1/ingestions": (settings.serve_max_ingest_body, "RAGWRIGHT_SERVE_MAX_INGEST_BODY")
+            path: (settings.serve_max_ingest_body, "RAGWRIGHT_SERVE_MAX_INGEST_BODY")
+            for path in ("/v1/ingestions", "/v1/ingestions/files")
         },
     )
     app.add_middleware(EdgeClock)
@@ -451,6 +453,27 @@ def create_app(
         body, documents = await asyncio.to_thread(
             state.ingestion_reader, raw, content_type, key.tenant, grant, settings.document_types
         )
+        result = await run_ingestion(
+            documents,
+            key,
+            body.prune,
+            lambda error: ingestion_input_problem(error, body),
+            lambda document_id: place_of(document_id, body),
+        )
+        return JSONResponse(ingestion_summary(result))
+
+    async def run_ingestion(
+        documents: tuple[SourceDocument, ...],
+        key: ApiKey,
+        prune: bool,
+        refused: Callable[[DocumentError | ChunkingError | InputTooLong], Problem] = (
+            lambda error: invalid_field(getattr(error, "field", "documents"), str(error))
+        ),
+        place: Callable[[str], str] = lambda document_id: f"document {document_id!r}",
+    ) -> IngestResult:
+        """One ingestion at a time (409), within the key's write grant (403 for a stored
+        document outside it), refused documents as ``refused`` names them."""
+        grant = write_grant_for(key)
         if ingesting.locked():
             raise Problem(
                 409,
@@ -459,7 +482,7 @@ def create_app(
                 "this service runs one ingestion at a time; submit again when it ends",
             )
         ingest_request = IngestRequest(
-            (), documents=documents, tenant=key.tenant, prune=body.prune, grant=grant
+            (), documents=documents, tenant=key.tenant, prune=prune, grant=grant
         )
 
         def ingest() -> IngestResult:
@@ -467,9 +490,9 @@ def create_app(
                 return application.ingest(ingest_request)
             except (DocumentError, ChunkingError, InputTooLong) as error:
                 # Refused by the validation pass, before anything is written.
-                raise ingestion_input_problem(error, body) from error
+                raise refused(error) from error
             except OutsideGrant as error:  # it would replace a stored document outside it
-                raise outside_grant_problem(error, place_of(error.document_id, body)) from error
+                raise outside_grant_problem(error, place(error.document_id)) from error
 
         async with ingesting:
             # Not cancelled with the client: a run is resumable, but stopping it halfway
@@ -482,7 +505,9 @@ def create_app(
             result.embedded,
             result.deleted,
         )
-        return JSONResponse(ingestion_summary(result))
+        return result
+
+    app.include_router(file_ingestion_routes(application, caller, run_ingestion))
 
     def build_answer_request(body: AnswerBody, key: ApiKey, deadline: float) -> AnswerRequest:
         return checked(

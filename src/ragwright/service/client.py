@@ -22,7 +22,12 @@ def document_body(document: SourceDocument) -> dict[str, Any]:
         "revision": document.revision,
         "source_uri": document.source_uri or None,
         "sections": [
-            {"section_id": s.section_id, "heading": s.heading, "paragraphs": list(s.paragraphs)}
+            {
+                "section_id": s.section_id,
+                "heading": s.heading,
+                "paragraphs": list(s.paragraphs),
+                **({} if s.pages is None else {"pages": list(s.pages)}),
+            }
             for s in document.sections
         ],
     }

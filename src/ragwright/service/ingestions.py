@@ -124,7 +124,12 @@ def documents_of(
                 document_type=item.document_type,
                 publication_state=item.publication_state,
                 sections=[
-                    SourceSection(s.section_id, s.heading, tuple(s.paragraphs))
+                    SourceSection(
+                        s.section_id,
+                        s.heading,
+                        tuple(s.paragraphs),
+                        None if s.pages is None else tuple(s.pages),
+                    )
                     for s in item.sections
                 ],
                 revision=item.revision,

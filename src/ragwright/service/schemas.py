@@ -83,6 +83,11 @@ class SectionBody(_Body):
     section_id: str = Field(min_length=1, max_length=200)
     heading: str = Field(max_length=1000)
     paragraphs: list[str] = Field(min_length=1, max_length=10_000)
+    pages: list[int] | None = Field(
+        None,
+        max_length=10_000,
+        description="Paged sources (PDF): the 1-based page of each paragraph, in order.",
+    )
 
 
 class DocumentBody(_Body):

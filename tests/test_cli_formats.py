@@ -1,0 +1,137 @@
+"""``ragwright chunks`` and ``ingest`` on folders of mixed formats, through the command
+line: metadata and its origins, unchanged re-runs, page citations, unreadable files."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.adapters.formats.pdf_maker import make_pdf
+from tests.conftest import REPO
+from tests.test_cli import ragwright
+
+MIXED = REPO / "samples" / "mixed"
+DEFAULTS = ("--type", "note", "--state", "published")
+
+
+def test_chunks_shows_pages_and_where_each_documents_metadata_came_from(tmp_path: Path) -> None:
+    result = ragwright("chunks", str(MIXED), *DEFAULTS, home=tmp_path / "h", check=True)
+    lines = result.stdout.splitlines()
+    assert (
+        "runbooks/payment-retries.pdf/manual-retry/p0 (23 words) [runbook, published] "
+        "section-paragraphs-80w-overlap1-v1 (payment-retries.pdf p. 2)"
+    ) in lines
+    rules = MIXED / "ragwright-sources.toml"
+    assert (
+        f"  {(MIXED / 'runbooks' / 'payment-retries.pdf').as_posix()}: "
+        "id 'runbooks/payment-retries.pdf' (path), title 'Payment retries' (PDF metadata), "
+        f"type runbook (rule 'runbooks/*' in {rules}), "
+        f"state published (rule 'runbooks/*' in {rules}), tenant - (none)"
+    ) in lines
+    assert (
+        f"  {(MIXED / 'vpn-access.txt').as_posix()}: id 'vpn-access.txt' (path), "
+        "title 'VPN access for contractors' (first line), type note (--type), "
+        "state published (--state), tenant - (none)"
+    ) in lines
+    assert not (tmp_path / "h").exists()
+
+
+def test_chunks_without_type_names_every_file_that_needs_one_in_one_run(tmp_path: Path) -> None:
+    result = ragwright("chunks", str(MIXED), "--state", "published", home=tmp_path)
+    assert result.returncode == 1
+    # The rules give the runbooks a type; the two other files are named with the fix.
+    rules = MIXED / "ragwright-sources.toml"
+    assert (
+        f"{MIXED / 'change-freeze.md'}: document_type missing: pass --type or add a rule "
+        f"in {rules} (or front matter)" in result.stderr
+    )
+    assert (
+        f"{MIXED / 'vpn-access.txt'}: document_type missing: pass --type or add a rule in {rules}"
+        in result.stderr
+    )
+    assert "2 problems in the sources" in result.stderr
+
+
+@pytest.mark.slow
+def test_a_mixed_folder_ingests_once_cites_pages_and_reingests_nothing(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    first = json.loads(
+        ragwright("ingest", str(MIXED), *DEFAULTS, "--json", home=home, check=True).stdout
+    )
+    assert first["documents"] == 5 and first["embedded"] == first["chunks"] > 0
+    assert {m["document_id"]: m["title_from"] for m in first["metadata"]} == {
+        "change-freeze": "first heading",
+        "runbooks/cache-eviction.html": "<title>",
+        "runbooks/database-backups.docx": "DOCX properties",
+        "runbooks/payment-retries.pdf": "PDF metadata",
+        "vpn-access.txt": "first line",
+    }
+    again = json.loads(
+        ragwright("ingest", str(MIXED), *DEFAULTS, "--json", home=home, check=True).stdout
+    )
+    assert (again["embedded"], again["unchanged"], again["payload_updated"]) == (
+        0,
+        first["chunks"],
+        0,
+    )
+
+    question = "How many times is a failed card payment retried automatically?"
+    search = json.loads(ragwright("search", question, "--json", home=home, check=True).stdout)
+    top = search["hits"][0]
+    assert (top["document_id"], top["pages"], top["location"]) == (
+        "runbooks/payment-retries.pdf",
+        [1, 1],
+        "payment-retries.pdf p. 1",
+    )
+    shown = ragwright("search", question, "--k", "1", home=home, check=True).stdout.splitlines()
+    assert shown[1] == "from payment-retries.pdf p. 1"
+    answer = ragwright("ask", question, "--style", "evidence", home=home, check=True).stdout
+    assert "(payment-retries.pdf p. 1)" in answer
+
+
+def _unreadable(folder: Path) -> Path:
+    from pypdf import PdfReader, PdfWriter
+
+    shutil.copytree(MIXED, folder)
+    writer = PdfWriter()
+    for page in PdfReader(io.BytesIO(make_pdf([["Secret plan"]]))).pages:
+        writer.add_page(page)
+    writer.encrypt(user_password="secret", algorithm="RC4-128")
+    with (folder / "locked.pdf").open("wb") as handle:
+        writer.write(handle)
+    (folder / "scan.pdf").write_bytes(make_pdf([["x"]], picture_pages=[0]))
+    return folder
+
+
+def test_unreadable_files_stop_the_run_before_anything_is_written(tmp_path: Path) -> None:
+    folder = _unreadable(tmp_path / "docs")
+    result = ragwright("ingest", str(folder), *DEFAULTS, home=tmp_path / "h")
+    assert result.returncode == 1
+    assert f"{folder / 'locked.pdf'}: password-protected" in result.stderr
+    assert f"{folder / 'scan.pdf'}: no text layer" in result.stderr
+    assert not (tmp_path / "h" / "index").exists()
+
+
+@pytest.mark.slow
+def test_skip_invalid_leaves_unreadable_files_out_and_names_them(tmp_path: Path) -> None:
+    folder = _unreadable(tmp_path / "docs")
+    home = tmp_path / "h"
+    data = json.loads(
+        ragwright(
+            "ingest", str(folder), *DEFAULTS, "--skip-invalid", "--json", home=home, check=True
+        ).stdout
+    )
+    assert data["documents"] == 5
+    assert {(Path(s["path"]).name, s["kind"]) for s in data["skipped_files"]} == {
+        ("locked.pdf", "password_protected"),
+        ("scan.pdf", "no_text_layer"),
+    }
+    text = ragwright(
+        "ingest", str(folder), *DEFAULTS, "--skip-invalid", home=home, check=True
+    ).stdout
+    assert "skipped 2 files:" in text
+    assert f"  {folder / 'locked.pdf'}: password-protected" in text
