@@ -64,6 +64,7 @@ from ragwright.errors import (
     StorageError,
     VectorIndexError,
 )
+from ragwright.service.activity import Activity
 from ragwright.service.admission import Admission, Permit
 from ragwright.service.jobs import job_routes
 from ragwright.service.model_health import RECHECK_SECONDS, ModelHealth
@@ -81,6 +82,7 @@ from ragwright.service.schemas import AnswerBody, IngestBody, SearchBody
 from ragwright.service.streaming import answer_stream
 from ragwright.threads import run_in_thread
 from ragwright.types import SourceDocument, SourceSection
+from ragwright.web.routes import ServiceHooks, web_routes
 
 logger = logging.getLogger("ragwright.service")
 T = TypeVar("T")
@@ -99,6 +101,7 @@ class ServiceState:
     model: ModelHealth = field(default_factory=ModelHealth)
     started_at: float = field(default_factory=time.time)
     runner: JobRunner | None = None
+    activity: Activity = field(default_factory=Activity)
 
 
 def create_app(
@@ -275,6 +278,7 @@ def create_app(
             span.set_attributes({f"ragwright.{k}": v for k, v in attributes.items()})
             span.set_attribute("ragwright.key_id", key.id)
         logger.info("answer key=%s mode=%s reason=%s status=%s", key.id, mode, reason, status)
+        state.activity.refused(key.tenant, route, mode, reason)
 
     def record_refusal(problem: Problem, key: ApiKey, route: str) -> None:
         # Only an answer refused as such has a mode: invalid input, a missing scope or
@@ -341,13 +345,20 @@ def create_app(
     ) -> Response:
         """The same answer as Server-Sent Events: ``evidence``, ``delta``, ``citations``,
         ``outcome`` (``error`` before ``outcome`` when it fails after it began)."""
+        return await stream_answer(body, request, key, "answers/stream")
+
+    async def stream_answer(
+        body: AnswerBody, request: Request, key: ApiKey, route: str
+    ) -> Response:
+        # One path for the API's stream and the page's (web/routes.py): the same
+        # request builder, admission and recording.
         permit = state.admission.enter(key.tenant)
         try:
             answer_request = build_answer_request(body, key, remaining(request))
         except BaseException as error:
             permit.release()
             if isinstance(error, Problem):
-                record_refusal(error, key, "answers/stream")
+                record_refusal(error, key, route)
             raise
         try:
             # From here the stream holds the permit until the answer's work has ended.
@@ -357,11 +368,11 @@ def create_app(
                 lambda on_evidence: answer_or_problem(answer_request, on_evidence),
                 present=AnswerOutcome.public_dict,
                 record=lambda data: record(
-                    key, "answers/stream", data["mode"], data["reason"], data["status"]
+                    key, route, data["mode"], data["reason"], data["status"]
                 ),
             )
         except Problem as problem:
-            record_refusal(problem, key, "answers/stream")
+            record_refusal(problem, key, route)
             raise
 
     @app.post(
@@ -400,23 +411,24 @@ def create_app(
     @app.get("/v1/status", tags=["operations"], responses=problem_responses(401, 403, 503))
     async def status(key: Annotated[ApiKey, Depends(caller("search"))]) -> JSONResponse:
         """What the index holds for the caller's tenant, and the service's capacity."""
+        return JSONResponse(await status_of(key))
+
+    async def status_of(key: ApiKey) -> dict[str, Any]:
         # The caller's view: its tenant, and its allowlist when the key has one.
         scope = StatusRequest(tenants=(key.tenant,), documents=key.documents or None)
         result = await guarded(asyncio.to_thread(application.status, scope), answering=False)
-        return JSONResponse(
-            {
-                **result.to_dict(),
-                "tenant": key.tenant,
-                "service": {
-                    "version": __version__,
-                    "admission": state.admission.describe(),
-                    "model_capacity": application.capacity(),
-                    "answer_deadline_seconds": settings.answer_deadline,
-                    "model": state.model.problem or "ok",
-                    "degraded_mode": degraded_mode(application),
-                },
-            }
-        )
+        return {
+            **result.to_dict(),
+            "tenant": key.tenant,
+            "service": {
+                "version": __version__,
+                "admission": state.admission.describe(),
+                "model_capacity": application.capacity(),
+                "answer_deadline_seconds": settings.answer_deadline,
+                "model": state.model.problem or "ok",
+                "degraded_mode": degraded_mode(application),
+            },
+        }
 
     ingesting = asyncio.Lock()
 
@@ -431,6 +443,9 @@ def create_app(
         """Ingest documents of the caller's tenant while queries go on; returns the run's
         summary (the shape of ``ragwright ingest --json``). ``prune`` deletes only this
         tenant's documents missing from the request. One ingestion at a time (409)."""
+        return JSONResponse((await ingest_body(body, key)).to_dict())
+
+    async def ingest_body(body: IngestBody, key: ApiKey) -> IngestResult:
         documents = documents_of(body, key, key.types or settings.document_types)
         if ingesting.locked():
             raise Problem(
@@ -459,7 +474,11 @@ def create_app(
             result.embedded,
             result.deleted,
         )
-        return JSONResponse(result.to_dict())
+        state.activity.ingested(
+            key.tenant,
+            {"documents": result.documents, "embedded": result.embedded, "deleted": result.deleted},
+        )
+        return result
 
     def build_answer_request(body: AnswerBody, key: ApiKey, deadline: float) -> AnswerRequest:
         return checked(
@@ -484,6 +503,18 @@ def create_app(
         state.model.failed(outcome.result.degraded)
         return outcome
 
+    app.include_router(
+        web_routes(
+            ServiceHooks(
+                application,
+                state.activity,
+                stream_answer=stream_answer,
+                status=status_of,
+                ingest=ingest_body,
+                readiness=lambda: readiness(state),
+            )
+        )
+    )
     return app
 
 

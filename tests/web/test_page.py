@@ -1,0 +1,112 @@
+"""The page end to end in Chromium: signing in and out, asking (every mode a person can
+meet), citations, tenants, CSRF and the cookie's flags."""
+
+from __future__ import annotations
+
+from playwright.sync_api import Page, expect
+
+from tests.web.conftest import DRAIN, Site, ask, sign_in
+
+
+def test_the_drain_question_streams_an_answer_with_its_deadline_and_a_working_citation(
+    page: Page, site: Site
+) -> None:
+    site.model.behaviour = "answer"
+    sign_in(page, site)
+    turn = ask(page, DRAIN)
+    expect(turn.locator(".mode")).to_have_text("Answered")
+    expect(turn.locator(".answer")).to_contain_text("only while the shutdown deadline allows it")
+    expect(turn.locator(".model")).to_have_text("Model: switchable-model (switchable)")
+    assert turn.locator(".sources li").count() >= 1
+    citation = turn.locator(".citations a").first
+    expect(citation).to_contain_text("worker-shutdown")
+    citation.click()
+    panel = page.locator("#passage")
+    expect(panel).to_be_visible()
+    expect(panel.locator("#passage-document")).to_contain_text("Stop a background worker cleanly")
+    expect(panel.locator("#passage-section")).to_have_text("Shutdown and the queue")
+    expect(panel.locator("#passage-text")).to_contain_text("completes the channel writer")
+    expect(panel.locator("#passage-revision")).not_to_be_empty()
+
+
+def test_an_unanswerable_question_is_shown_as_not_answered_with_its_reason(
+    page: Page, site: Site
+) -> None:
+    site.model.behaviour = "insufficient"
+    sign_in(page, site)
+    turn = ask(page, "How do I rotate the database password?")
+    expect(turn.locator(".mode")).to_have_text("The evidence does not answer this")
+    expect(turn.locator(".reason")).to_contain_text("do not answer the question")
+    expect(turn.locator(".answer")).to_have_class("answer not-an-answer")
+
+
+def test_evidence_only_is_labelled_not_an_answer_while_the_model_is_down(
+    page: Page, site: Site
+) -> None:
+    site.model.behaviour = "down"
+    sign_in(page, site)
+    turn = ask(page, "What happens to unfinished jobs when the shutdown deadline expires?")
+    expect(turn.locator(".mode")).to_have_text("Evidence only — NOT AN ANSWER")
+    expect(turn.locator(".reason")).to_contain_text("the model is unavailable")
+    expect(turn.locator(".model")).to_have_text("Model: none answered")
+    assert turn.locator(".evidence-sentences li").count() >= 1
+
+
+def test_a_stream_that_fails_after_its_evidence_is_shown_as_interrupted(
+    page: Page, site: Site
+) -> None:
+    site.model.behaviour = "crash"
+    sign_in(page, site)
+    # A question asked nowhere else: a cached answer would not reach the model.
+    turn = ask(page, "Which calls should get the deadline's cancellation token?")
+    expect(turn.locator(".mode")).to_have_text("Interrupted — the answer did not finish")
+    expect(turn.locator(".answer")).to_have_text("")
+    assert turn.locator(".sources li").count() >= 1  # the evidence came first
+
+
+def test_a_stream_cut_before_its_outcome_is_shown_as_interrupted_not_as_an_answer(
+    page: Page, site: Site
+) -> None:
+    # The connection drops mid-answer: evidence and a first piece, then nothing.
+    partial = (
+        'event: evidence\ndata: {"policy": "p", "sources": []}\n\n'
+        'event: delta\ndata: {"text": "Drain the remaining jobs "}\n\n'
+    )
+    sign_in(page, site)
+    page.route(
+        "**/ui/ask",
+        lambda route: route.fulfill(
+            status=200, headers={"content-type": "text/event-stream"}, body=partial
+        ),
+    )
+    turn = ask(page, DRAIN)
+    expect(turn.locator(".mode")).to_have_text("Interrupted — the answer did not finish")
+    expect(turn.locator(".reason")).to_contain_text("ended before the answer finished")
+
+
+def test_a_follow_up_sends_the_conversation_and_new_conversation_forgets_it(
+    page: Page, site: Site
+) -> None:
+    site.model.behaviour = "answer"
+    sign_in(page, site)
+    sent: list[dict[str, object]] = []
+    page.on(
+        "request",
+        lambda request: (
+            sent.append(request.post_data_json) if request.url.endswith("/ui/ask") else None
+        ),
+    )
+    ask(page, DRAIN)
+    ask(page, "And what if the deadline expires?")
+    assert sent[1]["history"] == [
+        {"role": "user", "content": DRAIN},
+        {"role": "assistant", "content": sent_answer(page)},
+    ]
+    page.get_by_role("button", name="New conversation").click()
+    expect(page.locator("article.turn")).to_have_count(0)
+    ask(page, DRAIN)
+    assert sent[2]["history"] == []
+
+
+def sent_answer(page: Page) -> str:
+    return page.locator("article.turn .answer").first.inner_text()
