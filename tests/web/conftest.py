@@ -12,11 +12,13 @@ import json
 import shutil
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
 
 from ragwright.application import AddKeyRequest, Application, IngestRequest
 from ragwright.chat.contract import ChatRequest, ChatResponse, Deadline
@@ -101,9 +103,11 @@ def globex_document() -> Any:
     )
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    home = tmp_path_factory.mktemp("web") / "home"
+@contextmanager
+def serving(home: Path) -> Iterator[Site]:
+    """The app over the sample corpus (tenant ``acme``) and one document of tenant
+    ``globex``, with keys ``acme`` (answer, search, ingest), ``acme-status`` (search)
+    and ``globex`` (answer, search), served on a loopback port."""
     model = SwitchableModel()
     application, _ = fake_application(home, model)
     application.ingest(IngestRequest((CORPUS,), tenant="acme"))
@@ -121,21 +125,32 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         yield Site(url, application, model, secrets)
 
 
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    with serving(tmp_path_factory.mktemp("web") / "home") as served:
+        yield served
+
+
+def launch(playwright: Playwright) -> Browser:
+    """Debian's Chromium (never a downloaded browser)."""
+    if CHROMIUM is None:
+        pytest.fail("chromium is not installed: `make test` installs it (apt-get install chromium)")
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = launch(playwright)
+        yield launched
+        launched.close()
+
+
 @pytest.fixture(autouse=True)
 def model_answers(site: Site) -> Iterator[None]:
     site.model.behaviour = "answer"
     yield
     site.model.behaviour = "answer"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if CHROMIUM is None:
-        pytest.fail("chromium is not installed: `make test` installs it (apt-get install chromium)")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 @pytest.fixture

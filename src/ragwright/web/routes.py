@@ -27,7 +27,7 @@ from starlette.datastructures import UploadFile
 from ragwright.application import Application, IngestResult
 from ragwright.application.keys import ApiKey
 from ragwright.application.passages import read_passage
-from ragwright.errors import IndexNotFound, RagwrightError, StorageError, VectorIndexError
+from ragwright.errors import IndexNotFound, StorageError, VectorIndexError
 from ragwright.service.activity import Activity
 from ragwright.service.problems import Problem
 from ragwright.service.schemas import AnswerBody, IngestBody
@@ -39,7 +39,7 @@ from ragwright.web.sessions import (
     SessionStore,
     tokens_match,
 )
-from ragwright.web.uploads import MAX_UPLOAD_BYTES, load_upload
+from ragwright.web.uploads import MAX_UPLOAD_BYTES, UploadRefused, load_upload
 from ragwright.web.words import MODE_WORDS, REASON_WORDS, reason_words
 
 logger = logging.getLogger("ragwright.web")
@@ -250,22 +250,24 @@ def web_routes(hooks: ServiceHooks, sessions: SessionStore | None = None) -> API
     @router.post("/ui/ingest")
     async def ingest(request: Request) -> Response:
         session, key = await required(request)
-        form = await request.form(max_files=1, max_fields=4)
-        if not session.csrf_matches(as_text(form.get("csrf"))):
-            raise csrf_refused()
-        if not key.allows("ingest"):
-            raise missing_scope("ingest")
-        upload = form.get("file")
-        if not isinstance(upload, UploadFile) or not upload.filename:
-            return await status_page(request, 422, {"error": "file: choose a file to ingest."})
-        data = await upload.read(MAX_UPLOAD_BYTES + 1)
+        # The form's files are closed however this ends (refusals included).
+        async with request.form(max_files=1, max_fields=4) as form:
+            if not session.csrf_matches(as_text(form.get("csrf"))):
+                raise csrf_refused()
+            if not key.allows("ingest"):
+                raise missing_scope("ingest")
+            upload = form.get("file")
+            if not isinstance(upload, UploadFile) or not upload.filename:
+                return await status_page(request, 422, {"error": "file: choose a file to ingest."})
+            filename = upload.filename
+            data = await upload.read(MAX_UPLOAD_BYTES + 1)
         if len(data) > MAX_UPLOAD_BYTES:
             error = f"file: larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MiB; nothing was read"
             return await status_page(request, 413, {"error": error})
         try:
-            loaded = await asyncio.to_thread(load_upload, application, key, upload.filename, data)
-        except RagwrightError as error:
-            return await status_page(request, 422, {"error": f"{upload.filename}: {error}"})
+            loaded = await asyncio.to_thread(load_upload, application, key, filename, data)
+        except UploadRefused as error:
+            return await status_page(request, 422, {"error": str(error)})
         outcome: dict[str, Any] = {"name": loaded.name, "skipped": loaded.skipped}
         if loaded.body is None:
             return await status_page(request, 422, outcome)

@@ -16,10 +16,17 @@ from pathlib import Path, PurePath
 
 from ragwright.application import Application, IngestRequest
 from ragwright.application.keys import ApiKey
+from ragwright.errors import RagwrightError
 from ragwright.service.schemas import IngestBody
 
 MAX_UPLOAD_BYTES = 2 * 1024 * 1024
+# What the source loader reads (adapters/sources.py); anything else is skipped here.
+DOCUMENT_SUFFIXES = (".md", ".json", ".jsonl")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class UploadRefused(RagwrightError):
+    """The source loader refused the uploaded file; the message names the file."""
 
 
 @dataclass
@@ -43,14 +50,21 @@ def load_upload(application: Application, key: ApiKey, filename: str, data: byte
     """The documents ``data`` holds, as an ingestion body for ``key``'s tenant.
 
     Raises:
-        RagwrightError: the loader refused the file (an invalid document, named with the
+        UploadRefused: the loader refused the file (an invalid document, named with the
             rule it breaks).
     """
     name = safe_name(filename)
+    if not name.lower().endswith(DOCUMENT_SUFFIXES):
+        reason = f"not a document file ({', '.join(DOCUMENT_SUFFIXES)})"
+        return LoadedUpload(name, None, [(name, reason)])
     with tempfile.TemporaryDirectory(prefix="ragwright-upload-") as folder:
         path = Path(folder) / name
         path.write_bytes(data)
-        loaded = application.load_documents(IngestRequest((Path(folder),), tenant=key.tenant))
+        try:
+            loaded = application.load_documents(IngestRequest((path,), tenant=key.tenant))
+        except RagwrightError as error:
+            # Named by the uploaded file, never by the server's temporary path.
+            raise UploadRefused(str(error).replace(str(path), name).replace(folder, "")) from error
     skipped = [(PurePath(s.path).name, s.reason) for s in loaded.skipped]
     if not loaded.documents:
         return LoadedUpload(name, None, skipped or [(name, "no documents in this file")])

@@ -46,8 +46,10 @@ function newTurn(text) {
   turn.append(element("h2", "question", text));
   const state = element("p", "state", "Finding evidence…");
   state.setAttribute("role", "status");
+  // Every part has its place (and height) from the start, so nothing moves as the
+  // stream fills it; the evidence list opens on request.
   const evidence = element("details", "evidence");
-  const summary = element("summary", null, "Evidence");
+  const summary = element("summary", null, "Evidence: finding…");
   const evidenceList = element("ol", "sources");
   evidence.append(summary, evidenceList);
   const answer = element("div", "answer");
@@ -55,6 +57,7 @@ function newTurn(text) {
   const reason = element("p", "reason");
   const model = element("p", "model");
   const citations = element("div", "citations");
+  citations.append(element("h3", null, "Citations"));
   turn.append(state, evidence, answer, mode, reason, model, citations);
   conversation.append(turn);
   turn.scrollIntoView({ block: "nearest" });
@@ -69,7 +72,6 @@ function quotesFor(view) {
 function showEvidence(view, data) {
   view.sources = data.sources || [];
   view.summary.textContent = `Evidence: ${view.sources.length} passage${view.sources.length === 1 ? "" : "s"}`;
-  view.evidence.open = true;
   for (const source of view.sources) {
     const item = element("li");
     item.append(passageLink(source, quotesFor(view)));
@@ -80,9 +82,7 @@ function showEvidence(view, data) {
 
 function showCitations(view, data) {
   const citations = data.citations || [];
-  view.citations.replaceChildren();
-  if (!citations.length) return;
-  view.citations.append(element("h3", null, "Citations"));
+  view.citations.replaceChildren(element("h3", null, citations.length ? "Citations" : "No citations"));
   const list = element("ul");
   for (const citation of citations) {
     const item = element("li");
