@@ -8,6 +8,7 @@ own cookies). Every wait has a timeout (Playwright's default is set below).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import threading
@@ -45,9 +46,10 @@ GLOBEX_PHRASE = "Globex drains every queued job at shutdown"
 
 
 class SwitchableModel:
-    """A provider fake whose behaviour the test sets: ``answer`` (cites S1), ``insufficient``,
-    ``down`` (a transient failure) or ``crash`` (an unexpected error after the evidence
-    was sent). Records each call's behaviour in ``calls``."""
+    """A provider fake whose behaviour the test sets: ``answer`` (cites S1), ``hold`` (the
+    same answer once ``release`` is set), ``insufficient``, ``down`` (a transient
+    failure) or ``crash`` (an unexpected error after the evidence was sent). Records each
+    call's behaviour in ``calls``."""
 
     name = "switchable"
 
@@ -55,11 +57,20 @@ class SwitchableModel:
         self.behaviour = "answer"
         self.calls: list[str] = []
         self._lock = threading.Lock()
+        # With behaviour "hold" a call answers only once the test sets this.
+        self.release = threading.Event()
 
     async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
         with self._lock:
             behaviour = self.behaviour
             self.calls.append(behaviour)
+        if behaviour == "hold":
+            for _ in range(WAIT_MS // 10):
+                if self.release.is_set():
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                raise AssertionError("the test never released the held call")
         if behaviour == "down":
             raise ChatError(self.name, FailureCategory.TRANSIENT, "switched off")
         if behaviour == "crash":
@@ -149,8 +160,10 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture(autouse=True)
 def model_answers(site: Site) -> Iterator[None]:
     site.model.behaviour = "answer"
+    site.model.release.clear()
     yield
     site.model.behaviour = "answer"
+    site.model.release.set()
 
 
 @pytest.fixture
