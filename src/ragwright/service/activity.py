@@ -30,7 +30,7 @@ class Refusal:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.at)),
+            "at": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(self.at)),
             "route": self.route,
             "mode": self.mode,
             "reason": self.reason,
@@ -56,7 +56,7 @@ class Activity:
     def ingested(self, tenant: str | None, summary: dict[str, Any]) -> None:
         with self._lock:
             self._ingestions[tenant] = {
-                "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock())),
+                "at": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(self.clock())),
                 **summary,
             }
 
