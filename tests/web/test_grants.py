@@ -7,10 +7,10 @@ import re
 from urllib.parse import urlencode
 
 import httpx
-from playwright.sync_api import BrowserContext, Page, expect
+from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from ragwright.application import AddKeyRequest, RevokeKeyRequest
-from tests.web.conftest import DRAIN, GLOBEX_PHRASE, Site, ask, sign_in
+from tests.web.conftest import DRAIN, GLOBEX_PHRASE, WAIT_MS, Site, ask, sign_in
 
 GLOBEX_PASSAGE = urlencode({"document_id": "globex-drain-policy", "chunk_id": "shutdown/p0"})
 
@@ -158,3 +158,27 @@ def sign_in_token(client: httpx.Client) -> str:
     match = re.search(r'name="csrf" value="([^"]+)"', page.text)
     assert match is not None
     return match.group(1)
+
+
+def test_the_status_pages_recent_refusals_are_the_keys_tenants_only(
+    browser: Browser, site: Site
+) -> None:
+    acme = browser.new_context()
+    acme.set_default_timeout(WAIT_MS)
+    globex = browser.new_context()
+    globex.set_default_timeout(WAIT_MS)
+    try:
+        acme_page, globex_page = acme.new_page(), globex.new_page()
+        sign_in(acme_page, site, "acme")
+        sign_in(globex_page, site, "globex")
+        acme_page.goto(site.url + "/ui/status")
+        before = acme_page.locator("#refusals tbody tr").count()
+        site.model.behaviour = "insufficient"
+        ask(globex_page, "Which globex team owns the drain policy?")
+        globex_page.goto(site.url + "/ui/status")
+        expect(globex_page.locator("#refusals")).to_contain_text("insufficient")
+        acme_page.reload()
+        assert acme_page.locator("#refusals tbody tr").count() == before
+    finally:
+        acme.close()
+        globex.close()
