@@ -158,7 +158,12 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture(autouse=True)
-def model_answers(site: Site) -> Iterator[None]:
+def model_answers(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each test that uses the site starts (and leaves it) with the model answering."""
+    if "site" not in request.fixturenames:
+        yield
+        return
+    site: Site = request.getfixturevalue("site")
     site.model.behaviour = "answer"
     site.model.release.clear()
     yield
