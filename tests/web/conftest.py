@@ -120,7 +120,8 @@ def serving(home: Path) -> Iterator[Site]:
     ``globex``, with keys ``acme`` (answer, search, ingest), ``acme-status`` (search)
     and ``globex`` (answer, search), served on a loopback port."""
     model = SwitchableModel()
-    application, _ = fake_application(home, model)
+    # Every ask reaches the model (no cached reply), so a test's behaviour applies.
+    application, _ = fake_application(home, model, chat_cache_ttl=0.001)
     application.ingest(IngestRequest((CORPUS,), tenant="acme"))
     application.ingest(IngestRequest((), documents=(globex_document(),), tenant="globex"))
     secrets = {}

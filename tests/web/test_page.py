@@ -110,3 +110,17 @@ def test_a_follow_up_sends_the_conversation_and_new_conversation_forgets_it(
 
 def sent_answer(page: Page) -> str:
     return page.locator("article.turn .answer").first.inner_text()
+
+
+def test_a_previous_draft_is_labelled_with_its_age_while_the_model_is_down(
+    page: Page, site: Site
+) -> None:
+    question = "What does the worker stop taking when the host signals shutdown?"
+    sign_in(page, site)
+    expect(ask(page, question).locator(".mode")).to_have_text("Answered")
+    page.get_by_role("button", name="New conversation").click()  # drafts need no history
+    site.model.behaviour = "down"
+    turn = ask(page, question)
+    expect(turn.locator(".mode")).to_have_text("Previous draft, less than a minute old")
+    expect(turn.locator(".reason")).to_contain_text("the model is unavailable")
+    expect(turn.locator(".answer")).to_contain_text("shutdown deadline allows it")

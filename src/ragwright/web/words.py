@@ -8,7 +8,7 @@ MODE_WORDS: dict[str, str] = {
     "quoted": "Quoted from the evidence",
     "insufficient": "The evidence does not answer this",
     "evidence_only": "Evidence only — NOT AN ANSWER",
-    "previous_draft": "Previous draft, {minutes} minutes old",
+    "previous_draft": "Previous draft, {age} old",
     "approved_template": "Approved template — not an answer from the evidence",
     "unavailable": "Unavailable",
     "interrupted": "Interrupted — the answer did not finish",

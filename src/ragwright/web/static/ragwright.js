@@ -98,10 +98,16 @@ function modeWords(outcome) {
     return outcome.style === "quoted" ? words.modes.quoted : words.modes.generated;
   }
   if (outcome.mode === "previous_draft") {
-    const minutes = Math.max(1, Math.round(((outcome.draft || {}).age_seconds || 0) / 60));
-    return words.modes.previous_draft.replace("{minutes}", String(minutes));
+    return words.modes.previous_draft.replace("{age}", age((outcome.draft || {}).age_seconds || 0));
   }
   return words.modes[outcome.mode] || String(outcome.mode);
+}
+
+function age(seconds) {
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 1) return "less than a minute";
+  if (minutes < 120) return minutes === 1 ? "1 minute" : `${minutes} minutes`;
+  return `${Math.floor(minutes / 60)} hours`;
 }
 
 function reasonWords(reason) {
