@@ -27,6 +27,12 @@ def test_the_drain_question_streams_an_answer_with_its_deadline_and_a_working_ci
     expect(panel.locator("#passage-section")).to_have_text("Shutdown and the queue")
     expect(panel.locator("#passage-text")).to_contain_text("completes the channel writer")
     expect(panel.locator("#passage-revision")).not_to_be_empty()
+    # The same link opened as a page of its own (a new tab) is a plain page.
+    href = citation.get_attribute("href")
+    assert href is not None
+    page.goto(site.url + href)
+    expect(page.get_by_role("heading", level=1)).to_have_text("Stop a background worker cleanly")
+    expect(page.locator("blockquote")).to_contain_text("completes the channel writer")
 
 
 def test_an_unanswerable_question_is_shown_as_not_answered_with_its_reason(

@@ -52,8 +52,6 @@ def read_passage(
             ingestion).
     """
     scope = CallerScope(tenant=key.tenant, allowed_documents=key.documents or None)
-    if scope.sees_nothing or (key.documents and document_id not in key.documents):
-        return None
     eligibility = application.eligibility(evidence_for(key, ()))
     base = eligibility_filter(eligibility, scope)
     point_filter = dataclasses.replace(
