@@ -3,6 +3,8 @@ meet), citations, tenants, CSRF and the cookie's flags."""
 
 from __future__ import annotations
 
+import json
+
 from playwright.sync_api import Page, expect
 
 from tests.web.conftest import DRAIN, Site, ask, sign_in
@@ -130,3 +132,47 @@ def test_a_previous_draft_is_labelled_with_its_age_while_the_model_is_down(
     expect(turn.locator(".mode")).to_have_text("Previous draft, less than a minute old")
     expect(turn.locator(".reason")).to_contain_text("the model is unavailable")
     expect(turn.locator(".answer")).to_contain_text("shutdown deadline allows it")
+
+
+def test_an_answer_refused_as_unavailable_says_so_and_why(page: Page, site: Site) -> None:
+    # The service's 503 answer-unavailable (evidence-only answers turned off and the
+    # model down), as the page receives it.
+    problem = {
+        "type": "/problems/answer-unavailable",
+        "title": "No answer can be given now",
+        "status": 503,
+        "detail": "the model failed (transient)",
+        "mode": "unavailable",
+        "reason": "model_unavailable",
+    }
+    sign_in(page, site)
+    page.route(
+        "**/ui/ask",
+        lambda route: route.fulfill(
+            status=503, content_type="application/problem+json", body=json.dumps(problem)
+        ),
+    )
+    turn = ask(page, DRAIN)
+    expect(turn.locator(".mode")).to_have_text("Unavailable")
+    expect(turn.locator(".reason")).to_have_text("Why: the model is unavailable.")
+
+
+def test_an_unavailable_outcome_after_the_evidence_is_unavailable_not_interrupted(
+    page: Page, site: Site
+) -> None:
+    outcome = {"mode": "unavailable", "reason": "model_unavailable", "interrupted": True}
+    stream = (
+        'event: evidence\ndata: {"policy": "p", "sources": []}\n\n'
+        'event: error\ndata: {"title": "No answer can be given now", "status": 503}\n\n'
+        f"event: outcome\ndata: {json.dumps(outcome)}\n\n"
+    )
+    sign_in(page, site)
+    page.route(
+        "**/ui/ask",
+        lambda route: route.fulfill(
+            status=200, headers={"content-type": "text/event-stream"}, body=stream
+        ),
+    )
+    turn = ask(page, DRAIN)
+    expect(turn.locator(".mode")).to_have_text("Unavailable")
+    expect(turn.locator(".reason")).to_contain_text("Why: the model is unavailable.")

@@ -92,7 +92,14 @@ function showCitations(view, data) {
   view.citations.append(list);
 }
 
+function unavailableWithReason(outcome) {
+  // The service refused to answer for a known reason (the model, the deadline): that is
+  // "Unavailable", even after the evidence was shown; a cut without reason is "Interrupted".
+  return outcome.mode === "unavailable" && Boolean(outcome.reason);
+}
+
 function modeWords(outcome) {
+  if (unavailableWithReason(outcome)) return words.modes.unavailable;
   if (outcome.interrupted) return words.modes.interrupted;
   if (outcome.mode === "generated") {
     return outcome.style === "quoted" ? words.modes.quoted : words.modes.generated;
@@ -120,8 +127,9 @@ function showOutcome(view, outcome) {
   view.quotes = outcome.quotes || [];
   const plain = outcome.mode === "generated" && !outcome.interrupted;
   view.mode.textContent = modeWords(outcome);
-  view.mode.className = `mode mode-${outcome.interrupted ? "interrupted" : outcome.mode}`;
-  view.turn.dataset.mode = outcome.interrupted ? "interrupted" : String(outcome.mode);
+  const shown = outcome.interrupted && !unavailableWithReason(outcome) ? "interrupted" : String(outcome.mode);
+  view.mode.className = `mode mode-${shown}`;
+  view.turn.dataset.mode = shown;
   const why = [];
   if (outcome.reason) why.push(`Why: ${reasonWords(outcome.reason)}.`);
   if (outcome.interrupted && view.problem) why.push(view.problem.detail || view.problem.title);
@@ -157,10 +165,13 @@ function showFailure(view, status, problem) {
   if (status === 401) {
     view.mode.textContent = "You are signed out";
     view.reason.textContent = "The session ended or the key was revoked. Reload the page to sign in.";
+  } else if (problem && problem.mode) {
+    // An answer refused as such (503 answer-unavailable): its mode and reason in words.
+    view.mode.textContent = modeWords({ mode: problem.mode, reason: problem.reason });
+    view.reason.textContent = problem.reason ? `Why: ${reasonWords(problem.reason)}.` : problem.detail || "";
   } else {
     view.mode.textContent = (problem && problem.title) || `Refused (${status})`;
     view.reason.textContent = (problem && problem.detail) || "";
-    if (problem && problem.reason) view.reason.textContent += ` — ${reasonWords(problem.reason)}.`;
   }
   view.state.textContent = "No answer.";
 }
