@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    BrowserContext,
+    Page,
+    Playwright,
+    expect,
+    sync_playwright,
+)
 
 from ragwright.application import AddKeyRequest, Application, IngestRequest
 from ragwright.chat.contract import ChatRequest, ChatResponse, Deadline
@@ -39,7 +46,10 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-WAIT_MS = 20_000
+# The longest any wait in these tests may take (a bound on a busy machine, not a speed
+# requirement): Playwright's actions and waits, and its expect() assertions.
+WAIT_MS = 60_000
+expect.set_options(timeout=WAIT_MS)
 DRAIN = "Should I drain all queued work during shutdown?"
 DRAIN_ANSWER = "Drain the remaining jobs only while the shutdown deadline allows it."
 GLOBEX_PHRASE = "Globex drains every queued job at shutdown"
@@ -190,7 +200,8 @@ def sign_in(page: Page, site: Site, name: str = "acme") -> None:
     page.goto(site.url + "/")
     page.get_by_label("API key").fill(site.secrets[name])
     page.get_by_label("API key").press("Enter")
-    page.wait_for_url(site.url + "/")
+    # The sign-in form is at / too: wait for the signed-in page, not for the URL.
+    page.locator("#sign-out").wait_for()
 
 
 def ask(page: Page, question: str) -> Any:

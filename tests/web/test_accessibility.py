@@ -67,7 +67,7 @@ def test_the_keyboard_alone_signs_in_asks_and_opens_a_citation(page: Page, site:
     tab_to("#key")
     page.keyboard.type(site.secrets["acme"])
     page.keyboard.press("Enter")
-    page.wait_for_url(site.url + "/")
+    page.locator("#sign-out").wait_for()
     tab_to("#question")
     page.keyboard.type(DRAIN)
     page.keyboard.press("Enter")
