@@ -176,3 +176,35 @@ def test_an_unavailable_outcome_after_the_evidence_is_unavailable_not_interrupte
     turn = ask(page, DRAIN)
     expect(turn.locator(".mode")).to_have_text("Unavailable")
     expect(turn.locator(".reason")).to_contain_text("Why: the model is unavailable.")
+
+
+def test_a_citation_that_carries_a_page_shows_it_in_the_link_and_the_passage(
+    page: Page, site: Site
+) -> None:
+    # Paged sources cite a page: the page shows it wherever the citation appears.
+    citation = {
+        "label": "S1",
+        "document_id": "worker-shutdown",
+        "chunk_id": "shutdown-and-the-queue/p0",
+        "chunking_version": "section-paragraphs-80w-overlap1-v1",
+        "revision": "sha256:0",
+        "page": 3,
+    }
+    outcome = {"mode": "generated", "reason": None, "answer": "Drain.", "interrupted": False}
+    stream = (
+        f"event: citations\ndata: {json.dumps({'citations': [citation]})}\n\n"
+        f"event: outcome\ndata: {json.dumps(outcome)}\n\n"
+    )
+    sign_in(page, site)
+    page.route(
+        "**/ui/ask",
+        lambda route: route.fulfill(
+            status=200, headers={"content-type": "text/event-stream"}, body=stream
+        ),
+    )
+    turn = ask(page, DRAIN)
+    link = turn.locator(".citations a")
+    expect(link).to_have_text("S1 · worker-shutdown, page 3")
+    link.click()
+    expect(page.locator("#passage-page")).to_have_text("3")
+    expect(page.locator("#passage-page")).to_be_visible()
