@@ -208,3 +208,73 @@ def test_a_citation_that_carries_a_page_shows_it_in_the_link_and_the_passage(
     link.click()
     expect(page.locator("#passage-page")).to_have_text("3")
     expect(page.locator("#passage-page")).to_be_visible()
+
+
+def test_a_quoted_answers_sentences_are_highlighted_in_the_cited_passage(
+    page: Page, site: Site
+) -> None:
+    # The embedded model's quoted style, as the stream carries it.
+    sentence = "Drain the remaining jobs only while the shutdown deadline allows it."
+    citation = {
+        "label": "S1",
+        "document_id": "worker-shutdown",
+        "chunk_id": "shutdown-and-the-queue/p0",
+        "chunking_version": "section-paragraphs-80w-overlap1-v1",
+        "revision": "sha256:0",
+    }
+    outcome = {
+        "mode": "generated",
+        "style": "quoted",
+        "reason": None,
+        "answer": sentence,
+        "quotes": [{"id": "S1.3", "source": "S1", "text": sentence}],
+        "provenance": {"model": "qwen2.5-coder-0.5b-instruct-q4_k_m", "provider": "local"},
+        "interrupted": False,
+    }
+    stream = (
+        f"event: delta\ndata: {json.dumps({'text': sentence, 'quote': 'S1.3'})}\n\n"
+        f"event: citations\ndata: {json.dumps({'citations': [citation]})}\n\n"
+        f"event: outcome\ndata: {json.dumps(outcome)}\n\n"
+    )
+    sign_in(page, site)
+    page.route(
+        "**/ui/ask",
+        lambda route: route.fulfill(
+            status=200, headers={"content-type": "text/event-stream"}, body=stream
+        ),
+    )
+    turn = ask(page, DRAIN)
+    expect(turn.locator(".mode")).to_have_text("Quoted from the evidence")
+    expect(turn.locator(".model")).to_have_text("Model: qwen2.5-coder-0.5b-instruct-q4_k_m (local)")
+    turn.locator(".citations a").click()
+    expect(page.locator("#passage-text mark")).to_have_text([sentence])
+    expect(page.locator("#passage-text")).to_contain_text("completes the channel writer")
+
+
+def test_markup_in_an_answer_or_the_evidence_is_shown_as_text_never_run(
+    page: Page, site: Site
+) -> None:
+    markup = '<img id="injected" src="x" onerror="window.__ran = 1">'
+    outcome = {
+        "mode": "evidence_only",
+        "reason": "model_unavailable",
+        "answer": "",
+        "quotes": [{"id": "S1.1", "source": "S1", "text": markup}],
+        "interrupted": False,
+    }
+    stream = (
+        f"event: evidence\ndata: {json.dumps({'sources': []})}\n\n"
+        f"event: outcome\ndata: {json.dumps(outcome)}\n\n"
+    )
+    sign_in(page, site)
+    page.route(
+        "**/ui/ask",
+        lambda route: route.fulfill(
+            status=200, headers={"content-type": "text/event-stream"}, body=stream
+        ),
+    )
+    turn = ask(page, markup)
+    expect(turn.locator(".question")).to_have_text(markup)
+    expect(turn.locator(".evidence-sentences")).to_contain_text(markup)
+    expect(page.locator("#injected")).to_have_count(0)
+    assert page.evaluate("window.__ran") is None
