@@ -116,6 +116,22 @@ def test_the_service_imports_no_adapter_and_not_the_composition_root() -> None:
     assert not any(offending.values()), offending
 
 
+def test_the_page_imports_no_adapter_and_not_the_composition_root() -> None:
+    # The page (ragwright.web) is one more entry point beside the service's routes: it
+    # goes through the application and the service's own paths, never an adapter.
+    imports = _imported_modules("web")
+    assert imports, "no web modules found"
+    offending = {
+        f: sorted(
+            n
+            for n in names
+            if n.startswith(("ragwright.adapters", "ragwright.runtime", "ragwright.cli"))
+        )
+        for f, names in imports.items()
+    }
+    assert not any(offending.values()), offending
+
+
 def test_a_command_that_calls_no_provider_does_not_import_the_openai_sdk() -> None:
     # The SDK alone costs ~1.4 s of start-up; a search, ingest or status never needs it
     # (an SDK error can only come from an adapter that imported it).

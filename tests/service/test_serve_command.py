@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -126,6 +127,29 @@ def test_serve_streams_evidence_then_the_outcome(served: tuple[str, str]) -> Non
         ]
     assert names[0] == "evidence"
     assert names[-2:] == ["citations", "outcome"]
+
+
+@pytest.mark.slow
+def test_serve_serves_the_page_from_the_package(served: tuple[str, str]) -> None:
+    # The page at / on the embedded defaults: its assets come from the installed package
+    # (nothing from another origin), and signing in with the key opens the ask page.
+    url, secret = served
+    with httpx.Client(base_url=url, timeout=30) as client:
+        sign_in = client.get("/")
+        assert sign_in.status_code == 200
+        assert "default-src 'self'" in sign_in.headers["content-security-policy"]
+        assert 'src="http' not in sign_in.text and 'href="http' not in sign_in.text
+        for asset, kind in (("ragwright.js", "text/javascript"), ("ragwright.css", "text/css")):
+            response = client.get(f"/ui/static/{asset}")
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith(kind)
+        token = re.search(r'name="csrf" value="([^"]+)"', sign_in.text)
+        assert token is not None
+        signed_in = client.post("/ui/sign-in", data={"key": secret, "csrf": token.group(1)})
+        assert signed_in.status_code == 303
+        page = client.get("/")
+        assert 'id="question"' in page.text
+        assert '<script type="module" src="/ui/static/ragwright.js">' in page.text
 
 
 @pytest.mark.slow

@@ -26,7 +26,8 @@ def serve(
         int, typer.Option("--port", min=0, max=65535, metavar="PORT", help="TCP port.")
     ] = 8000,
 ) -> None:
-    """Serve answers, search and status over HTTP (OpenAPI at /openapi.json).
+    """Serve answers, search and status over HTTP (OpenAPI at /openapi.json), and a
+    page for people at / (sign in with a key, ask, open the cited passages, status).
 
     Callers authenticate with API keys from 'ragwright keys add'. The process owns the
     embedded index: ingest through it (POST /v1/ingestions, 'ragwright ingest --server')
@@ -68,7 +69,7 @@ def serve(
         )
     log_to_stderr()
     print(
-        f"ragwright starting on http://{host}:{port} (OpenAPI at /openapi.json; "
+        f"ragwright starting on http://{host}:{port} (the page at /, OpenAPI at /openapi.json; "
         "ready when /readyz answers 200)",
         file=sys.stderr,
     )

@@ -64,11 +64,13 @@ from ragwright.errors import (
     StorageError,
     VectorIndexError,
 )
+from ragwright.service.activity import Activity
 from ragwright.service.admission import Admission, Permit
 from ragwright.service.authentication import authenticated, gated_key
 from ragwright.service.ingestions import (
     INGEST_BODY_OPENAPI,
     document_ingest_body,
+    documents_of,
     ingestion_summary,
     outside_grant_problem,
     place_of,
@@ -92,6 +94,7 @@ from ragwright.service.streaming import answer_stream
 from ragwright.service.uploads import file_ingestion_routes
 from ragwright.threads import run_in_thread
 from ragwright.types import SourceDocument
+from ragwright.web.routes import ServiceHooks, web_routes
 
 logger = logging.getLogger("ragwright.service")
 T = TypeVar("T")
@@ -114,6 +117,7 @@ class ServiceState:
     ingestion_reader: Callable[..., tuple[IngestBody, tuple[SourceDocument, ...]]] = field(
         default=read_ingestion
     )
+    activity: Activity = field(default_factory=Activity)
 
 
 def create_app(
@@ -287,6 +291,7 @@ def create_app(
             span.set_attributes({f"ragwright.{k}": v for k, v in attributes.items()})
             span.set_attribute("ragwright.key_id", key.id)
         logger.info("answer key=%s mode=%s reason=%s status=%s", key.id, mode, reason, status)
+        state.activity.refused(key.tenant, route, mode, reason)
 
     def record_refusal(problem: Problem, key: ApiKey, route: str) -> None:
         # Only an answer refused as such has a mode: invalid input, a missing scope or
@@ -353,13 +358,20 @@ def create_app(
     ) -> Response:
         """The same answer as Server-Sent Events: ``evidence``, ``delta``, ``citations``,
         ``outcome`` (``error`` before ``outcome`` when it fails after it began)."""
+        return await stream_answer(body, request, key, "answers/stream")
+
+    async def stream_answer(
+        body: AnswerBody, request: Request, key: ApiKey, route: str
+    ) -> Response:
+        # One path for the API's stream and the page's (web/routes.py): the same
+        # request builder, admission and recording.
         permit = state.admission.enter(key.tenant)
         try:
             answer_request = build_answer_request(body, key, remaining(request))
         except BaseException as error:
             permit.release()
             if isinstance(error, Problem):
-                record_refusal(error, key, "answers/stream")
+                record_refusal(error, key, route)
             raise
         try:
             # From here the stream holds the permit until the answer's work has ended.
@@ -369,11 +381,11 @@ def create_app(
                 lambda on_evidence: answer_or_problem(answer_request, on_evidence),
                 present=AnswerOutcome.public_dict,
                 record=lambda data: record(
-                    key, "answers/stream", data["mode"], data["reason"], data["status"]
+                    key, route, data["mode"], data["reason"], data["status"]
                 ),
             )
         except Problem as problem:
-            record_refusal(problem, key, "answers/stream")
+            record_refusal(problem, key, route)
             raise
 
     @app.post(
@@ -412,23 +424,24 @@ def create_app(
     @app.get("/v1/status", tags=["operations"], responses=problem_responses(401, 403, 503))
     async def status(key: Annotated[ApiKey, Depends(caller("search"))]) -> JSONResponse:
         """What the index holds for the caller's tenant, and the service's capacity."""
+        return JSONResponse(await status_of(key))
+
+    async def status_of(key: ApiKey) -> dict[str, Any]:
         # The caller's view: its tenant, and its allowlist when the key has one.
         scope = StatusRequest(tenants=(key.tenant,), documents=key.documents or None)
         result = await guarded(asyncio.to_thread(application.status, scope), answering=False)
-        return JSONResponse(
-            {
-                **result.to_dict(),
-                "tenant": key.tenant,
-                "service": {
-                    "version": __version__,
-                    "admission": state.admission.describe(),
-                    "model_capacity": application.capacity(),
-                    "answer_deadline_seconds": settings.answer_deadline,
-                    "model": state.model.problem or "ok",
-                    "degraded_mode": degraded_mode(application),
-                },
-            }
-        )
+        return {
+            **result.to_dict(),
+            "tenant": key.tenant,
+            "service": {
+                "version": __version__,
+                "admission": state.admission.describe(),
+                "model_capacity": application.capacity(),
+                "answer_deadline_seconds": settings.answer_deadline,
+                "model": state.model.problem or "ok",
+                "degraded_mode": degraded_mode(application),
+            },
+        }
 
     ingesting = asyncio.Lock()
 
@@ -461,6 +474,20 @@ def create_app(
             lambda document_id: place_of(document_id, body),
         )
         return JSONResponse(ingestion_summary(result))
+
+    async def ingest_body(body: IngestBody, key: ApiKey) -> IngestResult:
+        """An ingestion body already parsed (the page's upload form): validated within
+        the key's grant off the event loop, then run as the JSON route runs it."""
+        documents = await asyncio.to_thread(
+            documents_of, body, key.tenant, write_grant_for(key), settings.document_types
+        )
+        return await run_ingestion(
+            documents,
+            key,
+            body.prune,
+            lambda error: ingestion_input_problem(error, body),
+            lambda document_id: place_of(document_id, body),
+        )
 
     async def run_ingestion(
         documents: tuple[SourceDocument, ...],
@@ -505,6 +532,10 @@ def create_app(
             result.embedded,
             result.deleted,
         )
+        state.activity.ingested(
+            key.tenant,
+            {"documents": result.documents, "embedded": result.embedded, "deleted": result.deleted},
+        )
         return result
 
     app.include_router(file_ingestion_routes(application, caller, run_ingestion))
@@ -532,6 +563,18 @@ def create_app(
         state.model.failed(outcome.result.degraded)
         return outcome
 
+    app.include_router(
+        web_routes(
+            ServiceHooks(
+                application,
+                state.activity,
+                stream_answer=stream_answer,
+                status=status_of,
+                ingest=ingest_body,
+                readiness=lambda: readiness(state),
+            )
+        )
+    )
     return app
 
 
