@@ -41,24 +41,25 @@ def test_the_status_page_shows_the_index_model_capacity_and_recent_refusals(
     expect(refusals).not_to_contain_text("expense")  # a reason, never the question
 
 
-def test_ingesting_a_markdown_file_adds_it_and_lists_what_was_skipped(
+def test_ingesting_a_file_adds_it_and_names_what_a_refused_file_lacks(
     page: Page, site: Site, tmp_path: Path
 ) -> None:
     sign_in(page, site)
     page.goto(site.url + "/ui/status")
     note = tmp_path / "pager-handover.md"
     note.write_text(NOTE, encoding="utf-8")
-    page.get_by_label("Markdown file").set_input_files(str(note))
+    page.get_by_label("Document file").set_input_files(str(note))
     page.get_by_role("button", name="Ingest").click()
     expect(page.locator("#ingestion")).to_contain_text("Ingested pager-handover.md: 1 documents")
     expect(page.locator("#documents")).to_contain_text("page-upload-note")
     expect(page.locator("main")).to_contain_text("Last ingestion through this service:")
     other = tmp_path / "notes.txt"
     other.write_text("plain text", encoding="utf-8")
-    page.get_by_label("Markdown file").set_input_files(str(other))
+    page.get_by_label("Document file").set_input_files(str(other))
     page.get_by_role("button", name="Ingest").click()
-    expect(page.locator("#ingestion")).to_contain_text("Skipped:")
-    expect(page.locator("#ingestion")).to_contain_text("notes.txt: not a document file")
+    # Read like ragwright ingest reads it, and refused with every missing field named.
+    expect(page.locator("#ingestion")).to_contain_text("notes.txt: document_type missing")
+    expect(page.locator("#ingestion")).to_contain_text("publication_state missing")
     expect(page.locator("#ingestion")).not_to_contain_text("/tmp")
 
 
@@ -69,7 +70,7 @@ def test_an_uploaded_document_outside_the_keys_types_is_refused_like_the_api(
     page.goto(site.url + "/ui/status")
     note = tmp_path / "policy.md"
     note.write_text(NOTE.replace("runbook", "policy").replace("page-upload-note", "p2"), "utf-8")
-    page.get_by_label("Markdown file").set_input_files(str(note))
+    page.get_by_label("Document file").set_input_files(str(note))
     page.get_by_role("button", name="Ingest").click()
     expect(page.locator("#ingestion .error")).to_contain_text("document_type")
     expect(page.locator("#documents")).not_to_contain_text("p2")

@@ -60,7 +60,8 @@ def load_upload(application: Application, key: ApiKey, filename: str, data: byte
             loaded = application.load_documents(IngestRequest((path,), tenant=key.tenant))
         except RagwrightError as error:
             # Named by the uploaded file, never by the server's temporary path.
-            raise UploadRefused(str(error).replace(str(path), name).replace(folder, "")) from error
+            message = str(error).replace(str(path), name).replace(folder + "/", "")
+            raise UploadRefused(message.replace(folder, "")) from error
     skipped = [(PurePath(s.path).name, s.reason) for s in loaded.skipped]
     if not loaded.documents:
         return LoadedUpload(name, None, skipped or [(name, "no documents in this file")])
