@@ -32,7 +32,11 @@ Converters (``--converter``):
 - ``direct``: until the product reads PDF/DOCX/HTML, the benchmark converts each copy with
   the converters ``benchmarks/converters.py`` chose, through a small adapter in this file
   (``direct_document``), into the seeds' JSON document shape (title, sections of
-  paragraphs) and ingests that JSON. Results say which path produced them.
+  paragraphs) and ingests that JSON. Results say which path produced them. The adapter:
+  PDF with pypdfium2 (outline entries found as lines become headings, else one section
+  per page), DOCX with python-docx (``Heading N`` styles as headings, tables row by row),
+  HTML with BeautifulSoup (``script``/``style``/``nav``/``header``/``footer``/``aside``
+  dropped; headings, paragraphs, lists, code and tables of ``<main>`` in order).
 
 Besides nDCG@10 per copy and its difference to Markdown, the JSON reports, per copy,
 the share of questions whose top-ranked document is the same as on the Markdown copy,
@@ -93,13 +97,10 @@ def meaning_sentence(markdown: str) -> str | None:
     match = re.search(r"^##\s+Meaning\s*$(.*?)(?=^##\s|\Z)", body, flags=re.M | re.S)
     if match is None:
         return None
-    in_fence = False
-    for block in re.split(r"\n\s*\n", match.group(1)):
+    section = re.sub(r"^(```|~~~).*?^\1[ \t]*$", "", match.group(1), flags=re.M | re.S)
+    for block in re.split(r"\n\s*\n", section):
         stripped = block.strip()
-        if stripped.startswith(("```", "~~~")):
-            in_fence = not in_fence if stripped.count("```") % 2 else in_fence
-            continue
-        if in_fence or not stripped or stripped.startswith(("#", "|", "<", ">")):
+        if not stripped or stripped.startswith(("#", "|", "<", ">", "```", "~~~")):
             continue
         sentence = re.split(r"(?<=[.!?])\s+", plain(stripped), maxsplit=1)[0]
         return sentence if len(sentence.split()) >= 4 else None
@@ -204,22 +205,58 @@ def _document(
 
 
 def _pdf_blocks(path: Path) -> tuple[str, list[tuple[str, str]]]:
-    """pypdfium2 text, one section per page (no heading detection)."""
+    """pypdfium2 text; the outline's entries (bookmarks) as headings, else pages as sections.
+
+    An outline entry becomes a heading where a line of its page (or a later one) reads
+    exactly its title: level 0 is the title, level 1 a section, deeper ones sub-headings.
+    """
     import pypdfium2
 
     document = pypdfium2.PdfDocument(path)
     try:
         pages = [page.get_textpage().get_text_range() for page in document]
+        outline = []
+        for item in document.get_toc():
+            destination = item.get_dest()
+            page = destination.get_index() if destination is not None else None
+            outline.append((" ".join(item.get_title().split()), item.level, page))
     finally:
         document.close()
     # pdfium marks a line break at a hyphen with U+FFFE; the hyphen was in the text.
     pages = [p.replace("\ufffe", "-").replace("\r\n", "\n") for p in pages]
-    first = next((line.strip() for p in pages for line in p.split("\n") if line.strip()), "")
-    blocks: list[tuple[str, str]] = []
-    for number, text in enumerate(pages, 1):
-        blocks.append(("h2", f"Page {number}"))
-        blocks.append(("p", text))
-    return first, blocks
+    lines = [(number, line) for number, text in enumerate(pages) for line in text.split("\n")]
+    first = next((line.strip() for _, line in lines if line.strip()), "")
+    headings: dict[int, tuple[str, str]] = {}  # line index -> (kind, title)
+    cursor = 0
+    for title, level, page in outline:
+        for index in range(cursor, len(lines)):
+            number, line = lines[index]
+            if (page is None or number >= page) and " ".join(line.split()) == title:
+                headings[index] = ("h1" if level == 0 else "h2" if level == 1 else "h3", title)
+                cursor = index + 1
+                break
+    if not headings:
+        blocks: list[tuple[str, str]] = []
+        for number, text in enumerate(pages, 1):
+            blocks.append(("h2", f"Page {number}"))
+            blocks.append(("p", text))
+        return first, blocks
+    blocks = []
+    paragraph: list[str] = []
+    title = ""
+    for index, (_number, line) in enumerate(lines):
+        if index in headings:
+            blocks.append(("p", "\n".join(paragraph)))
+            paragraph = []
+            kind, text = headings[index]
+            if kind == "h1" and not title:
+                title = text
+                continue
+            blocks.append((kind, text))
+        else:
+            paragraph.append(line)
+    blocks.append(("p", "\n".join(paragraph)))
+    return title or first, blocks
 
 
 def _docx_blocks(path: Path) -> tuple[str, list[tuple[str, str]]]:
