@@ -6,10 +6,11 @@ OpenShift runbooks and the ClapNQ passages as PDF (pandoc → DOCX → LibreOffi
 known source of every copy is its Markdown original, so text fidelity is measured against
 it:
 
-- the reference text is the Markdown original without front matter, link targets, image
-  links, HTML comments and code-fence info strings; both sides are NFKC-normalised,
-  lower-cased and split into word tokens (``\\w+``), so markup characters count for
-  nothing;
+- the reference text is the Markdown original without front matter, link targets and
+  link definitions, image links, HTML comments, code-fence lines and ordered-list
+  numbers (HTML and Word number list items themselves, outside the text); both sides
+  are NFKC-normalised, lower-cased and split into word tokens (``\\w+``), so markup
+  characters count for nothing;
 - **token F1**: precision and recall of the converted text's token multiset against the
   reference's (boilerplate a converter keeps lowers precision, text it loses lowers
   recall);
@@ -33,7 +34,10 @@ The candidates live in a separate venv, not the project's::
     /work/bench-venv/bin/python benchmarks/converters.py [--per-corpus N] [--out PATH]
 
 ``--per-corpus N`` takes every k-th file of each corpus so that N of each are measured
-(default 60; 0 = all). Results: ``benchmarks/results/converters.json``.
+(default 60; 0 = all). ``pdf-samples`` runs the PDF converters on the 30 public test
+PDFs of ``../shared/data/documents/pdf-samples`` (no known source text: files that
+raise or give no text, and speed). Results: ``benchmarks/results/converters.json`` (a run with
+``--formats`` keeps the other formats' rows of an existing file).
 """
 
 from __future__ import annotations
@@ -231,7 +235,9 @@ def reference_text(markdown: str) -> str:
     text = re.sub(r"!\[[^\]]*\]\([^)]*\)", " ", text)  # images: pandoc drops missing ones
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # links: their text only
     text = re.sub(r"<(https?://[^>]+)>", r"\1", text)
-    return text
+    text = re.sub(r"^[ \t]*\[[^\]]+\]:[ \t]*\S+.*$", " ", text, flags=re.M)  # link definitions
+    # Ordered-list numbers are markup: HTML and Word number the items themselves.
+    return re.sub(r"^([ \t]*(?:>[ \t]*)?)\d+[.)][ \t]", r"\1", text, flags=re.M)
 
 
 def tokens(text: str) -> list[str]:
@@ -281,6 +287,8 @@ def worker(fmt: str, name: str, listing: Path, out: Path, import_only: bool) -> 
         converted = tokens(texts[copy])
         if not converted:
             empty.append(copy)
+        if not original:  # a real-world file: no known source, only outcome and speed
+            continue
         reference = tokens(reference_text(Path(original).read_text("utf-8-sig")))
         scores.append({"file": copy, **fidelity(converted, reference)})
     out.write_text(
@@ -361,7 +369,8 @@ def footprint(names: tuple[str, ...]) -> dict[str, Any]:
         "distributions": {key: dists[key].version for key in sorted(dists)},
         "install_mib": round(sum(dist_size(d) for d in dists.values()) / 2**20, 1),
         "licence": licence(dists[re.sub(r"[-_.]+", "-", names[0]).lower()]),
-        "gpl_flagged": sorted(k for k, v in licences.items() if "GPL" in v.upper()),
+        "gpl_flagged": {k: v for k, v in licences.items() if "GPL" in v.upper()},
+        "load_average_1m": round(os.getloadavg()[0], 1),
         "licences": licences,
     }
 
@@ -383,32 +392,78 @@ def sample(rendered: Path, corpus: str, fmt: str, per_corpus: int) -> list[tuple
     ]
 
 
+def pdf_samples() -> list[tuple[str, str]]:
+    """The public test PDFs of ../shared/data (no known source text): (file, "") pairs."""
+    root = ROOT.parent / "shared" / "data" / "documents" / "pdf-samples"
+    listed = json.loads((root / "files.json").read_text())["data"]
+    return [(str(root / entry["path"]), "") for entry in listed]
+
+
 def pdf_pages(paths: list[str]) -> int:
     import pypdfium2
 
     total = 0
     for path in paths:
-        document = pypdfium2.PdfDocument(path)
+        try:
+            document = pypdfium2.PdfDocument(path)
+        except pypdfium2.PdfiumError:  # password-protected or broken: its pages are unknown
+            continue
         total += len(document)
         document.close()
     return total
 
 
-def mean(values: list[float]) -> float:
-    return round(sum(values) / len(values), 4) if values else 0.0
+def mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def _three(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def markdown_table(result: dict[str, Any]) -> str:
+    """The comparison as a Markdown table (for docs/ingestion.md and benchmarks/README.md)."""
+    lines = [
+        "| format | converter | token F1 | precision | recall | order | files/s | pages/s "
+        "| peak RSS MiB (import) | install MiB | licence | failed/empty |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in result["rows"]:
+        licence_text = row["licence"]
+        if row["gpl_flagged"]:
+            named = "; ".join(f"{k}: {v}" for k, v in row["gpl_flagged"].items())
+            licence_text += f" (GPL named: {named})"
+        lines.append(
+            f"| {row['format']} | {row['converter']} | {_three(row['f1'])} "
+            f"| {_three(row['precision'])} | {_three(row['recall'])} | {_three(row['order'])} "
+            f"| {row['files_per_s']} "
+            f"| {row['pages_per_s'] or '–'} | {row['peak_rss_mib']} ({row['import_rss_mib']}) "
+            f"| {row['install_mib']} | {licence_text} "
+            f"| {len(row['failures'])}/{len(row['empty'])} |"
+        )
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--per-corpus", type=int, default=60)
-    parser.add_argument("--formats", nargs="+", default=["pdf", "docx", "html"])
+    parser.add_argument(
+        "--formats",
+        nargs="+",
+        default=["pdf", "docx", "html", "pdf-samples"],
+        choices=["pdf", "docx", "html", "pdf-samples"],
+    )
     parser.add_argument("--only", nargs="*", default=None, help="converter names")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--rendered", type=Path, default=RENDERED, help="render_corpus --out")
     parser.add_argument("--worker", nargs=3, metavar=("FMT", "NAME", "LISTING"))
     parser.add_argument("--worker-out", type=Path)
     parser.add_argument("--import-only", action="store_true")
+    parser.add_argument("--table", action="store_true", help="print --out as Markdown")
     args = parser.parse_args()
+    if args.table:
+        print(markdown_table(json.loads(args.out.read_text())))
+        return
     if args.worker:
         fmt, name, listing = args.worker
         worker(fmt, name, Path(listing), args.worker_out, args.import_only)
@@ -418,17 +473,23 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="ragwright-conv-") as scratch:
         for fmt in args.formats:
-            pairs = [
-                p for corpus in CORPORA for p in sample(args.rendered, corpus, fmt, args.per_corpus)
-            ]
+            if fmt == "pdf-samples":
+                pairs = pdf_samples()
+            else:
+                pairs = [
+                    p
+                    for corpus in CORPORA
+                    for p in sample(args.rendered, corpus, fmt, args.per_corpus)
+                ]
             listing = Path(scratch) / f"{fmt}.json"
             listing.write_text(json.dumps(pairs))
-            pages = pdf_pages([c for c, _ in pairs]) if fmt == "pdf" else None
+            pages = pdf_pages([c for c, _ in pairs]) if fmt.startswith("pdf") else None
+            kind = "pdf" if fmt == "pdf-samples" else fmt
             for (candidate_fmt, name), (dists, how) in CANDIDATES.items():
-                if candidate_fmt != fmt or (args.only and name not in args.only):
+                if candidate_fmt != kind or (args.only and name not in args.only):
                     continue
                 out = Path(scratch) / f"{fmt}-{name}.json"
-                base = ["--worker", fmt, name, str(listing), "--worker-out", str(out)]
+                base = ["--worker", kind, name, str(listing), "--worker-out", str(out)]
                 import_kib = run_child([*base, "--import-only"])
                 peak_kib = run_child(base)
                 measured = json.loads(out.read_text())
@@ -462,14 +523,18 @@ def main() -> None:
                 }
                 rows.append(row)
                 print(
-                    f"{fmt:5} {name:13} F1 {row['f1']:.3f} order {row['order']:.3f} "
-                    f"P {row['precision']:.3f} R {row['recall']:.3f} "
+                    f"{fmt:5} {name:13} F1 {_three(row['f1'])} order {_three(row['order'])} "
+                    f"P {_three(row['precision'])} R {_three(row['recall'])} "
                     f"{row['files_per_s']:7.1f} files/s "
                     f"{row['pages_per_s'] or '':>7} pages/s peak {row['peak_rss_mib']} MiB "
                     f"(import {row['import_rss_mib']}) install {row['install_mib']} MiB "
-                    f"{row['licence']} empty {len(row['empty'])}",
+                    f"{row['licence']} failed {len(row['failures'])} empty {len(row['empty'])}",
                     flush=True,
                 )
+    if args.out.exists():  # a run of some formats keeps the other formats' rows
+        earlier = json.loads(args.out.read_text())
+        rows = [r for r in earlier.get("rows", []) if r["format"] not in args.formats] + rows
+        rows.sort(key=lambda r: ("pdf", "docx", "html", "pdf-samples").index(r["format"]))
     result = {
         "benchmark": "converters",
         "per_corpus": args.per_corpus,

@@ -10,8 +10,10 @@ with the Markdown copy's. The script exits 1 when a copy is more than ``--tolera
 Questions (deterministic, rebuilt from the data on every run):
 
 - ``clapnq``: the 143 answerable ClapNQ questions with their gold passage ids (grade 2).
-  Document ids come from the file path relative to the copy's root (ClapNQ's front matter
-  ids equal its file stems), so they are the same in every copy.
+  Document ids come from the file path relative to the copy's root: the Markdown copy's
+  without ``.md`` (ClapNQ's front matter ids equal its file stems), the other copies'
+  with their extension (``<id>.pdf``), as the product names them; each copy's questions
+  name its ids (``copy_id``), and top-ranked documents are compared without the extension.
 - ``runbooks``: no labelled questions exist for the OpenShift runbooks, so two generated
   sets, each with the runbook itself as the only relevant document: ``meaning``, the
   first sentence of the runbook's ``## Meaning`` section (Markdown links reduced to their
@@ -325,11 +327,30 @@ def direct_document(path: Path, root: Path, corpus: str) -> dict[str, Any]:
     """One rendered copy as a seeds-shaped JSON document (the ``direct`` adapter)."""
     fmt = path.suffix.lstrip(".")
     title, blocks = DIRECT[fmt](path)
-    document_id = path.relative_to(root).with_suffix("").as_posix()
+    document_id = copy_id(path.relative_to(root).with_suffix("").as_posix(), fmt)
     return _document(document_id, title or path.stem, blocks, corpus)
 
 
 # ---------------------------------------------------------------- runs
+
+
+def copy_id(document_id: str, fmt: str) -> str:
+    """A copy's document id: the Markdown path without ``.md``, other formats with their
+    extension (the product's rule, so ``backup.pdf`` and ``backup.docx`` stay two)."""
+    return document_id if fmt == "md" else f"{document_id}.{fmt}"
+
+
+def copy_cases(cases: list[dict[str, Any]], fmt: str) -> list[dict[str, Any]]:
+    """The questions with their relevant ids as the copy names its documents."""
+    return [
+        {
+            **case,
+            "relevant": [
+                {**key, "document_id": copy_id(key["document_id"], fmt)} for key in case["relevant"]
+            ],
+        }
+        for case in cases
+    ]
 
 
 def sample_ids(md_root: Path, size: int) -> list[str]:
@@ -394,10 +415,12 @@ def run_copy(
     fmt: str,
     args: argparse.Namespace,
     scratch: Path,
-    dataset: Path,
+    cases: list[dict[str, Any]],
     chosen: list[str],
 ) -> dict[str, Any]:
     source, ids = copy_source(args.rendered, corpus, fmt, args.converter, scratch, chosen)
+    dataset = scratch / f"{corpus}-{fmt}.jsonl"
+    dataset.write_text("".join(json.dumps(c) + "\n" for c in copy_cases(cases, fmt)))
     home = scratch / f"home-{corpus}-{fmt}"
     env = {
         **os.environ,
@@ -491,12 +514,10 @@ def main() -> None:
             chosen = sample_ids(md_root, args.sample)
             present = set(chosen)
             cases = [c for c in cases if all(r["document_id"] in present for r in c["relevant"])]
-            dataset = scratch / f"{corpus}.jsonl"
-            dataset.write_text("".join(json.dumps(c) + "\n" for c in cases))
             copies = {}
             for fmt in args.formats:
                 print(f"{corpus} {fmt}: ingesting and evaluating", flush=True)
-                copies[fmt] = run_copy(corpus, fmt, args, scratch, dataset, chosen)
+                copies[fmt] = run_copy(corpus, fmt, args, scratch, cases, chosen)
             for mode in args.mode:
                 base = copies["md"]["runs"][mode]
                 for fmt, copy in copies.items():
