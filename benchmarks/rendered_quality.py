@@ -453,8 +453,9 @@ def run_copy(
                 name: {"cases": c["cases"], "ndcg@10": c["K"]["10"]["ndcg"]}
                 for name, c in evaluated["categories"].items()
             },
-            "top1": {
-                c["id"]: (c["ranking"][0]["key"][0] if c["ranking"] else None) for c in run["cases"]
+            "top1": {  # compared across copies without the copy's extension
+                c["id"]: c["ranking"][0]["key"][0].removesuffix(f".{fmt}") if c["ranking"] else None
+                for c in run["cases"]
             },
             "case_ndcg": {c["id"]: c["metrics"]["10"]["ndcg"] for c in run["cases"]},
             "eval_s": round(time.perf_counter() - started, 1),
