@@ -544,13 +544,21 @@ def main() -> None:
                 for run in copy["runs"].values():
                     del run["top1"], run["case_ndcg"]
             result["corpora"][corpus] = {
+                "sample": args.sample,
+                "pythonpath": str(args.pythonpath),
+                "converter": args.converter,
                 "documents": len(chosen),
                 "questions": len(cases),
                 "categories": sorted({c["category"] for c in cases}),
                 "copies": copies,
             }
-    result["failed"] = failed
     out = args.out or RESULTS / f"rendered_quality_{args.converter}.json"
+    if out.exists():  # a run of some corpora keeps the others' figures (each says its sample)
+        earlier = json.loads(out.read_text())
+        for corpus, figures in earlier.get("corpora", {}).items():
+            result["corpora"].setdefault(corpus, figures)
+        failed += [f for f in earlier.get("failed", []) if f.split("/")[0] not in args.corpus]
+    result["failed"] = failed
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {out}")
