@@ -471,6 +471,26 @@ def run_copy(
     }
 
 
+def markdown_table(result: dict[str, Any]) -> str:
+    """nDCG@10 per copy and its difference to the Markdown copy, as a Markdown table."""
+    lines = [
+        "| corpus (documents, questions) | converters | copy | nDCG@10 | vs Markdown "
+        "| top-1 same as Markdown | documents | chunks |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for corpus, figures in result["corpora"].items():
+        label = f"{corpus} ({figures['documents']}, {figures['questions']})"
+        for fmt, copy in figures["copies"].items():
+            for mode, run in copy["runs"].items():
+                lines.append(
+                    f"| {label} | {figures.get('converter', result['converter'])} | {fmt} "
+                    f"({mode}) | {run['ndcg@10']:.4f} | {run['diff_to_md']:+.4f} "
+                    f"| {run['top1_same_as_md']:.3f} | {copy['documents']}/{copy['files']} "
+                    f"| {copy['chunks']} |"
+                )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -495,7 +515,12 @@ def main() -> None:
         "--sample", type=int, default=0, help="every k-th document, N per corpus (0: all)"
     )
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--table", action="store_true", help="print --out as Markdown")
     args = parser.parse_args()
+    if args.table:
+        out = args.out or RESULTS / f"rendered_quality_{args.converter}.json"
+        print(markdown_table(json.loads(out.read_text())))
+        return
     if "md" not in args.formats:
         args.formats.insert(0, "md")
     failed = []
