@@ -67,6 +67,8 @@ DATA = ROOT.parent / "shared" / "data"
 RENDERED = ROOT / ".ragwright" / "rendered"
 RESULTS = ROOT / "benchmarks" / "results"
 FORMATS = ("md", "pdf", "docx", "html")
+# ragwright leaves these out of a folder: they describe it (one runbook folder has a README).
+NOT_DOCUMENTS = ("readme.md", "license.md")
 SETTINGS = {
     "runbooks": {"type": "runbook", "max_words": 120},
     "clapnq": {"type": "note", "max_words": 400},
@@ -355,7 +357,11 @@ def copy_cases(cases: list[dict[str, Any]], fmt: str) -> list[dict[str, Any]]:
 
 def sample_ids(md_root: Path, size: int) -> list[str]:
     """Document ids of the Markdown copy: all, or every k-th of them (sorted) for ``size``."""
-    ids = sorted(p.relative_to(md_root).with_suffix("").as_posix() for p in md_root.rglob("*.md"))
+    ids = sorted(
+        p.relative_to(md_root).with_suffix("").as_posix()
+        for p in md_root.rglob("*.md")
+        if p.name.lower() not in NOT_DOCUMENTS
+    )
     if not ids:
         raise SystemExit(f"no Markdown copy in {md_root}: run benchmarks/render_corpus.py first")
     if size and len(ids) > size:
