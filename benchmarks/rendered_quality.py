@@ -477,6 +477,35 @@ def run_copy(
     }
 
 
+def compare_copies(
+    corpus: str, copies: dict[str, dict[str, Any]], modes: list[str], tolerance: float
+) -> list[str]:
+    """Add each copy's difference to the Markdown copy to its runs; the copies outside
+    ``tolerance`` (``corpus/format/mode``)."""
+    failed = []
+    for mode in modes:
+        base = copies["md"]["runs"][mode]
+        for fmt, copy in copies.items():
+            run = copy["runs"][mode]
+            run["diff_to_md"] = round(run["ndcg@10"] - base["ndcg@10"], 4)
+            same = sum(run["top1"][i] == base["top1"][i] for i in base["top1"])
+            run["top1_same_as_md"] = round(same / len(base["top1"]), 4)
+            run["cases_changed"] = sum(
+                abs(run["case_ndcg"][i] - base["case_ndcg"][i]) > 1e-9 for i in base["case_ndcg"]
+            )
+            within = abs(run["ndcg@10"] - base["ndcg@10"]) <= tolerance
+            if not within:
+                failed.append(f"{corpus}/{fmt}/{mode}")
+            print(
+                f"{corpus:8} {fmt:4} {mode:6} nDCG@10 {run['ndcg@10']:.4f} "
+                f"diff {run['diff_to_md']:+.4f} top-1 same {run['top1_same_as_md']:.3f} "
+                f"docs {copy['documents']}/{copy['files']} chunks {copy['chunks']} "
+                f"{'ok' if within else 'OUTSIDE TOLERANCE'}",
+                flush=True,
+            )
+    return failed
+
+
 def markdown_table(result: dict[str, Any]) -> str:
     """nDCG@10 per copy and its difference to the Markdown copy, as a Markdown table."""
     lines = [
@@ -550,27 +579,7 @@ def main() -> None:
             for fmt in args.formats:
                 print(f"{corpus} {fmt}: ingesting and evaluating", flush=True)
                 copies[fmt] = run_copy(corpus, fmt, args, scratch, cases, chosen)
-            for mode in args.mode:
-                base = copies["md"]["runs"][mode]
-                for fmt, copy in copies.items():
-                    run = copy["runs"][mode]
-                    run["diff_to_md"] = round(run["ndcg@10"] - base["ndcg@10"], 4)
-                    same = sum(run["top1"][i] == base["top1"][i] for i in base["top1"])
-                    run["top1_same_as_md"] = round(same / len(base["top1"]), 4)
-                    run["cases_changed"] = sum(
-                        abs(run["case_ndcg"][i] - base["case_ndcg"][i]) > 1e-9
-                        for i in base["case_ndcg"]
-                    )
-                    within = abs(run["diff_to_md"]) <= args.tolerance
-                    if not within:
-                        failed.append(f"{corpus}/{fmt}/{mode}")
-                    print(
-                        f"{corpus:8} {fmt:4} {mode:6} nDCG@10 {run['ndcg@10']:.4f} "
-                        f"diff {run['diff_to_md']:+.4f} top-1 same {run['top1_same_as_md']:.3f} "
-                        f"docs {copy['documents']}/{copy['files']} chunks {copy['chunks']} "
-                        f"{'ok' if within else 'OUTSIDE TOLERANCE'}",
-                        flush=True,
-                    )
+            failed += compare_copies(corpus, copies, args.mode, args.tolerance)
             for copy in copies.values():
                 for run in copy["runs"].values():
                     del run["top1"], run["case_ndcg"]

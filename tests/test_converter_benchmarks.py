@@ -67,3 +67,25 @@ def test_runbook_questions_are_the_meaning_sentence_and_the_split_alert_name(
     assert [r["document_id"] for r in shared["relevant"]] == ["team/FirstAlert", "team/SecondAlert"]
     assert [c["question"] for c in by_category["alert-name"]] == ["First Alert", "Second Alert"]
     assert [c["id"] for c in cases] == [c["id"] for c in bench.runbook_cases(tmp_path)]
+
+
+def test_a_copy_further_than_the_tolerance_from_the_markdown_copy_fails_the_check() -> None:
+    bench = _load("rendered_quality")
+
+    def copy(ndcg: float, top1: dict[str, str], cases: dict[str, float]) -> dict[str, object]:
+        run = {"ndcg@10": ndcg, "top1": top1, "case_ndcg": cases}
+        return {"documents": 2, "files": 2, "chunks": 4, "runs": {"hybrid": run}}
+
+    copies = {
+        "md": copy(0.99, {"q1": "a", "q2": "b"}, {"q1": 1.0, "q2": 0.98}),
+        "pdf": copy(0.95, {"q1": "a", "q2": "c"}, {"q1": 1.0, "q2": 0.9}),
+        "docx": copy(0.97, {"q1": "a", "q2": "b"}, {"q1": 1.0, "q2": 0.94}),
+        "html": copy(1.0, {"q1": "a", "q2": "b"}, {"q1": 1.0, "q2": 1.0}),
+    }
+    assert bench.compare_copies("c", copies, ["hybrid"], 0.03) == ["c/pdf/hybrid"]
+    pdf = copies["pdf"]["runs"]["hybrid"]
+    assert (pdf["diff_to_md"], pdf["top1_same_as_md"], pdf["cases_changed"]) == (-0.04, 0.5, 1)
+    assert copies["docx"]["runs"]["hybrid"]["diff_to_md"] == -0.02
+    # A copy better by more than the tolerance is as suspect as a worse one.
+    copies["html"]["runs"]["hybrid"]["ndcg@10"] = 1.03
+    assert bench.compare_copies("c", copies, ["hybrid"], 0.03) == ["c/pdf/hybrid", "c/html/hybrid"]
