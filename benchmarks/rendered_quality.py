@@ -550,6 +550,7 @@ def main() -> None:
         "--sample", type=int, default=0, help="every k-th document, N per corpus (0: all)"
     )
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--label", default="", help="what the converters are (e.g. a commit)")
     parser.add_argument("--table", action="store_true", help="print --out as Markdown")
     args = parser.parse_args()
     if args.table:
@@ -587,6 +588,7 @@ def main() -> None:
                 "sample": args.sample,
                 "pythonpath": str(args.pythonpath),
                 "converter": args.converter,
+                "label": args.label,
                 "documents": len(chosen),
                 "questions": len(cases),
                 "categories": sorted({c["category"] for c in cases}),
