@@ -18,9 +18,10 @@ pandoc runs, so the title is the document's first ``#`` heading, as in a real ex
 stems and folders are kept, so the document ids the product derives from the path relative
 to the corpus root are the same in every copy (ClapNQ's front matter ids equal its stems).
 
-Corpora (``../shared/data``): ``runbooks`` (the 272 OpenShift alert runbooks under
-``runbooks/openshift/alerts``) and ``clapnq`` (the 274 ClapNQ passages in
-``clapnq/markdown``). ``--limit N`` renders the first N files in sorted path order.
+Corpora (``../shared/data``): ``runbooks`` (the 272 Markdown files under
+``runbooks/openshift/alerts``: 271 alert runbooks and one folder's README) and
+``clapnq`` (the 274 ClapNQ passages in ``clapnq/markdown``). ``--limit N`` renders the
+first N files in sorted path order.
 
 Idempotent: an output is rebuilt only when it is missing or its source's SHA-256 (or the
 renderer's version line) changed; ``manifest.json`` in each corpus folder records both.
