@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-deps lint typecheck pytest bench clean cli-docs
+.PHONY: demo test test-deps lint typecheck pytest bench bench-formats clean cli-docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -111,6 +111,20 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/service_load.py
 	$(BIN)/python benchmarks/job_faults.py
 	$(BIN)/python benchmarks/ingest_workers.py
+
+# The converter comparison and the rendered-copy check (issue 22): the candidate
+# converters go into their own venv, not the project's; rendering needs Debian's pandoc
+# and LibreOffice Writer (apt-get install pandoc libreoffice-writer-nogui). About 20 min
+# to render both corpora on 2 cores, then ingesting 8 copies (benchmarks/README.md).
+BENCH_VENV ?= .ragwright/bench-venv
+bench-formats: $(STAMP)
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install --quiet pypdf pypdfium2 pdfminer.six pdfplumber \
+		trafilatura beautifulsoup4 lxml markdownify html2text python-docx mammoth \
+		'markitdown[pdf,docx,pptx]'
+	$(BENCH_VENV)/bin/python benchmarks/render_corpus.py
+	$(BENCH_VENV)/bin/python benchmarks/converters.py
+	$(BENCH_VENV)/bin/python benchmarks/rendered_quality.py --ragwright-python $(BIN)/python
 
 clean:
 	rm -rf $(VENV) .ragwright
