@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -66,3 +67,13 @@ def test_a_changed_engine_is_refused(tmp_path: Path) -> None:
     altered.write_bytes(engine.read_bytes() + b"\0")
     with pytest.raises(ArtifactMismatch):
         E5Embedder(engine_path=altered)
+
+
+def test_loading_the_engine_leaves_the_environment_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "active")
+    E5Embedder(threads=1)
+    assert "OMP_NUM_THREADS" not in os.environ
+    assert os.environ["OMP_WAIT_POLICY"] == "active"
