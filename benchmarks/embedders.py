@@ -162,6 +162,34 @@ def clapnq(embedder: Embedder, home: Path) -> dict[str, Any]:
     }
 
 
+def interleaved_query_latency(rounds: int = 3) -> dict[str, Any]:
+    """``embed_query`` p50/p95 per profile over ClapNQ's questions, the profiles taking
+    turns question by question so both see the same machine load."""
+    from ragwright.core.points import format_query_input
+
+    embedders = {name: make() for name, make in PROFILES.items()}
+    questions = [json.loads(line)["question"] for line in (CLAPNQ / "questions.jsonl").open()]
+    for embedder in embedders.values():
+        embedder.embed_query(format_query_input(embedder.profile, "warm up"))
+    seconds: dict[str, list[float]] = {name: [] for name in embedders}
+    load_before = load()
+    for _ in range(rounds):
+        for question in questions:
+            for name, embedder in embedders.items():
+                text = format_query_input(embedder.profile, question)
+                started = time.perf_counter()
+                embedder.embed_query(text)
+                seconds[name].append(time.perf_counter() - started)
+    return {
+        name: {
+            "p50_ms": round(1000 * statistics.median(values), 1),
+            "p95_ms": round(1000 * float(np.percentile(values, 95)), 1),
+            "queries": len(values),
+        }
+        for name, values in seconds.items()
+    } | {"load_1min": [load_before, load()]}
+
+
 def runbooks_child(profile: str, limit: int | None, home: str) -> None:
     """In a fresh process: pipeline ingestion, then the raw embedder on its inputs."""
     import resource
@@ -242,11 +270,17 @@ def main() -> None:
     parser.add_argument("--home", type=Path, default=None, help="where the indexes go")
     parser.add_argument("--runbooks-child", choices=sorted(PROFILES), help=argparse.SUPPRESS)
     parser.add_argument(
+        "--latency-only", action="store_true", help="only the interleaved query latency"
+    )
+    parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "embedders.json"
     )
     args = parser.parse_args()
     if args.runbooks_child:
         runbooks_child(args.runbooks_child, args.runbooks_limit, str(args.home))
+        return
+    if args.latency_only:
+        print(json.dumps(interleaved_query_latency()))
         return
     home = args.home or Path(tempfile.mkdtemp(prefix="ragwright-embedders-"))
     record: dict[str, Any] = {
@@ -280,6 +314,8 @@ def main() -> None:
             print(name, "scifact", json.dumps(scifact), flush=True)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(record, indent=2) + "\n")
+    record["query_latency_interleaved"] = interleaved_query_latency()
+    args.out.write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(record, indent=2))
 
 
