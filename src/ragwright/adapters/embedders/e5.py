@@ -110,7 +110,10 @@ class E5Embedder:
         self._engine = _Engine(self.model_path, self.engine_path, threads or os.cpu_count() or 1)
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Exact model token counts (prefix, ``<s>`` and ``</s>`` included)."""
+        """Exact model token counts (prefix, ``<s>`` and ``</s>`` included).
+
+        Not under the lock: counting only reads the tokenizer's tables, and ingestion plans
+        (counts) the next batch while the current one is embedded."""
         counts = []
         for text in texts:
             is_query, body = _split_prefix(text)
