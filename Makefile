@@ -103,6 +103,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/ingest.py
 	$(BIN)/python benchmarks/remote_embedding.py
 	$(BIN)/python benchmarks/scifact_quality.py
+	$(BIN)/python benchmarks/embedders.py --runbooks-limit 40
 	$(BIN)/python benchmarks/query_latency.py
 	$(BIN)/python benchmarks/chat_pipeline.py
 	$(BIN)/python benchmarks/assembly.py

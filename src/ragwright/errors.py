@@ -253,9 +253,16 @@ class ContractMismatch(VectorIndexError):
         self.field = field
         self.expected = expected
         self.actual = actual
-        super().__init__(
+        message = (
             f"collection contract mismatch on {field}: expected {expected!r}, found {actual!r}"
         )
+        if field == "embedding_profile_id":
+            message += (
+                f" (the index was built with embedding profile {actual!r}, the settings select"
+                f" {expected!r}: select the index's profile with RAGWRIGHT_EMBEDDING_PROVIDER,"
+                " or ingest into a new index with another RAGWRIGHT_COLLECTION or RAGWRIGHT_HOME)"
+            )
+        super().__init__(message)
 
 
 class IndexBusy(VectorIndexError):

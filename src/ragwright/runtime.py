@@ -21,6 +21,7 @@ from ragwright import __version__
 from ragwright.adapters.datasets import load_beir_cases, load_cases
 from ragwright.adapters.drafts import PostgresDraftStore, SqliteDraftStore
 from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.embedders.e5 import E5_SMALL_PROFILE, E5Embedder
 from ragwright.adapters.embedders.onnx import MINILM_PROFILE, OnnxEmbedder
 from ragwright.adapters.held import HeldIndex
 from ragwright.adapters.jobs import PostgresJobStore, SqliteJobStore
@@ -86,9 +87,11 @@ REDIS_RETRY_INTERVAL = 30.0
 
 
 def embedding_profile(settings: Settings) -> EmbeddingProfile:
-    """The profile the settings describe (the bundled one for ``onnx``)."""
+    """The profile the settings describe (a bundled one for ``onnx`` and ``e5``)."""
     if settings.embedding_provider == "onnx":
         return MINILM_PROFILE
+    if settings.embedding_provider == "e5":
+        return E5_SMALL_PROFILE
     missing = [
         name
         for name in (
@@ -126,6 +129,8 @@ def open_embedder(settings: Settings, *, pool: CapacityPool | None = None) -> Em
     """
     if settings.embedding_provider == "onnx":
         return OnnxEmbedder(batch_size=32, threads=settings.embedding_threads)
+    if settings.embedding_provider == "e5":
+        return E5Embedder(threads=settings.embedding_threads)
     return RetryingEmbedder(
         EmbeddingCapacityGate(
             _open_remote_embedder(settings),

