@@ -44,6 +44,22 @@ class ConvertedDocument:
     front_matter: Mapping[str, Any] = field(default_factory=dict)
 
 
+def unpaged_document(
+    title: str, title_from: str | None, sections: list[tuple[str | None, list[str]]]
+) -> ConvertedDocument:
+    """A document of an unpaged format from its ``(heading, paragraphs)`` pairs in reading
+    order, leaving out a headless pair with no text (the empty start before a heading)."""
+    return ConvertedDocument(
+        title=title or None,
+        title_from=title_from,
+        sections=tuple(
+            ConvertedSection(heading, tuple(blocks))
+            for heading, blocks in sections
+            if heading is not None or blocks
+        ),
+    )
+
+
 def slugify(text: str) -> str:
     """Lower-case ASCII letters and digits joined by single hyphens."""
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")

@@ -16,7 +16,7 @@ import re
 import zipfile
 from pathlib import Path
 
-from ragwright.adapters.formats.converted import ConvertedDocument, ConvertedSection
+from ragwright.adapters.formats.converted import ConvertedDocument, unpaged_document
 from ragwright.adapters.formats.html import table_text
 from ragwright.errors import UnreadableKind, UnreadableSource
 
@@ -119,12 +119,4 @@ def convert_docx(path: Path) -> ConvertedDocument:
             + (f" (only {pictures} picture{'s' if pictures != 1 else ''})" if pictures else "")
             + ": ragwright reads text, it has no OCR",
         )
-    return ConvertedDocument(
-        title=title or None,
-        title_from=title_from,
-        sections=tuple(
-            ConvertedSection(heading, tuple(blocks))
-            for heading, blocks in sections
-            if heading is not None or blocks
-        ),
-    )
+    return unpaged_document(title, title_from, sections)

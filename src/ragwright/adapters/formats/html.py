@@ -22,7 +22,7 @@ from bs4 import BeautifulSoup
 from bs4.dammit import EncodingDetector
 from bs4.element import NavigableString, Tag
 
-from ragwright.adapters.formats.converted import ConvertedDocument, ConvertedSection
+from ragwright.adapters.formats.converted import ConvertedDocument, unpaged_document
 from ragwright.adapters.formats.text import read_utf8
 from ragwright.errors import UnreadableKind, UnreadableSource
 
@@ -158,12 +158,4 @@ def convert_html(path: Path) -> ConvertedDocument:
     walk(root if isinstance(root, Tag) else soup)
     if pending is not None:
         sections[-1][1].append(pending)
-    return ConvertedDocument(
-        title=title or None,
-        title_from=title_from,
-        sections=tuple(
-            ConvertedSection(heading, tuple(blocks))
-            for heading, blocks in sections
-            if heading is not None or blocks
-        ),
-    )
+    return unpaged_document(title, title_from, sections)
