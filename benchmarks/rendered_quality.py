@@ -504,21 +504,13 @@ def run_copy(
             }
             for m in ingested.get("metadata", [])
         }
-    if answers is not None:
+    for style in args.answer_styles if answers is not None else []:
+        asked = answers if style == "evidence" else [c for c in answers if c["relevant"]]
+        asked = asked if style == "evidence" else asked[: args.quoted]
+        key = "answers" if style == "evidence" else f"{style}_answers"
         started = time.perf_counter()
-        extra["answers"] = {
-            case["id"]: answer(case["question"], "evidence", fmt, types, env, args)
-            for case in answers
-        }
-        extra["answer_s"] = round(time.perf_counter() - started, 1)
-        quoted = [c for c in answers if not c["unsupported"]][: args.quoted]
-        if quoted:
-            started = time.perf_counter()
-            extra["quoted_answers"] = {
-                case["id"]: answer(case["question"], "quoted", fmt, types, env, args)
-                for case in quoted
-            }
-            extra["quoted_s"] = round(time.perf_counter() - started, 1)
+        extra[key] = {c["id"]: answer(c["question"], style, fmt, types, env, args) for c in asked}
+        extra[f"{key}_s"] = round(time.perf_counter() - started, 1)
     return {
         **extra,
         "files": len(ids),
@@ -648,6 +640,25 @@ def markdown_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def answers_table(result: dict[str, Any]) -> str:
+    """The copies' answers against the Markdown copy's (corpora that have them), with nDCG@10."""
+    lines = [
+        "| corpus | copy | style | questions | same answer text | same cited documents "
+        "| mean token F1 vs Markdown | nDCG@10 (hybrid) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for corpus, figures in result["corpora"].items():
+        for key, style in (("answers_vs_md", "evidence"), ("quoted_answers_vs_md", "quoted")):
+            for fmt, row in figures.get(key, {}).items():
+                ndcg = figures["copies"][fmt]["runs"].get("hybrid", {}).get("ndcg@10")
+                lines.append(
+                    f"| {corpus} | {fmt} | {style} | {row['questions']} | {row['same_text']} "
+                    f"| {row['same_cited']} | {row['mean_f1']:.3f} "
+                    f"| {'' if ndcg is None else f'{ndcg:.4f}'} |"
+                )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -672,11 +683,15 @@ def main() -> None:
         "--sample", type=int, default=0, help="every k-th document, N per corpus (0: all)"
     )
     parser.add_argument(
-        "--quoted",
-        type=int,
-        default=0,
-        help="samples: also answer the first N answerable questions in the quoted style "
-        "(the local model; slow)",
+        "--answer-styles",
+        nargs="+",
+        choices=("evidence", "quoted"),
+        default=["evidence"],
+        help="samples: answer the questions in these styles (evidence: all of them, no model; "
+        "quoted: the first --quoted answerable ones, with the local model, slow)",
+    )
+    parser.add_argument(
+        "--quoted", type=int, default=5, help="questions for --answer-styles quoted"
     )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--label", default="", help="what the converters are (e.g. a commit)")
@@ -684,7 +699,11 @@ def main() -> None:
     args = parser.parse_args()
     if args.table:
         out = args.out or RESULTS / f"rendered_quality_{args.converter}.json"
-        print(markdown_table(json.loads(out.read_text())))
+        shown = json.loads(out.read_text())
+        print(markdown_table(shown))
+        if any("answers_vs_md" in figures for figures in shown["corpora"].values()):
+            print()
+            print(answers_table(shown))
         return
     if "md" not in args.formats:
         args.formats.insert(0, "md")
@@ -727,7 +746,7 @@ def main() -> None:
             for key in ("answers", "quoted_answers"):
                 if all(key in copy for copy in copies.values()):
                     compared[f"{key}_vs_md"] = compare_answers(copies, key)
-                    for fmt, figures in compared[key].items():
+                    for fmt, figures in compared[f"{key}_vs_md"].items():
                         print(f"{corpus:8} {fmt:4} {key}: {json.dumps(figures)}", flush=True)
             for copy in copies.values():
                 for run in copy["runs"].values():
