@@ -701,7 +701,7 @@ def main() -> None:
         out = args.out or RESULTS / f"rendered_quality_{args.converter}.json"
         shown = json.loads(out.read_text())
         print(markdown_table(shown))
-        if any("answers_vs_md" in figures for figures in shown["corpora"].values()):
+        if any(k.endswith("answers_vs_md") for f in shown["corpora"].values() for k in f):
             print()
             print(answers_table(shown))
         return
