@@ -126,6 +126,8 @@ bench-formats: $(STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/render_corpus.py
 	$(BENCH_VENV)/bin/python benchmarks/converters.py
 	$(BENCH_VENV)/bin/python benchmarks/rendered_quality.py --ragwright-python $(BIN)/python
+	$(BENCH_VENV)/bin/python benchmarks/rendered_quality.py --ragwright-python $(BIN)/python \
+		--corpus samples --out benchmarks/results/rendered_answers_samples.json
 
 clean:
 	rm -rf $(VENV) .ragwright

@@ -20,8 +20,12 @@ to the corpus root are the same in every copy (ClapNQ's front matter ids equal i
 
 Corpora (``../shared/data``): ``runbooks`` (the 272 Markdown files under
 ``runbooks/openshift/alerts``: 271 alert runbooks and one folder's README) and
-``clapnq`` (the 274 ClapNQ passages in ``clapnq/markdown``). ``--limit N`` renders the
-first N files in sorted path order.
+``clapnq`` (the 274 ClapNQ passages in ``clapnq/markdown``); and the project's own
+``samples`` (the 10 Markdown files of ``samples/corpus``, runbooks and notes, some drafts).
+The samples' type and state live in their front matter, which the copies lose: each of
+their PDF, DOCX and HTML folders gets a ``ragwright-sources.toml`` with one rule per file
+(``worker-shutdown.*``) giving the original's ``document_type`` and ``publication_state``.
+``--limit N`` renders the first N files in sorted path order.
 
 Idempotent: an output is rebuilt only when it is missing or its source's SHA-256 (or the
 renderer's version line) changed; ``manifest.json`` in each corpus folder records both.
@@ -29,7 +33,7 @@ Output goes to ``.ragwright/rendered/<corpus>/`` under the repository (ignored b
 ``--out DIR``. Needs ``pandoc`` and ``soffice`` (Debian: ``pandoc``,
 ``libreoffice-writer-nogui``).
 
-    python benchmarks/render_corpus.py [--corpus runbooks clapnq] [--limit N] [--out DIR]
+    python benchmarks/render_corpus.py [--corpus runbooks clapnq samples] [--limit N] [--out DIR]
 """
 
 from __future__ import annotations
@@ -50,7 +54,12 @@ DATA = ROOT.parent / "shared" / "data"
 CORPORA = {
     "runbooks": DATA / "runbooks" / "openshift" / "alerts",
     "clapnq": DATA / "clapnq" / "markdown",
+    "samples": ROOT / "samples" / "corpus",
 }
+# The copies of these corpora lose their front matter; a rules file in each copy's folder
+# gives every file the type and state its original's front matter gave.
+RULES_FILE = "ragwright-sources.toml"
+KEEP_METADATA = ("samples",)
 DEFAULT_OUT = ROOT / ".ragwright" / "rendered"
 FORMATS = ("md", "html", "docx", "pdf")
 
@@ -94,6 +103,36 @@ def strip_front_matter(text: str) -> str:
             if lines[index].strip() in ("---", "..."):
                 return "\n".join(lines[index + 1 :]).lstrip("\n")
     return text
+
+
+def front_matter_fields(text: str) -> dict[str, str]:
+    """The ``key: value`` lines of a leading ``---`` block (flat YAML scalars only)."""
+    lines = text.lstrip("\ufeff").split("\n")
+    fields: dict[str, str] = {}
+    if not lines or lines[0].strip() != "---":
+        return fields
+    for line in lines[1:]:
+        if line.strip() in ("---", "..."):
+            return fields
+        key, sep, value = line.partition(":")
+        if sep and key.strip() and not key.startswith((" ", "\t")):
+            fields[key.strip()] = value.strip().strip("\"'")
+    return {}  # no closing line: not front matter
+
+
+def metadata_rules(sources: dict[str, str]) -> str:
+    """A ``ragwright-sources.toml`` giving each file (by path without extension, any format)
+    the ``document_type`` and ``publication_state`` of its original's front matter."""
+    lines = []
+    for key, text in sorted(sources.items()):
+        fields = front_matter_fields(text)
+        given = [(k, fields[k]) for k in ("document_type", "publication_state") if fields.get(k)]
+        if not given:
+            continue
+        lines += ["[[rules]]", f"glob = {json.dumps(key + '.*')}"]
+        lines += [f"{name} = {json.dumps(value)}" for name, value in given]
+        lines.append("")
+    return "\n".join(lines)
 
 
 def first_heading(text: str, fallback: str) -> str:
@@ -209,6 +248,13 @@ def render(corpus: str, limit: int | None, out: Path) -> dict[str, object]:
     ]
     if missing:
         sys.exit(f"{corpus}: {len(missing)} outputs missing after rendering, e.g. {missing[:3]}")
+    if corpus in KEEP_METADATA:
+        texts = {
+            s.relative_to(root).with_suffix("").as_posix(): s.read_text("utf-8-sig") for s in files
+        }
+        rules = metadata_rules(texts)
+        for fmt in FORMATS[1:]:  # the Markdown copy keeps its front matter
+            (base / fmt / RULES_FILE).write_text(rules)
     manifest = {
         "corpus": corpus,
         "source_root": os.path.relpath(root, ROOT),

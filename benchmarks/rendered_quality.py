@@ -59,6 +59,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -69,10 +70,13 @@ RESULTS = ROOT / "benchmarks" / "results"
 FORMATS = ("md", "pdf", "docx", "html")
 # ragwright leaves these out of a folder: they describe it (one runbook folder has a README).
 NOT_DOCUMENTS = ("readme.md", "license.md")
-SETTINGS = {
-    "runbooks": {"type": "runbook", "max_words": 120},
-    "clapnq": {"type": "note", "max_words": 400},
+SETTINGS: dict[str, dict[str, Any]] = {
+    "runbooks": {"types": ["runbook"], "max_words": 120},
+    "clapnq": {"types": ["note"], "max_words": 400},
+    # Type and state from front matter (Markdown) and the copies' rules file, not --type.
+    "samples": {"types": ["runbook", "note"], "max_words": 120, "own_metadata": True},
 }
+SAMPLE_CASES = ROOT / "samples" / "eval" / "cases.jsonl"
 
 
 # ---------------------------------------------------------------- questions
@@ -159,6 +163,29 @@ def clapnq_cases() -> list[dict[str, Any]]:
     return cases
 
 
+def sample_cases(path: Path = SAMPLE_CASES) -> list[dict[str, Any]]:
+    """The samples' questions, all of them (the unsupported ones too, for the answers);
+    relevant chunks reduced to their documents, each with its highest grade."""
+    cases = []
+    for line in path.read_text("utf-8").splitlines():
+        if not line.strip():
+            continue
+        case = json.loads(line)
+        grades: dict[str, int] = {}
+        for key in case.get("relevant", []):
+            grades[key["document_id"]] = max(grades.get(key["document_id"], 0), key["grade"])
+        cases.append(
+            {
+                "id": case["id"],
+                "category": case["category"],
+                "question": case["question"],
+                "relevant": [{"document_id": d, "grade": g} for d, g in sorted(grades.items())],
+                "unsupported": bool(case.get("unsupported")),
+            }
+        )
+    return cases
+
+
 # ---------------------------------------------------------------- direct adapter
 
 
@@ -202,7 +229,7 @@ def _document(
     return {
         "document_id": document_id,
         "title": title,
-        "document_type": SETTINGS[corpus]["type"],
+        "document_type": SETTINGS[corpus]["types"][0],
         "publication_state": "published",
         "sections": [s for s in sections if s["paragraphs"]],
     }
@@ -423,6 +450,7 @@ def run_copy(
     scratch: Path,
     cases: list[dict[str, Any]],
     chosen: list[str],
+    answers: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     source, ids = copy_source(args.rendered, corpus, fmt, args.converter, scratch, chosen)
     dataset = scratch / f"{corpus}-{fmt}.jsonl"
@@ -436,17 +464,17 @@ def run_copy(
         "RAGWRIGHT_MAX_WORDS": str(SETTINGS[corpus]["max_words"]),
         "RAGWRIGHT_MAX_TOKENS": "256",
     }
-    kind = SETTINGS[corpus]["type"]
+    types = [arg for kind in SETTINGS[corpus]["types"] for arg in ("--type", kind)]
+    own_metadata = SETTINGS[corpus].get("own_metadata", False)
+    defaults = [] if own_metadata else [*types, "--state", "published"]
     started = time.perf_counter()
-    ingested = ragwright(
-        ["ingest", str(source), "--type", kind, "--state", "published"], env, args.ragwright_python
-    )
+    ingested = ragwright(["ingest", str(source), *defaults], env, args.ragwright_python)
     ingest_s = time.perf_counter() - started
     runs = {}
     for mode in args.mode:
         started = time.perf_counter()
         evaluated = ragwright(
-            ["eval", "run", str(dataset), "--type", kind, "--mode", mode, "--k", "1,3,5,10"],
+            ["eval", "run", str(dataset), *types, "--mode", mode, "--k", "1,3,5,10"],
             env,
             args.ragwright_python,
         )
@@ -466,7 +494,25 @@ def run_copy(
             "case_ndcg": {c["id"]: c["metrics"]["10"]["ndcg"] for c in run["cases"]},
             "eval_s": round(time.perf_counter() - started, 1),
         }
+    extra: dict[str, Any] = {}
+    if own_metadata:
+        extra["metadata"] = {
+            m["document_id"].removesuffix(f".{fmt}"): {
+                "document_type": m["document_type"],
+                "publication_state": m["publication_state"],
+                "type_from": m["type_from"],
+            }
+            for m in ingested.get("metadata", [])
+        }
+    for style in args.answer_styles if answers is not None else []:
+        asked = answers if style == "evidence" else [c for c in answers if c["relevant"]]
+        asked = asked if style == "evidence" else asked[: args.quoted]
+        key = "answers" if style == "evidence" else f"{style}_answers"
+        started = time.perf_counter()
+        extra[key] = {c["id"]: answer(c["question"], style, fmt, types, env, args) for c in asked}
+        extra[f"{key}_s"] = round(time.perf_counter() - started, 1)
     return {
+        **extra,
         "files": len(ids),
         "documents": ingested["documents"],
         "chunks": ingested["chunks"],
@@ -475,6 +521,74 @@ def run_copy(
         "ingest_s": round(ingest_s, 1),
         "runs": runs,
     }
+
+
+# ---------------------------------------------------------------- answers
+
+
+def answer(
+    question: str,
+    style: str,
+    fmt: str,
+    types: list[str],
+    env: dict[str, str],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """``ragwright ask QUESTION --style STYLE``: its status, text and cited documents (stems)."""
+    result = ragwright(["ask", question, "--style", style, *types], env, args.ragwright_python)
+    return {
+        "status": result["status"],
+        "text": answer_text(result),
+        "cited": sorted({c["document_id"].removesuffix(f".{fmt}") for c in result["citations"]}),
+    }
+
+
+def answer_text(result: dict[str, Any]) -> str:
+    """What the answer says: its text, else its quoted evidence sentences in order."""
+    text = (result.get("answer") or "").strip()
+    if text:
+        return text
+    return " ".join(" ".join(q["text"].split()) for q in result.get("quotes") or [])
+
+
+def token_f1(text: str, reference: str) -> float:
+    """Bag-of-words F1 of ``text`` against ``reference`` (lower-cased word tokens);
+    1.0 when both are empty."""
+    ours, theirs = (
+        Counter(re.findall(r"\w+", text.lower())),
+        Counter(re.findall(r"\w+", reference.lower())),
+    )
+    if not ours and not theirs:
+        return 1.0
+    overlap = sum((ours & theirs).values())
+    if not overlap:
+        return 0.0
+    precision, recall = overlap / sum(ours.values()), overlap / sum(theirs.values())
+    return 2 * precision * recall / (precision + recall)
+
+
+def compare_answers(copies: dict[str, dict[str, Any]], key: str = "answers") -> dict[str, Any]:
+    """Per copy, its answers against the Markdown copy's: questions, identical answer text
+    (and status), identical cited documents, mean token F1, and the questions that differ."""
+    base = copies["md"][key]
+    summary = {}
+    for fmt, copy in copies.items():
+        ours = copy[key]
+        f1 = {i: token_f1(ours[i]["text"], base[i]["text"]) for i in base}
+        same_text = [
+            i
+            for i in base
+            if (ours[i]["status"], ours[i]["text"]) == (base[i]["status"], base[i]["text"])
+        ]
+        same_cited = [i for i in base if ours[i]["cited"] == base[i]["cited"]]
+        summary[fmt] = {
+            "questions": len(base),
+            "same_text": len(same_text),
+            "same_cited": len(same_cited),
+            "mean_f1": round(sum(f1.values()) / len(f1), 4) if f1 else 1.0,
+            "differ": sorted(set(base) - set(same_text) | set(base) - set(same_cited)),
+        }
+    return summary
 
 
 def compare_copies(
@@ -526,6 +640,25 @@ def markdown_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def answers_table(result: dict[str, Any]) -> str:
+    """The copies' answers against the Markdown copy's (corpora that have them), with nDCG@10."""
+    lines = [
+        "| corpus | copy | style | questions | same answer text | same cited documents "
+        "| mean token F1 vs Markdown | nDCG@10 (hybrid) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for corpus, figures in result["corpora"].items():
+        for key, style in (("answers_vs_md", "evidence"), ("quoted_answers_vs_md", "quoted")):
+            for fmt, row in figures.get(key, {}).items():
+                ndcg = figures["copies"][fmt]["runs"].get("hybrid", {}).get("ndcg@10")
+                lines.append(
+                    f"| {corpus} | {fmt} | {style} | {row['questions']} | {row['same_text']} "
+                    f"| {row['same_cited']} | {row['mean_f1']:.3f} "
+                    f"| {'' if ndcg is None else f'{ndcg:.4f}'} |"
+                )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -549,13 +682,28 @@ def main() -> None:
     parser.add_argument(
         "--sample", type=int, default=0, help="every k-th document, N per corpus (0: all)"
     )
+    parser.add_argument(
+        "--answer-styles",
+        nargs="+",
+        choices=("evidence", "quoted"),
+        default=["evidence"],
+        help="samples: answer the questions in these styles (evidence: all of them, no model; "
+        "quoted: the first --quoted answerable ones, with the local model, slow)",
+    )
+    parser.add_argument(
+        "--quoted", type=int, default=5, help="questions for --answer-styles quoted"
+    )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--label", default="", help="what the converters are (e.g. a commit)")
     parser.add_argument("--table", action="store_true", help="print --out as Markdown")
     args = parser.parse_args()
     if args.table:
         out = args.out or RESULTS / f"rendered_quality_{args.converter}.json"
-        print(markdown_table(json.loads(out.read_text())))
+        shown = json.loads(out.read_text())
+        print(markdown_table(shown))
+        if any(k.endswith("answers_vs_md") for f in shown["corpora"].values() for k in f):
+            print()
+            print(answers_table(shown))
         return
     if "md" not in args.formats:
         args.formats.insert(0, "md")
@@ -572,15 +720,34 @@ def main() -> None:
         scratch = Path(tmp)
         for corpus in args.corpus:
             md_root = args.rendered / corpus / "md"
-            cases = runbook_cases(md_root) if corpus == "runbooks" else clapnq_cases()
+            answers = None
+            if corpus == "samples":
+                if args.converter != "product":
+                    raise SystemExit("samples: only --converter product keeps their drafts")
+                answers = sample_cases()  # nDCG: the answerable ones
+                cases = [
+                    {k: v for k, v in c.items() if k != "unsupported"}
+                    for c in answers
+                    if c["relevant"]
+                ]
+            elif corpus == "runbooks":
+                cases = runbook_cases(md_root)
+            else:
+                cases = clapnq_cases()
             chosen = sample_ids(md_root, args.sample)
             present = set(chosen)
             cases = [c for c in cases if all(r["document_id"] in present for r in c["relevant"])]
             copies = {}
             for fmt in args.formats:
                 print(f"{corpus} {fmt}: ingesting and evaluating", flush=True)
-                copies[fmt] = run_copy(corpus, fmt, args, scratch, cases, chosen)
+                copies[fmt] = run_copy(corpus, fmt, args, scratch, cases, chosen, answers)
             failed += compare_copies(corpus, copies, args.mode, args.tolerance)
+            compared = {}
+            for key in ("answers", "quoted_answers"):
+                if all(key in copy for copy in copies.values()):
+                    compared[f"{key}_vs_md"] = compare_answers(copies, key)
+                    for fmt, figures in compared[f"{key}_vs_md"].items():
+                        print(f"{corpus:8} {fmt:4} {key}: {json.dumps(figures)}", flush=True)
             for copy in copies.values():
                 for run in copy["runs"].values():
                     del run["top1"], run["case_ndcg"]
@@ -592,6 +759,8 @@ def main() -> None:
                 "documents": len(chosen),
                 "questions": len(cases),
                 "categories": sorted({c["category"] for c in cases}),
+                **({"answer_questions": len(answers)} if answers else {}),
+                **compared,
                 "copies": copies,
             }
     out = args.out or RESULTS / f"rendered_quality_{args.converter}.json"

@@ -89,3 +89,61 @@ def test_a_copy_further_than_the_tolerance_from_the_markdown_copy_fails_the_chec
     # A copy better by more than the tolerance is as suspect as a worse one.
     copies["html"]["runs"]["hybrid"]["ndcg@10"] = 1.03
     assert bench.compare_copies("c", copies, ["hybrid"], 0.03) == ["c/pdf/hybrid", "c/html/hybrid"]
+
+
+def test_rendered_samples_keep_each_originals_type_and_state_through_a_rules_file() -> None:
+    render = _load("render_corpus")
+    rules = render.metadata_rules(
+        {
+            "worker-shutdown": "---\ndocument_id: worker-shutdown\ndocument_type: runbook\n"
+            "publication_state: published\n---\n# Stop\n",
+            "notes/backup": "---\ndocument_type: note\npublication_state: draft\n---\n# B\n",
+            "bare": "# No front matter\n",
+            "unclosed": "---\ndocument_type: note\n# never closed\n",
+        }
+    )
+    assert rules == (
+        '[[rules]]\nglob = "notes/backup.*"\ndocument_type = "note"\n'
+        'publication_state = "draft"\n\n'
+        '[[rules]]\nglob = "worker-shutdown.*"\ndocument_type = "runbook"\n'
+        'publication_state = "published"\n'
+    )
+
+
+def test_copies_answers_are_compared_with_the_markdown_copys_text_citations_and_token_f1() -> None:
+    bench = _load("rendered_quality")
+    assert bench.token_f1("Drain the jobs", "drain the jobs") == 1.0
+    assert bench.token_f1("", "") == 1.0
+    assert bench.token_f1("", "drain") == 0.0  # a refusal against an answer
+    assert bench.token_f1("a b", "c d") == 0.0
+    assert bench.token_f1("a b c d", "a b") == 2 * (0.5 * 1.0) / 1.5
+    assert bench.answer_text(
+        {"answer": "", "quotes": [{"text": "One\n two."}, {"text": "Three."}]}
+    ) == ("One two. Three.")
+    assert bench.answer_text({"answer": " Said. ", "quotes": [{"text": "x"}]}) == "Said."
+
+    def said(status: str, text: str, cited: list[str]) -> dict[str, object]:
+        return {"status": status, "text": text, "cited": cited}
+
+    copies = {
+        "md": {"answers": {"q1": said("ok", "a b", ["x"]), "q2": said("ok", "c d", ["y"])}},
+        "pdf": {"answers": {"q1": said("ok", "a b", ["x"]), "q2": said("ok", "c e", ["y", "z"])}},
+        "html": {"answers": {"q1": said("none", "a b", ["x"]), "q2": said("ok", "c d", ["y"])}},
+    }
+    summary = bench.compare_answers(copies)
+    assert summary["md"] == {
+        "questions": 2,
+        "same_text": 2,
+        "same_cited": 2,
+        "mean_f1": 1.0,
+        "differ": [],
+    }
+    assert summary["pdf"] == {
+        "questions": 2,
+        "same_text": 1,
+        "same_cited": 1,
+        "mean_f1": 0.75,
+        "differ": ["q2"],
+    }
+    # The same words with another status (answered vs refused) are not the same answer.
+    assert (summary["html"]["same_text"], summary["html"]["differ"]) == (1, ["q1"])
