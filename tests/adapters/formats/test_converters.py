@@ -322,3 +322,32 @@ def test_load_file_gives_a_validated_document_with_pages_for_a_benchmark(tmp_pat
     )
     assert [s.section_id for s in document.sections] == ["page-1", "page-2", "page-3"]
     assert document.sections[2].pages == (3,)
+
+
+def test_a_first_heading_that_repeats_the_title_is_the_title_not_body_text(
+    tmp_path: Path,
+) -> None:
+    # What pandoc renders from a Markdown note: <title> and <h1> both carry the title,
+    # then the first section follows directly. Markdown and Word read that h1 as the
+    # title; read as text it would join the first paragraph ("Fail over Fail over only").
+    path = tmp_path / "failover.html"
+    path.write_text(
+        "<html><head><title>Fail over the database</title></head><body>"
+        "<h1>Fail  over the Database</h1><h2>When</h2><p>Fail over only when the primary"
+        " is lost.</p><h2>How</h2><p>Promote the replica.</p></body></html>",
+        "utf-8",
+    )
+    (document,) = load_file(path)
+    assert [(s.heading, s.paragraphs) for s in document.sections] == [
+        ("When", ("Fail over only when the primary is lost.",)),
+        ("How", ("Promote the replica.",)),
+    ]
+    # A first heading that is not the title still leads the next section's text.
+    other = tmp_path / "other.html"
+    other.write_text(
+        "<html><head><title>Guide</title></head><body><h1>Part one</h1><h2>When</h2>"
+        "<p>Now.</p></body></html>",
+        "utf-8",
+    )
+    (document,) = load_file(other)
+    assert document.sections[0].paragraphs == ("Part one\nNow.",)

@@ -60,6 +60,14 @@ def unpaged_document(
     )
 
 
+def _is_title(heading: str | None, title: str) -> bool:
+    """Whether ``heading`` is ``title`` but for case and spacing."""
+    return (
+        heading is not None
+        and " ".join(heading.split()).casefold() == " ".join(title.split()).casefold()
+    )
+
+
 def slugify(text: str) -> str:
     """Lower-case ASCII letters and digits joined by single hyphens."""
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
@@ -94,6 +102,10 @@ def build_sections(
                 f"sections[{index}]",
                 f"section {section.heading or title!r} in {source} has no content",
             )
+        if not paragraphs and not built and carried is None and _is_title(section.heading, title):
+            # The document's own title as its first heading (an HTML <h1>, a PDF outline's
+            # top entry): it is the title, as Markdown's and Word's are, not body text.
+            continue
         if not paragraphs:
             carried = section.heading if carried is None else f"{carried}\n{section.heading}"
             continue
