@@ -35,6 +35,8 @@ demo: $(STAMP)
 	@echo "The demo's index lives in .ragwright/demo; to go on with it:"
 	@echo "  export RAGWRIGHT_HOME=$(CURDIR)/.ragwright/demo"
 	@echo "  $(BIN)/ragwright status"
+	@echo "The local model stays loaded for the next ask for 10 idle minutes"
+	@echo "(RAGWRIGHT_CHAT_KEEP_WARM); '$(BIN)/ragwright model stop' ends it now."
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
