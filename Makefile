@@ -62,6 +62,7 @@ test-deps:
 	  command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 \
 	    || missing="$$missing chromium"; \
 	  command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	  command -v tesseract >/dev/null 2>&1 || missing="$$missing tesseract-ocr tesseract-ocr-eng"; \
 	  if [ -n "$$missing" ]; then \
 	    echo "test-deps: installing$$missing (apt-get)"; \
 	    mkdir -p .ragwright; \

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.adapters.formats.pdf_maker import make_pdf
+from tests.adapters.formats.test_pdf_ocr import SCANNED, write_scan
 from tests.conftest import REPO
 from tests.test_cli import ragwright
 
@@ -135,3 +136,32 @@ def test_skip_invalid_leaves_unreadable_files_out_and_names_them(tmp_path: Path)
     ).stdout
     assert "skipped 2 files:" in text
     assert f"  {folder / 'locked.pdf'}: password-protected" in text
+
+
+@pytest.mark.skipif(shutil.which("tesseract") is None, reason="tesseract is not installed")
+def test_chunks_of_a_scan_say_ocr_and_without_tesseract_it_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    write_scan(folder, [[], SCANNED])
+    result = ragwright("chunks", str(folder), *DEFAULTS, home=tmp_path / "h", check=True)
+    lines = result.stdout.splitlines()
+    assert any(
+        line.startswith("scan.pdf/page-2-ocr/p0 ") and line.endswith("(scan.pdf p. 2)")
+        for line in lines
+    ), result.stdout
+    assert "Page 2 (OCR)" in lines
+    # Where no tesseract is on PATH its picture page is left out (the text page read) ...
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    without = ragwright(
+        "chunks", str(folder), *DEFAULTS, home=tmp_path / "h", PATH=str(empty), check=True
+    )
+    assert "scan.pdf/page-1/p0 " in without.stdout and "OCR" not in without.stdout
+    # ... and a file of pictures only is refused as before, with the hint.
+    only = tmp_path / "scans"
+    only.mkdir()
+    write_scan(only, [SCANNED])
+    refused = ragwright("chunks", str(only), *DEFAULTS, home=tmp_path / "h", PATH=str(empty))
+    assert refused.returncode == 1
+    assert "no text layer: 1 page of pictures only (a scan?)" in refused.stderr
+    assert "install tesseract-ocr and tesseract-ocr-eng" in refused.stderr

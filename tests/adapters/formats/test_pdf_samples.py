@@ -4,8 +4,9 @@ reads with its text in reading order or is refused with the right reason.
 Expected outcomes come from ``files.json`` (``encrypted``: refused as
 password-protected) and, where it has no field for it, from what the files are (the
 table in docs/ingestion.md, "Real PDFs"): ImageMagick's and the two image samples'
-pages are pictures only, and the Arabic samples' fonts map glyphs to the wrong code
-points (PDFium extracts ``ϲΒϴΒ\\x03habibi``).
+pages are pictures only (with no text in them: OCR, when tesseract is installed, reads
+nothing, so they stay ``no_text_layer`` either way), and the Arabic samples' fonts map
+glyphs to the wrong code points (PDFium extracts ``ϲΒϴΒ\\x03habibi``).
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ property ``title``, else the first ``Heading 1``); ``Heading 1``–``Heading 3``
 sections, deeper headings stay inside their section as the first line of the block that
 follows; consecutive list paragraphs (``List ...`` styles) are one block, one ``- item``
 a line; a table is one block (one row a line, cells separated by `` | ``, a merged cell
-once). A file holding no text at all (only pictures, say) is refused: ragwright has no
-OCR. A file that is not a Word document (a renamed file, a truncated download) is
-refused as corrupt.
+once). A file holding no text at all (only pictures, say) is refused: OCR covers PDF
+scans only, not pictures in Word files. A file that is not a Word document (a renamed
+file, a truncated download) is refused as corrupt.
 """
 
 from __future__ import annotations
@@ -117,6 +117,6 @@ def convert_docx(path: Path) -> ConvertedDocument:
             UnreadableKind.NO_TEXT,
             "holds no text"
             + (f" (only {pictures} picture{'s' if pictures != 1 else ''})" if pictures else "")
-            + ": ragwright reads text, it has no OCR",
+            + ": ragwright reads text, and OCRs PDF scans only, not Word pictures",
         )
     return unpaged_document(title, title_from, sections)

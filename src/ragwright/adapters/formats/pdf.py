@@ -15,9 +15,15 @@
   caller names the document after its file).
 * **Refusals** (:class:`~ragwright.errors.UnreadableSource`): a password
   (``password_protected``), a file PDFium cannot open or one cut short before its
-  ``%%EOF`` marker (``corrupt``), pages with pictures but no text (``no_text_layer``:
-  scanned, ragwright has no OCR), no text at all (``no_text``), text that is mostly
+  ``%%EOF`` marker (``corrupt``), pages with pictures but no text that OCR cannot read
+  (``no_text_layer``: see below), no text at all (``no_text``), text that is mostly
   mis-decoded glyphs (``garbled``, see ``quality.py``).
+* **OCR.** A page with pictures and no text (a scan) is read by OCR when the
+  ``tesseract`` command is installed (``ocr.py``). A document with an OCR'd page is
+  sectioned by pages, and each OCR'd page is headed ``Page N (OCR)`` (so ``ragwright
+  chunks`` and every citation show the text came from OCR); a title taken from its first
+  line says ``first line (OCR)``. OCR'd text goes through the same garbled check. Without
+  ``tesseract`` such a file is refused as ``no_text_layer`` with a hint to install it.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ragwright.adapters.formats.converted import ConvertedDocument, ConvertedSection
+from ragwright.adapters.formats.ocr import INSTALL_HINT, OcrFailed, ocr_page, tesseract_command
 from ragwright.adapters.formats.quality import assess_text
 from ragwright.adapters.formats.text import MAX_TITLE_CHARS
 from ragwright.errors import UnreadableKind, UnreadableSource
@@ -221,23 +228,36 @@ def convert_pdf(path: Path) -> ConvertedDocument:
         ]
         headings = frozenset(_normal(entry.title) for entry in outline)
         page_lines: list[list[_Line]] = []
+        ocr_pages: dict[int, list[str]] = {}
+        command = tesseract_command()
         pictures = 0
         for index in range(len(pdf)):
             page = pdf[index]
             textpage = page.get_textpage()
             try:
                 lines = _lines(*_page_text(pdfium, page, textpage))
-                if not lines:
-                    pictures += sum(
-                        1 for _ in page.get_objects(filter=(pdfium.raw.FPDF_PAGEOBJ_IMAGE,))
-                    )
+                if not lines and any(
+                    True for _ in page.get_objects(filter=(pdfium.raw.FPDF_PAGEOBJ_IMAGE,))
+                ):
+                    pictures += 1
+                    if command is not None:
+                        ocr_pages[index] = ocr_page(command, page)
                 page_lines.append(lines)
+            except OcrFailed as error:
+                raise UnreadableSource(
+                    source,
+                    UnreadableKind.NO_TEXT_LAYER,
+                    f"page {index + 1} is pictures only and OCR failed on it ({error})",
+                ) from error
             finally:
                 textpage.close()
                 page.close()
         body = _body_size(page_lines)
         marked = [_paragraphs(lines, body, headings) for lines in page_lines]
         pages = [[text for text, _ in paragraphs] for paragraphs in marked]
+        for index, paragraphs in ocr_pages.items():
+            pages[index] = paragraphs
+        ocr_read = {index + 1 for index, paragraphs in ocr_pages.items() if paragraphs}
         font_headings = [
             {i for i, (_, heading) in enumerate(paragraphs) if heading} for paragraphs in marked
         ]
@@ -252,11 +272,14 @@ def convert_pdf(path: Path) -> ConvertedDocument:
         pdf.close()
     if not any(pages):
         if pictures:
+            plural = pictures != 1
+            scan = f"no text layer: {pictures} page{'s' if plural else ''} of pictures only"
             raise UnreadableSource(
                 source,
                 UnreadableKind.NO_TEXT_LAYER,
-                f"no text layer: {len(pages)} page{'s' if len(pages) != 1 else ''} of "
-                "pictures only (a scan?); ragwright has no OCR: run OCR on it first",
+                f"{scan} (a scan?); {INSTALL_HINT}"
+                if command is None
+                else f"{scan}, and OCR (tesseract) read no text on {'them' if plural else 'it'}",
             )
         raise UnreadableSource(source, UnreadableKind.NO_TEXT, "holds no text")
     quality = assess_text("\n".join(p for page in pages for p in page))
@@ -265,9 +288,16 @@ def convert_pdf(path: Path) -> ConvertedDocument:
             source,
             UnreadableKind.GARBLED,
             f"garbled text layer ({quality.describe()}): its fonts map no glyph to "
-            "Unicode; export it again with embedded Unicode fonts",
+            "Unicode; export it again with embedded Unicode fonts"
+            if not ocr_read
+            else f"garbled text ({quality.describe()}) after OCR of page"
+            f"{'s' if len(ocr_read) > 1 else ''} {', '.join(map(str, sorted(ocr_read)))}",
         )
     title, title_from = _title(info_title, outline, pages)
+    if ocr_read:
+        if title_from == "first line" and min(i for i, p in enumerate(pages, 1) if p) in ocr_read:
+            title_from = "first line (OCR)"
+        return ConvertedDocument(title, title_from, _page_sections(pages, ocr_read))
     return ConvertedDocument(title, title_from, _sections(pages, outline, font_headings))
 
 
@@ -284,9 +314,16 @@ def _title(
     return None, None
 
 
-def _page_sections(pages: list[list[str]]) -> tuple[ConvertedSection, ...]:
+def _page_sections(
+    pages: list[list[str]], ocr_read: set[int] | frozenset[int] = frozenset()
+) -> tuple[ConvertedSection, ...]:
+    """A section per page with text, ``Page N``; ``Page N (OCR)`` for a page in ``ocr_read``."""
     return tuple(
-        ConvertedSection(f"Page {number}", tuple(paragraphs), (number,) * len(paragraphs))
+        ConvertedSection(
+            f"Page {number}{' (OCR)' if number in ocr_read else ''}",
+            tuple(paragraphs),
+            (number,) * len(paragraphs),
+        )
         for number, paragraphs in enumerate(pages, start=1)
         if paragraphs
     )
