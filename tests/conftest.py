@@ -109,3 +109,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The files of ``LONGEST_FIRST`` first, in its order; the rest as collected."""
     rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
+
+@pytest.fixture
+def tesseract_installed() -> None:
+    """OCR tests need the tesseract command; fails (never skips) when it is absent."""
+    import shutil
+
+    if shutil.which("tesseract") is None:
+        pytest.fail("tesseract is not installed: `make test-deps` installs tesseract-ocr")

@@ -138,7 +138,7 @@ def test_skip_invalid_leaves_unreadable_files_out_and_names_them(tmp_path: Path)
     assert f"  {folder / 'locked.pdf'}: password-protected" in text
 
 
-@pytest.mark.skipif(shutil.which("tesseract") is None, reason="tesseract is not installed")
+@pytest.mark.usefixtures("tesseract_installed")
 def test_chunks_of_a_scan_say_ocr_and_without_tesseract_it_is_refused(tmp_path: Path) -> None:
     folder = tmp_path / "docs"
     folder.mkdir()

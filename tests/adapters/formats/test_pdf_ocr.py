@@ -7,7 +7,6 @@ that bitmap placed as the only object of a page in a new PDF (no text layer left
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -18,10 +17,7 @@ from ragwright.adapters.sources import load_file
 from ragwright.errors import UnreadableKind, UnreadableSource
 from tests.adapters.formats.pdf_maker import make_pdf
 
-needs_tesseract = pytest.mark.skipif(
-    shutil.which("tesseract") is None,
-    reason="tesseract is not installed (make test-deps installs tesseract-ocr)",
-)
+needs_tesseract = pytest.mark.usefixtures("tesseract_installed")
 
 SCANNED = [
     "# Restart the worker",
