@@ -78,7 +78,11 @@ class QdrantIndex:
         elif self.local:
             self._client = QdrantClient(path=location)
         else:
-            self._client = QdrantClient(url=location, api_key=api_key)
+            # The client's version check runs in a thread of its own and warns on stderr
+            # whenever it ends before the process does: a server that is down then gave
+            # three lines instead of the one fault line (seen in CI), a race, not a
+            # check. The collection contract is checked on every open instead.
+            self._client = QdrantClient(url=location, api_key=api_key, check_compatibility=False)
         self.collection = collection
         self.location = location
         self.committed_points: int | None = None
