@@ -10,6 +10,16 @@ from playwright.sync_api import Page, expect
 from tests.web.conftest import DRAIN, Site, ask, sign_in
 
 
+def answer_with_stream(page: Page, body: str) -> None:
+    """The page's next answers come as ``body``, a scripted Server-Sent Events stream."""
+    page.route(
+        "**/ui/ask",
+        lambda route: route.fulfill(
+            status=200, headers={"content-type": "text/event-stream"}, body=body
+        ),
+    )
+
+
 def test_the_drain_question_streams_an_answer_with_its_deadline_and_a_working_citation(
     page: Page, site: Site
 ) -> None:
@@ -81,12 +91,7 @@ def test_a_stream_cut_before_its_outcome_is_shown_as_interrupted_not_as_an_answe
         'event: delta\ndata: {"text": "Drain the remaining jobs "}\n\n'
     )
     sign_in(page, site)
-    page.route(
-        "**/ui/ask",
-        lambda route: route.fulfill(
-            status=200, headers={"content-type": "text/event-stream"}, body=partial
-        ),
-    )
+    answer_with_stream(page, partial)
     turn = ask(page, DRAIN)
     expect(turn.locator(".mode")).to_have_text("Interrupted — the answer did not finish")
     expect(turn.locator(".reason")).to_contain_text("ended before the answer finished")
@@ -167,12 +172,7 @@ def test_an_unavailable_outcome_after_the_evidence_is_unavailable_not_interrupte
         f"event: outcome\ndata: {json.dumps(outcome)}\n\n"
     )
     sign_in(page, site)
-    page.route(
-        "**/ui/ask",
-        lambda route: route.fulfill(
-            status=200, headers={"content-type": "text/event-stream"}, body=stream
-        ),
-    )
+    answer_with_stream(page, stream)
     turn = ask(page, DRAIN)
     expect(turn.locator(".mode")).to_have_text("Unavailable")
     expect(turn.locator(".reason")).to_contain_text("Why: the model is unavailable.")
@@ -196,12 +196,7 @@ def test_a_citation_that_carries_a_page_shows_it_in_the_link_and_the_passage(
         f"event: outcome\ndata: {json.dumps(outcome)}\n\n"
     )
     sign_in(page, site)
-    page.route(
-        "**/ui/ask",
-        lambda route: route.fulfill(
-            status=200, headers={"content-type": "text/event-stream"}, body=stream
-        ),
-    )
+    answer_with_stream(page, stream)
     turn = ask(page, DRAIN)
     link = turn.locator(".citations a")
     expect(link).to_have_text("S1 · worker-shutdown, page 3")
@@ -237,12 +232,7 @@ def test_a_quoted_answers_sentences_are_highlighted_in_the_cited_passage(
         f"event: outcome\ndata: {json.dumps(outcome)}\n\n"
     )
     sign_in(page, site)
-    page.route(
-        "**/ui/ask",
-        lambda route: route.fulfill(
-            status=200, headers={"content-type": "text/event-stream"}, body=stream
-        ),
-    )
+    answer_with_stream(page, stream)
     turn = ask(page, DRAIN)
     expect(turn.locator(".mode")).to_have_text("Quoted from the evidence")
     expect(turn.locator(".model")).to_have_text("Model: qwen2.5-coder-0.5b-instruct-q4_k_m (local)")
@@ -267,12 +257,7 @@ def test_markup_in_an_answer_or_the_evidence_is_shown_as_text_never_run(
         f"event: outcome\ndata: {json.dumps(outcome)}\n\n"
     )
     sign_in(page, site)
-    page.route(
-        "**/ui/ask",
-        lambda route: route.fulfill(
-            status=200, headers={"content-type": "text/event-stream"}, body=stream
-        ),
-    )
+    answer_with_stream(page, stream)
     turn = ask(page, markup)
     expect(turn.locator(".question")).to_have_text(markup)
     expect(turn.locator(".evidence-sentences")).to_contain_text(markup)
