@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Route, expect
 
 from tests.web.conftest import DRAIN, Site, ask, sign_in
 
@@ -45,6 +45,27 @@ def test_the_drain_question_streams_an_answer_with_its_deadline_and_a_working_ci
     page.goto(site.url + href)
     expect(page.get_by_role("heading", level=1)).to_have_text("Stop a background worker cleanly")
     expect(page.locator("blockquote")).to_contain_text("completes the channel writer")
+
+
+def test_the_question_field_waits_for_the_script_so_no_question_is_lost(
+    page: Page, site: Site
+) -> None:
+    """Enter pressed before the page's script attached its handlers only added a new line:
+    the field and the button stay disabled until the script can take the question."""
+    held: list[Route] = []
+
+    def hold(route: Route) -> None:
+        held.append(route)
+
+    page.route("**/ui/static/ragwright.js", hold)
+    sign_in(page, site)
+    expect(page.get_by_label("Your question")).to_be_disabled()
+    expect(page.get_by_role("button", name="Ask")).to_be_disabled()
+    for route in held:
+        route.continue_()
+    page.unroute("**/ui/static/ragwright.js", hold)
+    turn = ask(page, DRAIN)
+    expect(turn.locator(".mode")).to_have_text("Answered")
 
 
 def test_an_unanswerable_question_is_shown_as_not_answered_with_its_reason(

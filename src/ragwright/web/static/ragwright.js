@@ -327,3 +327,8 @@ question.addEventListener("keydown", (event) => {
     form.requestSubmit();
   }
 });
+
+// The field and the button start disabled in the HTML: a question typed before this script
+// attached its handlers would be lost (Enter would only add a new line).
+question.disabled = false;
+askButton.disabled = false;
