@@ -103,6 +103,9 @@ SCHEMA = {
     "required": ["status", "answer"],
     "additionalProperties": False,
 }
+# A bound on waiting for the model on a busy machine, not a speed claim.
+WAIT_S = 600
+
 REQUEST = ChatRequest(
     (
         ChatMessage("system", "Answer from the evidence only, as JSON."),
@@ -134,7 +137,7 @@ def test_the_on_demand_model_starts_on_the_first_call_and_stops(tmp_path: Path) 
 
     async def go() -> ChatResponse:
         try:
-            response = await model.complete(REQUEST, Deadline.after(60))
+            response = await model.complete(REQUEST, Deadline.after(WAIT_S))
             assert model.started
             return response
         finally:
@@ -151,7 +154,7 @@ def test_the_on_demand_model_starts_on_the_first_call_and_stops(tmp_path: Path) 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_closing_under_another_event_loop_still_stops_the_server(tmp_path: Path) -> None:
     model = OnDemandLocalModel(tmp_path / "cache", context_tokens=1024)
-    asyncio.run(model.complete(REQUEST, Deadline.after(60)))
+    asyncio.run(model.complete(REQUEST, Deadline.after(WAIT_S)))
     assert model.started
     asyncio.run(model.close())
     assert not model.started
@@ -169,7 +172,7 @@ def complete(server: LocalModelServer, request: ChatRequest) -> ChatResponse:
     async def go() -> ChatResponse:
         model = LocalChatModel(server)
         try:
-            return await model.complete(request, Deadline.after(60))
+            return await model.complete(request, Deadline.after(WAIT_S))
         finally:
             await model.close()
 
@@ -255,7 +258,7 @@ def test_the_local_model_streams_and_refuses_unconstrained_requests(
             with pytest.raises(ChatError) as caught:
                 await model.complete(ChatRequest(REQUEST.messages), Deadline.after(5))
             assert caught.value.category is FailureCategory.UNSUPPORTED_OPTION
-            return "".join([u.text async for u in model.stream(REQUEST, Deadline.after(60))])
+            return "".join([u.text async for u in model.stream(REQUEST, Deadline.after(WAIT_S))])
         finally:
             await model.close()
 
