@@ -9,7 +9,7 @@ import os
 import signal
 import socket
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -137,11 +137,25 @@ def worker(
     asyncio.run(run())
 
 
+class _StderrNow(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a record is emitted, not to the stream
+    that was current when the handler was made (that one may be closed since: a command
+    run in-process by a test runner, or a redirected stderr)."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
 def log_to_stderr() -> None:
     # One line per request, job step and answer mode, never a body (docs/service.md).
     log = logging.getLogger("ragwright")
     if not log.handlers:
-        handler = logging.StreamHandler()
+        handler = _StderrNow()
         handler.setFormatter(logging.Formatter("%(levelname)s: %(name)s: %(message)s"))
         log.addHandler(handler)
     log.setLevel(logging.INFO)
