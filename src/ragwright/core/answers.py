@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ragwright.core.assembly import EVIDENCE_KIND, SelectedSource
+from ragwright.core.conditions import conditions_for
 from ragwright.core.sentences import EvidenceSentence, in_reading_order
 from ragwright.errors import AnswerContractError
 
@@ -319,9 +320,11 @@ def parse_quoted_answer(
     """Validate a quoted response and build its answer from the named sentences.
 
     ``sentences`` are the sentences the request showed (sub-label, source label, text).
-    The answer text is the selected sentences verbatim, in reading order, joined by a
-    space; ``quotes`` keeps each with its sub-label and source, and the citations are the
-    distinct sources of the selection, resolved from the assembler's labels.
+    The answer text is the selected sentences verbatim, with the shown sentences that
+    qualify them (:func:`ragwright.core.conditions.conditions_for`), in reading order,
+    joined by a space; ``quotes`` keeps each with its sub-label and source, and the
+    citations are the distinct sources of the selection, resolved from the assembler's
+    labels.
 
     Raises:
         AnswerContractError: ``not_json``, ``not_object``, ``missing_field``,
@@ -360,7 +363,10 @@ def parse_quoted_answer(
     unknown = [i for i in ids if i not in shown]
     if unknown:
         raise AnswerContractError("unknown_source_id", ", ".join(unknown))
-    return quoted_answer([shown[i] for i in ids], sources)
+    selected = [shown[i] for i in ids]
+    # The conditions and exceptions that follow a chosen sentence go with it (they are
+    # shown sentences too, so nothing unseen is quoted): core/conditions.py.
+    return quoted_answer([*selected, *conditions_for(selected, sentences)], sources)
 
 
 def quoted_answer(

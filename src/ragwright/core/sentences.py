@@ -23,11 +23,13 @@ from ragwright.core.assembly import CUT_MARK, EVIDENCE_KIND, SelectedSource, Tur
 
 @dataclass(frozen=True, slots=True)
 class EvidenceSentence:
-    """One sentence of one admitted source: its sub-label, the source's label, the text."""
+    """One sentence of one admitted source: its sub-label, the source's label, the text,
+    and the number of its paragraph in the source (from 1; 0 when not known)."""
 
     label: str
     source: str
     text: str
+    paragraph: int = 0
 
 
 SentenceSplitter = Callable[[str], list[str]]
@@ -58,9 +60,9 @@ def evidence_sentences(
         [('S1.1', 'One.'), ('S1.2', 'Two.'), ('S1.3', 'Three.')]
     """
     return tuple(
-        EvidenceSentence(f"{source.label}.{number}", source.label, sentence)
+        EvidenceSentence(f"{source.label}.{number}", source.label, sentence, paragraph)
         for source in sources
-        for number, (sentence, skipped) in enumerate(
+        for number, (sentence, paragraph, skipped) in enumerate(
             _sentences(source.included_text, split, skip_paragraph), start=1
         )
         if not skipped
@@ -69,13 +71,13 @@ def evidence_sentences(
 
 def _sentences(
     text: str, split: SentenceSplitter, skip_paragraph: Callable[[str], bool] | None
-) -> list[tuple[str, bool]]:
+) -> list[tuple[str, int, bool]]:
     if text.endswith(CUT_MARK):
         text = text[: -len(CUT_MARK)]
+    paragraphs = [paragraph for paragraph in text.split("\n\n") if paragraph.strip()]
     return [
-        (sentence.strip(), skip_paragraph is not None and skip_paragraph(paragraph))
-        for paragraph in text.split("\n\n")
-        if paragraph.strip()
+        (sentence.strip(), number, skip_paragraph is not None and skip_paragraph(paragraph))
+        for number, paragraph in enumerate(paragraphs, start=1)
         for sentence in split(paragraph)
         if sentence.strip()
     ]
