@@ -173,6 +173,8 @@ OPTIONS: list[tuple[tuple[str, ...], str, str, Any]] = [
         ThresholdOverrides(dense=0.3, sparse=2.0, fusion=0.01, rerank=0.5),
     ),
     (("eval", "run", CASES, "--with-text"), "evaluate", "with_text", True),
+    (("eval", "run", CASES), "evaluate", "with_text", True),  # texts by default
+    (("eval", "run", CASES, "--without-text"), "evaluate", "with_text", False),
     (("eval", "run", CASES, "--report"), "evaluate", "report", True),
     (("eval", "run", CASES, "--report", "--compare", "r0"), "evaluate", "compare", "r0"),
     (("eval", "run", CASES, "--answers"), "evaluate", "answers", True),

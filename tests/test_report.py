@@ -256,6 +256,15 @@ def test_answers_to_unsupported_questions_are_shown() -> None:
 # --- configuration ----------------------------------------------------------------
 
 
+def test_the_summary_comes_first_and_the_configuration_is_folded_at_the_end() -> None:
+    html = render_report(synthetic_run())
+    headings = re.findall(r"<h2>([^<]+)", html)
+    assert headings[0] == "Summary"
+    assert headings[-1] == "Configuration"
+    folded = html[html.rindex("<details") :]
+    assert folded.startswith('<details id="configuration"><summary><h2>Configuration</h2>')
+
+
 def test_configuration_renders_values_not_python_reprs() -> None:
     config = section(render_report(synthetic_run()), "Configuration")
     text = re.sub(r"<[^>]+>", " ", config)

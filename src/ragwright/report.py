@@ -1,10 +1,10 @@
 """A self-contained HTML report of an evaluation run (no scripts, no external assets).
 
-Sections: run configuration, summary per K, answer summary (answer runs), the comparison
-with an earlier run (when given), Precision/Recall/nDCG@K curves (inline SVG), the
-per-category and per-case tables, the retrieved evidence of every case (collapsible:
-ids, scores with their kind, the text when the run stored it, and the answer of answer
-runs), and unsupported-question outcomes. Every text from the run — question, chunk text,
+Sections: summary per K first, answer summary (answer runs), the comparison with an
+earlier run (when given), Precision/Recall/nDCG@K curves (inline SVG), the per-category
+and per-case tables, the retrieved evidence of every case (collapsible: ids, scores with
+their kind, the text when the run stored it — the default — and the answer of answer
+runs), unsupported-question outcomes, and last the run configuration, folded. Every text from the run — question, chunk text,
 answer — is escaped: document text is untrusted.
 """
 
@@ -18,7 +18,7 @@ from ragwright.pipeline.evaluate import METRICS, CaseChange, compare_runs
 
 _STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#1b1f24}
-h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #ddd}
+h1{font-size:1.5rem}summary h2{display:inline;border:0}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.5rem 0;width:100%}
 th,td{border:1px solid #d0d7de;padding:.3rem .5rem;text-align:left;vertical-align:top}
 th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
@@ -35,7 +35,7 @@ _LABELS = {"precision": "Precision", "recall": "Recall", "reciprocal_rank": "RR"
 _SCORE_KINDS = {"cosine": "dense cosine", "bm25": "BM25", "rrf": "RRF fusion", "rerank": "rerank"}
 _CURVES = (("precision", "#8250df"), ("recall", "#0969da"), ("ndcg", "#bf3989"))
 _TOLERANCE = 1e-9
-NO_TEXT = "text not recorded (run with --with-text)"
+NO_TEXT = "text not recorded (the run was made with --without-text)"
 
 
 def _num(value: float | None) -> str:
@@ -412,7 +412,6 @@ def render_report(run: dict[str, Any], *, earlier: dict[str, Any] | None = None)
 <h1>Evaluation <code>{escape(run["execution_id"])}</code></h1>
 <p>Created {escape(run["created_at"])}; mode <b>{escape(str(config["mode"]))}</b>;
 scores are <b>{escape(kind)}</b>.</p>
-<h2>Configuration</h2>{_definitions(config)}
 <h2>Summary</h2>{_metric_table(summary["K"], summary["cases"])}
 {_answers_summary(run.get("answers"))}
 {_comparison(run, earlier) if earlier is not None else ""}
@@ -432,5 +431,6 @@ false-acceptance rate <b>{_num(far)}</b> (tracked separately, never averaged int
 <table><tr><th>Case</th><th>Question</th><th>Results</th><th>Decision</th><th>Top score</th></tr>
 {unsupported_rows}</table>
 {unsupported_answers}
+<details id="configuration"><summary><h2>Configuration</h2></summary>{_definitions(config)}</details>
 </body></html>
 """

@@ -98,8 +98,13 @@ def eval_run(
     threshold_fusion: ThresholdFusion = None,
     threshold_rerank: ThresholdRerank = None,
     with_text: Annotated[
-        bool, typer.Option("--with-text", help="Store chunk texts in the run.")
-    ] = False,
+        bool,
+        typer.Option(
+            "--with-text/--without-text",
+            help="Store the retrieved chunks' texts in the run (the report shows them);"
+            " --without-text keeps only ids and scores.",
+        ),
+    ] = True,
     report: Annotated[bool, typer.Option("--report", help="Also write report.html.")] = False,
     compare: Annotated[str | None, _compare_with(" (needs --report)")] = None,
     answers: Annotated[
