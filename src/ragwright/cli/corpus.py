@@ -285,7 +285,8 @@ def ingest(
         f"{data['payload_updated']} payload updated, {data['deleted']} deleted, "
         f"{data['verified']} verified; BM25 average length {data['bm25_avgdl'] or 0:.1f} terms"
         + (
-            f" ({data['sparse_reencoded']} sparse vectors re-encoded)"
+            f" ({data['sparse_reencoded']} stored BM25 vectors re-encoded: the corpus's"
+            " average chunk length drifted past the tolerance)"
             if data["sparse_reencoded"]
             else ""
         )

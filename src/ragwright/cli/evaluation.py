@@ -204,6 +204,11 @@ def _print_answers(answers: Mapping[str, Any]) -> None:
     statuses = ", ".join(f"{name} {count}" for name, count in answers["statuses"].items())
     verdicts = ", ".join(f"{name} {count}" for name, count in answers["support"].items())
     print(f"    statuses: {statuses}; support: {verdicts}")
+    print(
+        "    (support: supported = every claim backed by a cited source, flagged = backed,"
+        " but a cited source backs nothing; unsupported = the check failed;"
+        " not_checked = no check ran: no generated answer, or the check is off)"
+    )
 
 
 def _figure(value: float | None, spec: str = ".3f") -> str:
@@ -366,6 +371,10 @@ def eval_calibrate(
     print(
         f"calibration ({result.mode}, K={k}): {result.answerable} answerable, "
         f"{result.unsupported} unsupported, {len(result.rows)} combinations"
+    )
+    print(
+        "  FA = share of unsupported questions still given evidence (lower is better);"
+        " refused = answerable questions left with no evidence; * = recommended"
     )
     print(f"  {'dense':>8} {'bm25':>8} {'FA':>6} {'R@K':>6} {'nDCG':>6} {'refused':>7}")
     for row in result.rows:

@@ -43,6 +43,24 @@ ASSEMBLY_POLICIES_HELP = (
 )
 
 
+SCORE_MEANINGS = {
+    "rrf": "rrf = reciprocal-rank fusion of the dense and BM25 rankings, the sum of "
+    "1/(60 + rank) over both (0.0328 = ranked first by both; only the order matters)",
+    "cosine": "cosine = similarity of the question's and the chunk's embeddings (-1 to 1, "
+    "higher is closer)",
+    "bm25": "bm25 = keyword relevance of the chunk's words to the question's (0 and up, "
+    "comparable within one index only)",
+    "rerank": "rerank = the reranker's relevance score (higher is more relevant)",
+}
+
+
+def _score_legend(result: SearchResult) -> None:
+    kinds = list(dict.fromkeys(hit.score_kind for hit in result.hits))
+    for kind in kinds:
+        if kind in SCORE_MEANINGS:
+            print(f"score: {SCORE_MEANINGS[kind]}")
+
+
 def _excluded_note(result: SearchResult) -> None:
     if not result.excluded_versions:
         return
@@ -117,6 +135,7 @@ def search(
             print(f"from {hit.location}")
         print(hit.text)
         print()
+    _score_legend(result)
     _excluded_note(result)
     print(thresholds_line(data))
 
