@@ -260,6 +260,15 @@ def ask(
     threshold_sparse: ThresholdSparse = None,
     threshold_fusion: ThresholdFusion = None,
     threshold_rerank: ThresholdRerank = None,
+    progress: Annotated[
+        bool,
+        typer.Option(
+            "--progress",
+            help="Print each stage (retrieving, starting the model, answering) and the"
+            " time taken to stderr even when stderr is not a terminal (on a terminal a"
+            " status line is always shown).",
+        ),
+    ] = False,
     as_json: AsJson = False,
 ) -> None:
     """Answer QUESTION from eligible evidence with the configured chat model.
@@ -273,7 +282,9 @@ def ask(
     import asyncio
 
     from ragwright.application import AnswerRequest
+    from ragwright.cli.stage_display import StageDisplay
     from ragwright.core.assembly import parse_policy
+    from ragwright.stages import listening
 
     check_choice(mode, MODES, "--mode")
     if style is not None:
@@ -299,10 +310,13 @@ def ask(
             threshold_dense, threshold_sparse, threshold_fusion, threshold_rerank
         ),
     )
-    outcome = asyncio.run(application().answer(request))
     if as_json:
-        print_json(outcome.to_dict())
+        print_json(asyncio.run(application().answer(request)).to_dict())
         return
+    display = StageDisplay(force_lines=progress)
+    with display, listening(display):
+        outcome = asyncio.run(application().answer(request))
+    display.finish(outcome.to_dict().get("timings") or {})
     _print_answer(outcome)
 
 

@@ -92,6 +92,7 @@ from ragwright.pipeline.answerability import (
 )
 from ragwright.pipeline.retrieve import Hit, Mode, Retriever, Thresholds
 from ragwright.protocols import TokenCounter
+from ragwright.stages import announce
 from ragwright.threads import run_in_thread
 
 Status = Literal[
@@ -466,6 +467,7 @@ async def answer_question(
 
     @contextmanager
     def timed(stage: str) -> Iterator[None]:
+        announce(stage)  # for a terminal that shows what the answer is doing
         started = time.perf_counter()
         try:
             yield

@@ -20,6 +20,7 @@ from ragwright.adapters.chatmodels.local import (
 from ragwright.chat.contract import ChatMessage, ChatOptions, ChatRequest, ChatResponse, Deadline
 from ragwright.core.answers import answer_schema
 from ragwright.errors import ArtifactMismatch, ChatError, FailureCategory
+from ragwright.stages import listening
 
 
 def fake_parts(tmp_path: Path) -> tuple[list[Path], str]:
@@ -143,7 +144,10 @@ def test_the_on_demand_model_starts_on_the_first_call_and_stops(tmp_path: Path) 
         finally:
             await model.close()
 
-    assert json.loads(asyncio.run(go()).text)
+    seen: list[str] = []
+    with listening(seen.append):  # what `ask` shows on a terminal while it waits
+        assert json.loads(asyncio.run(go()).text)
+    assert seen == ["start-model", "generate"]
     assert not model.started
     model.stop()  # idempotent
 

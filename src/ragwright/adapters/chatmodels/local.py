@@ -31,6 +31,7 @@ import httpx
 from ragwright.adapters.chatmodels.openai_compatible import OpenAIChatModel
 from ragwright.chat.contract import ChatRequest, ChatResponse, ChatUpdate, Deadline
 from ragwright.errors import ArtifactMismatch, ChatError, ConfigError, FailureCategory
+from ragwright.stages import announce
 
 GGUF_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
 GGUF_NAME = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
@@ -240,11 +241,13 @@ class OnDemandLocalModel:
     def _model(self) -> LocalChatModel:
         with self._lock:
             if self._client is None:
+                announce("start-model")
                 path = assemble_model(
                     self._cache_dir, parts=self._parts, expected_sha256=self._expected
                 )
                 self._server = LocalModelServer(path, context_tokens=self._context_tokens)
                 self._client = LocalChatModel(self._server, name=self.name)
+                announce("generate")  # the call that needed the model goes on
             return self._client
 
     async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:

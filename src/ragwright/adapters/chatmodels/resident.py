@@ -44,6 +44,7 @@ from ragwright.adapters.chatmodels.local import (
 )
 from ragwright.chat.contract import ChatRequest, ChatResponse, ChatUpdate, Deadline
 from ragwright.errors import ChatError, FailureCategory
+from ragwright.stages import announce
 
 STATE = "resident.json"
 LEASE = "resident.lease"
@@ -141,6 +142,7 @@ def ensure_resident(
                 return found
             stop_resident(cache_dir)
         touch_lease(cache_dir, time.time())
+        announce("start-model")
         with (cache_dir / LOG).open("ab") as log:
             process = subprocess.Popen(
                 [
@@ -169,6 +171,7 @@ def ensure_resident(
                 )
             found = read_resident(cache_dir)
             if found is not None and found.pid == process.pid and answers(found):
+                announce("generate")  # the call that needed the model goes on
                 return found
             time.sleep(0.1)
         process.kill()
