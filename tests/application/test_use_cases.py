@@ -286,6 +286,10 @@ def test_search_says_which_chunking_versions_it_left_out(home: Path) -> None:
         )
     )
     assert {h.chunking_version for h in other.hits} == {"section-paragraphs-40w-overlap1-v1"}
+    # The count is a hint about stored documents: a caller's allowlist bounds it too.
+    allowlisted = app.search(SearchRequest(QUESTION, allowed_documents=("worker-shutdown",)))
+    narrowed = allowlisted.excluded_versions["section-paragraphs-40w-overlap1-v1"]
+    assert 0 < narrowed < result.excluded_versions["section-paragraphs-40w-overlap1-v1"]
 
 
 def test_search_json_form_is_stable(home: Path) -> None:

@@ -784,7 +784,11 @@ class Application:
                 mode=request.mode,
                 thresholds=limits,
             )
-            excluded = _excluded_versions(index, eligibility, request.tenant)
+            excluded = _excluded_versions(
+                index,
+                eligibility,
+                CallerScope(tenant=request.tenant, allowed_documents=request.allowed_documents),
+            )
         finally:
             index.close()
         kind = score_kind(request.mode, reranked=retriever.reranker is not None)
@@ -1864,16 +1868,17 @@ def _search_hit(rank: int, hit: Hit, kind: ScoreKind) -> SearchHit:
 
 
 def _excluded_versions(
-    index: VectorIndex, eligibility: Eligibility, tenant: str | None
+    index: VectorIndex, eligibility: Eligibility, scope: CallerScope
 ) -> dict[str, int]:
-    """Live chunks the query could not see only because of their chunking version."""
+    """Live chunks the query could not see only because of their chunking version, counted
+    within the caller's tenant and allowlist (the count is a hint about what is stored)."""
     others = [v for v in index.contract.chunking_versions if v != eligibility.chunking_version]
     if not others:
         return {}
     counts = {}
     for version in others:
         other = dataclasses.replace(eligibility, chunking_version=version)
-        count = index.count(_eligibility_filter(other, tenant))
+        count = index.count(eligibility_filter(other, scope))
         if count:
             counts[version] = count
     return counts
