@@ -37,6 +37,7 @@ class Dialect:
     json: str  # column type of a JSON document
     moment: str  # column type of a point in time
     real: str  # column type of a float
+    row_id: str  # an integer key the engine numbers in insertion order
     table_options: str  # appended to CREATE TABLE (...)
     lock_row: str  # appended to a SELECT whose row the transaction will update
 
@@ -60,6 +61,7 @@ SQLITE = Dialect(
     json="TEXT",
     moment="TEXT",  # fixed-width UTC text, which compares as time does
     real="REAL",
+    row_id="INTEGER PRIMARY KEY",  # the rowid itself
     table_options=" STRICT",
     lock_row="",  # BEGIN IMMEDIATE already holds the whole file
 )
@@ -69,6 +71,7 @@ POSTGRES = Dialect(
     json="jsonb",
     moment="timestamptz",
     real="DOUBLE PRECISION",
+    row_id="bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
     table_options="",
     lock_row=" FOR UPDATE SKIP LOCKED",
 )
