@@ -89,12 +89,12 @@ class Session:
     def rows(
         self, statement: str, params: Mapping[str, Any] | None = None
     ) -> list[tuple[Any, ...]]:
-        with contextlib.closing(self._db.cursor()) as cursor:
-            if params is None:
-                cursor.execute(statement)
-            else:
-                cursor.execute(statement, params)
-            return list(cursor.fetchall()) if cursor.description is not None else []
+        # Both drivers' connections have ``execute`` (a cursor of its own, as before).
+        cursor = (
+            self._db.execute(statement) if params is None else self._db.execute(statement, params)
+        )
+        rows: list[tuple[Any, ...]] = cursor.fetchall() if cursor.description is not None else []
+        return rows
 
     def many(self, statement: str, params: Iterable[Mapping[str, Any]]) -> None:
         batch = list(params)
