@@ -8,80 +8,80 @@ go with it, ``ON DELETE CASCADE``). An untenanted draft is stored under the tena
 
 SQLite follows the API key store (:mod:`ragwright.adapters.keys`): one connection under a
 lock, WAL, ``busy_timeout``, ``PRAGMA user_version``, a file private to its owner.
-PostgreSQL uses a small pool in one schema (:mod:`ragwright.adapters.pg`).
+PostgreSQL uses a small pool in one schema (:mod:`ragwright.adapters.pg`). Both run the
+same statements, written once in :mod:`ragwright.adapters.queries.drafts`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
-from ragwright.adapters.pg import create_schema, open_pool, redacted
+from ragwright.adapters.pg import PooledStore
+from ragwright.adapters.queries.dialect import POSTGRES, SQLITE, Session
+from ragwright.adapters.queries.drafts import DraftQueries
 from ragwright.adapters.sqlite import BUSY_TIMEOUT, SqliteFile
 from ragwright.application.drafts import FIND_LIMIT, Draft
 from ragwright.errors import StorageError
 
 SCHEMA_VERSION = 1
 
-_SQLITE_SCHEMA = (
-    """
-    CREATE TABLE drafts (
-        tenant TEXT NOT NULL,
-        question_key TEXT NOT NULL,
-        input_version TEXT NOT NULL,
-        cited TEXT NOT NULL,
-        result TEXT NOT NULL,
-        created_at REAL NOT NULL,
-        PRIMARY KEY (tenant, question_key, input_version)
-    ) STRICT
-    """,
-    """
-    CREATE TABLE draft_documents (
-        tenant TEXT NOT NULL,
-        document_id TEXT NOT NULL,
-        question_key TEXT NOT NULL,
-        input_version TEXT NOT NULL,
-        PRIMARY KEY (tenant, document_id, question_key, input_version),
-        FOREIGN KEY (tenant, question_key, input_version)
-            REFERENCES drafts (tenant, question_key, input_version) ON DELETE CASCADE
-    ) STRICT
-    """,
-    "CREATE INDEX drafts_newest ON drafts (tenant, question_key, created_at)",
-)
-_PG_SCHEMA = (
-    """
-    CREATE TABLE drafts (
-        tenant TEXT NOT NULL,
-        question_key TEXT NOT NULL,
-        input_version TEXT NOT NULL,
-        cited JSONB NOT NULL,
-        result JSONB NOT NULL,
-        created_at DOUBLE PRECISION NOT NULL,
-        PRIMARY KEY (tenant, question_key, input_version)
-    )
-    """,
-    """
-    CREATE TABLE draft_documents (
-        tenant TEXT NOT NULL,
-        document_id TEXT NOT NULL,
-        question_key TEXT NOT NULL,
-        input_version TEXT NOT NULL,
-        PRIMARY KEY (tenant, document_id, question_key, input_version),
-        FOREIGN KEY (tenant, question_key, input_version)
-            REFERENCES drafts (tenant, question_key, input_version) ON DELETE CASCADE
-    )
-    """,
-    "CREATE INDEX drafts_newest ON drafts (tenant, question_key, created_at)",
-)
-_COLUMNS = "tenant, question_key, input_version, cited, result, created_at"
+
+class _SqlDraftStore:
+    """The draft rules over :class:`DraftQueries`; a backend gives ``_session``."""
+
+    _q: DraftQueries
+    _where: str
+
+    def _session(
+        self, doing: str = "", *, write: bool = True
+    ) -> contextlib.AbstractContextManager[Session]:
+        raise NotImplementedError
+
+    def put(self, draft: Draft) -> None:
+        tenant = _tenant_key(draft.tenant)
+        row = {
+            "tenant": tenant,
+            "question_key": draft.question_key,
+            "input_version": draft.input_version,
+            "cited": json.dumps(draft.cited),
+            "result": json.dumps(dict(draft.result)),
+            "created_at": draft.created_at,
+        }
+        with self._session("draft not stored") as db:
+            db.rows(self._q.put, row)
+            db.many(
+                self._q.cite,
+                [
+                    {**row, "document_id": document_id}
+                    for document_id in sorted({d for d, _ in draft.cited})
+                ],
+            )
+
+    def find(
+        self, tenant: str | None, question_key: str, *, limit: int = FIND_LIMIT
+    ) -> list[Draft]:
+        with self._session("drafts not read", write=False) as db:
+            rows = db.rows(
+                self._q.find,
+                {"tenant": _tenant_key(tenant), "question_key": question_key, "limit": limit},
+            )
+        return [_draft(self._where, row) for row in rows]
+
+    def purge_documents(self, tenant: str | None, document_ids: Iterable[str]) -> int:
+        ids = sorted(set(document_ids))
+        if not ids:
+            return 0
+        statement, params = self._q.purge(ids)
+        with self._session("drafts not purged") as db:
+            return len(db.rows(statement, {**params, "tenant": _tenant_key(tenant)}))
 
 
-class SqliteDraftStore(SqliteFile):
+class SqliteDraftStore(SqliteFile, _SqlDraftStore):
     """A :class:`~ragwright.application.drafts.DraftStore` in a SQLite file (``factory``:
     the ``sqlite3`` connection class, which a test replaces to inject faults).
 
@@ -91,6 +91,7 @@ class SqliteDraftStore(SqliteFile):
     """
 
     what = "draft store"
+    _q = DraftQueries(SQLITE)
 
     def __init__(
         self,
@@ -99,6 +100,7 @@ class SqliteDraftStore(SqliteFile):
         busy_timeout: float = BUSY_TIMEOUT,
         factory: type[sqlite3.Connection] = sqlite3.Connection,
     ) -> None:
+        self._where = str(path)
         self._open(path, busy_timeout, "foreign_keys = ON", factory=factory)
 
     def _migrate(self) -> None:
@@ -107,7 +109,7 @@ class SqliteDraftStore(SqliteFile):
             if version == 0:
                 if db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
                     raise StorageError(str(self.path), "holds other tables: not a draft store")
-                for statement in _SQLITE_SCHEMA:
+                for statement in self._q.create:
                     db.execute(statement)
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             elif version != SCHEMA_VERSION:
@@ -117,59 +119,8 @@ class SqliteDraftStore(SqliteFile):
                     f"{SCHEMA_VERSION}; use the ragwright that wrote it",
                 )
 
-    def put(self, draft: Draft) -> None:
-        tenant = _tenant_key(draft.tenant)
-        with self._write("draft not stored") as db:
-            db.execute(
-                f"INSERT INTO drafts ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (tenant, question_key, input_version) DO UPDATE SET "
-                "cited = excluded.cited, result = excluded.result, "
-                "created_at = excluded.created_at",
-                (
-                    tenant,
-                    draft.question_key,
-                    draft.input_version,
-                    json.dumps(draft.cited),
-                    json.dumps(dict(draft.result)),
-                    draft.created_at,
-                ),
-            )
-            db.executemany(
-                "INSERT OR IGNORE INTO draft_documents "
-                "(tenant, document_id, question_key, input_version) VALUES (?, ?, ?, ?)",
-                [
-                    (tenant, document_id, draft.question_key, draft.input_version)
-                    for document_id in sorted({d for d, _ in draft.cited})
-                ],
-            )
 
-    def find(
-        self, tenant: str | None, question_key: str, *, limit: int = FIND_LIMIT
-    ) -> list[Draft]:
-        with self._read("drafts not read") as db:
-            rows = db.execute(
-                f"SELECT {_COLUMNS} FROM drafts WHERE tenant = ? AND question_key = ? "
-                "ORDER BY created_at DESC LIMIT ?",
-                (_tenant_key(tenant), question_key, limit),
-            ).fetchall()
-        return [_draft(str(self.path), row) for row in rows]
-
-    def purge_documents(self, tenant: str | None, document_ids: Iterable[str]) -> int:
-        ids = sorted(set(document_ids))
-        if not ids:
-            return 0
-        marks = ", ".join("?" * len(ids))
-        with self._write("drafts not purged") as db:
-            done = db.execute(
-                "DELETE FROM drafts WHERE (tenant, question_key, input_version) IN ("
-                "SELECT tenant, question_key, input_version FROM draft_documents "
-                f"WHERE tenant = ? AND document_id IN ({marks}))",
-                (_tenant_key(tenant), *ids),
-            )
-            return done.rowcount
-
-
-class PostgresDraftStore:
+class PostgresDraftStore(PooledStore, _SqlDraftStore):
     """A :class:`~ragwright.application.drafts.DraftStore` in PostgreSQL, shared by every
     replica; tables in ``schema``, created on first use.
 
@@ -177,93 +128,18 @@ class PostgresDraftStore:
         StorageError: the server cannot be reached, or holds a newer draft schema.
     """
 
+    what = "draft store"
+    _q = DraftQueries(POSTGRES)
+
     def __init__(self, url: str, schema: str = "ragwright") -> None:
-        self._where = f"{redacted(url)} schema {schema}"
-        self._pool = open_pool(url, schema, what="draft")
-        self._closed = False
-        try:
-            create_schema(
-                self._pool,
-                url,
-                schema,
-                component="drafts",
-                version=SCHEMA_VERSION,
-                create=_create_pg_tables,
-            )
-        except StorageError:
-            self._pool.close()
-            raise
-
-    def put(self, draft: Draft) -> None:
-        tenant = _tenant_key(draft.tenant)
-        try:
-            with self._pool.connection() as db, db.transaction():
-                db.execute(
-                    f"INSERT INTO drafts ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s) "
-                    "ON CONFLICT (tenant, question_key, input_version) DO UPDATE SET "
-                    "cited = excluded.cited, result = excluded.result, "
-                    "created_at = excluded.created_at",
-                    (
-                        tenant,
-                        draft.question_key,
-                        draft.input_version,
-                        json.dumps(draft.cited),
-                        json.dumps(dict(draft.result)),
-                        draft.created_at,
-                    ),
-                )
-                with db.cursor() as cursor:
-                    cursor.executemany(
-                        "INSERT INTO draft_documents "
-                        "(tenant, document_id, question_key, input_version) "
-                        "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                        [
-                            (tenant, document_id, draft.question_key, draft.input_version)
-                            for document_id in sorted({d for d, _ in draft.cited})
-                        ],
-                    )
-        except psycopg.Error as error:
-            raise StorageError(self._where, f"draft not stored: {error}") from error
-
-    def find(
-        self, tenant: str | None, question_key: str, *, limit: int = FIND_LIMIT
-    ) -> list[Draft]:
-        try:
-            with self._pool.connection() as db:
-                rows = db.execute(
-                    f"SELECT {_COLUMNS} FROM drafts WHERE tenant = %s AND question_key = %s "
-                    "ORDER BY created_at DESC LIMIT %s",
-                    (_tenant_key(tenant), question_key, limit),
-                ).fetchall()
-        except psycopg.Error as error:
-            raise StorageError(self._where, f"drafts not read: {error}") from error
-        return [_draft(self._where, row) for row in rows]
-
-    def purge_documents(self, tenant: str | None, document_ids: Iterable[str]) -> int:
-        ids = sorted(set(document_ids))
-        if not ids:
-            return 0
-        try:
-            with self._pool.connection() as db, db.transaction():
-                done = db.execute(
-                    "DELETE FROM drafts WHERE (tenant, question_key, input_version) IN ("
-                    "SELECT tenant, question_key, input_version FROM draft_documents "
-                    "WHERE tenant = %s AND document_id = ANY(%s))",
-                    (_tenant_key(tenant), ids),
-                )
-                return done.rowcount
-        except psycopg.Error as error:
-            raise StorageError(self._where, f"drafts not purged: {error}") from error
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._pool.close()
-
-
-def _create_pg_tables(db: psycopg.Connection) -> None:
-    for statement in _PG_SCHEMA:
-        db.execute(statement)
+        self._open_pool(
+            url,
+            schema,
+            noun="draft",
+            component="drafts",
+            version=SCHEMA_VERSION,
+            tables=self._q.create,
+        )
 
 
 def _tenant_key(tenant: str | None) -> str:

@@ -1,13 +1,16 @@
 """Job stores: ``SqliteJobStore`` (embedded default) and ``PostgresJobStore`` (replicas).
 
 Both hold one table, ``answer_jobs``, with the same columns, and a schema-version row in
-``ragwright_schema``. The rules live in SQL that both share (:class:`_SqlJobStore`); a
-backend supplies only its clock, its transactions, its JSON and timestamp encodings.
+``ragwright_schema``. The rules live in SQL that both share (:class:`_SqlJobStore` over
+the statements of :mod:`ragwright.adapters.queries.jobs`, written once for either
+engine); a backend supplies only its clock, its transactions, its JSON and timestamp
+encodings.
 
 Schema versions: 1 had no ``grant_digest`` column and no ``finished_at`` index; a
-store of version 1 is upgraded in place on open (``_UPGRADES``: a nullable column and
-an index, so replicas still running the previous ragwright keep reading and writing it
-until they restart, when they refuse the newer version). Any other version is refused.
+store of version 1 is upgraded in place on open (the query module's ``UPGRADES``: a
+nullable column and an index, so replicas still running the previous ragwright keep
+reading and writing it until they restart, when they refuse the newer version). Any
+other version is refused.
 
 - Idempotency: ``UNIQUE (tenant_key, idempotency_key)``, where ``tenant_key`` is ``''``
   for an untenanted caller and ``'t:' + tenant`` otherwise (a NULL tenant would not
@@ -50,7 +53,9 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 
 from ragwright.adapters.pg import RecoveringPool, probe
-from ragwright.adapters.sqlite import BUSY_TIMEOUT, SqliteFile, rollback, storage_error
+from ragwright.adapters.queries.dialect import POSTGRES, SQLITE, Session
+from ragwright.adapters.queries.jobs import JobQueries
+from ragwright.adapters.sqlite import BUSY_TIMEOUT, SqliteFile
 from ragwright.application.jobs import AnswerJob, BatchLimits, JobCounts, Submitted
 from ragwright.errors import IdempotencyConflict, JobNotFound, RequestError, StorageError
 
@@ -61,91 +66,11 @@ CONNECT_TIMEOUT = 5.0
 _TIMESTAMP = "%Y-%m-%dT%H:%M:%S.%fZ"  # fixed width: compares correctly as text
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
-_COLUMNS = (
-    "id, tenant, key_id, idempotency_key, input_hash, request, state, created_at, "
-    "expires_at, attempts, lease_owner, lease_expires_at, result, failure, finished_at, "
-    "grant_digest"
-)
-# A job a worker may take: waiting, or running under a lease that ran out (its worker
-# died), and in either case not past its own expiry.
-_CLAIMABLE = (
-    "(j.state = 'queued' OR (j.state = 'running' AND j.lease_expires_at <= ?)) AND j.expires_at > ?"
-)
-_LIVE = "state = 'running' AND lease_expires_at > ?"
-_FINISHED = "state IN ('succeeded', 'failed', 'cancelled', 'expired')"
-# What brings a store of version N to N + 1 ({table}: the jobs table, schema-qualified
-# on PostgreSQL); run in the transaction that records N + 1.
-_UPGRADES: dict[int, tuple[str, ...]] = {
-    1: (
-        "ALTER TABLE {table} ADD COLUMN grant_digest TEXT",
-        "CREATE INDEX answer_jobs_finished ON {table} (finished_at)",
-    ),
-}
-
-_SQLITE_SCHEMA = (
-    """CREATE TABLE ragwright_schema (
-        component TEXT PRIMARY KEY,
-        version INTEGER NOT NULL
-    ) STRICT""",
-    """CREATE TABLE answer_jobs (
-        seq INTEGER PRIMARY KEY,
-        id TEXT NOT NULL UNIQUE,
-        tenant TEXT,
-        tenant_key TEXT NOT NULL,
-        key_id TEXT NOT NULL,
-        idempotency_key TEXT NOT NULL,
-        input_hash TEXT NOT NULL,
-        request TEXT NOT NULL,
-        state TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        expires_at TEXT NOT NULL,
-        attempts INTEGER NOT NULL DEFAULT 0,
-        lease_owner TEXT,
-        lease_expires_at TEXT,
-        result TEXT,
-        failure TEXT,
-        finished_at TEXT,
-        grant_digest TEXT,
-        UNIQUE (tenant_key, idempotency_key)
-    ) STRICT""",
-    "CREATE INDEX answer_jobs_state ON answer_jobs (state, created_at, seq)",
-    "CREATE INDEX answer_jobs_finished ON answer_jobs (finished_at)",
-)
-
-
-def _postgres_schema(schema: str) -> tuple[str, ...]:
-    return (
-        f"""CREATE TABLE IF NOT EXISTS {schema}.answer_jobs (
-            seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-            id text NOT NULL UNIQUE,
-            tenant text,
-            tenant_key text NOT NULL,
-            key_id text NOT NULL,
-            idempotency_key text NOT NULL,
-            input_hash text NOT NULL,
-            request jsonb NOT NULL,
-            state text NOT NULL,
-            created_at timestamptz NOT NULL,
-            expires_at timestamptz NOT NULL,
-            attempts integer NOT NULL DEFAULT 0,
-            lease_owner text,
-            lease_expires_at timestamptz,
-            result jsonb,
-            failure text,
-            finished_at timestamptz,
-            grant_digest text,
-            UNIQUE (tenant_key, idempotency_key)
-        )""",
-        f"CREATE INDEX IF NOT EXISTS answer_jobs_state ON {schema}.answer_jobs "
-        "(state, created_at, seq)",
-        f"CREATE INDEX IF NOT EXISTS answer_jobs_finished ON {schema}.answer_jobs (finished_at)",
-    )
-
 
 class _SqlJobStore:
-    """The job rules in SQL (``?`` placeholders); subclasses give the connection."""
+    """The job rules over :class:`JobQueries`; subclasses give the transactions."""
 
-    _table = "answer_jobs"
+    _q: JobQueries
     _where: str  # names the store in errors, never a password
 
     def submit(
@@ -164,49 +89,37 @@ class _SqlJobStore:
         if ttl_seconds <= 0:
             raise RequestError("ttl_seconds", f"must be positive, got {ttl_seconds}")
         job_id = uuid.uuid4().hex
-        tenant_key = _tenant_key(tenant)
-        with self._transaction(mode="write") as (run, now):
-            run(
-                f"INSERT INTO {self._table} (id, tenant, tenant_key, key_id, idempotency_key, "
-                "input_hash, request, state, created_at, expires_at, grant_digest) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?) "
-                "ON CONFLICT (tenant_key, idempotency_key) DO NOTHING",
-                (
-                    job_id,
-                    tenant,
-                    tenant_key,
-                    key_id,
-                    idempotency_key,
-                    input_hash,
-                    self._json(request),
-                    now,
-                    self._later(now, ttl_seconds),
-                    grant_digest,
-                ),
+        key = {"tenant_key": _tenant_key(tenant), "idempotency_key": idempotency_key}
+        with self._transaction(mode="write") as (db, now):
+            db.rows(
+                self._q.submit,
+                {
+                    **key,
+                    "id": job_id,
+                    "tenant": tenant,
+                    "key_id": key_id,
+                    "input_hash": input_hash,
+                    "request": self._json(request),
+                    "now": now,
+                    "expires_at": self._later(now, ttl_seconds),
+                    "grant_digest": grant_digest,
+                },
             )
-            rows = run(
-                f"SELECT {_COLUMNS} FROM {self._table} "
-                "WHERE tenant_key = ? AND idempotency_key = ?",
-                (tenant_key, idempotency_key),
-            )
+            rows = db.rows(self._q.by_key, key)
         job = self._job(rows[0])
         if job.input_hash != input_hash:
             raise IdempotencyConflict(idempotency_key, job.id)
         return Submitted(job, created=job.id == job_id)
 
     def get(self, job_id: str) -> AnswerJob | None:
-        with self._transaction(mode="read") as (run, _):
-            rows = run(f"SELECT {_COLUMNS} FROM {self._table} WHERE id = ?", (job_id,))
+        with self._transaction(mode="read") as (db, _):
+            rows = db.rows(self._q.by_id, {"id": job_id})
         return self._job(rows[0]) if rows else None
 
     def cancel(self, job_id: str) -> AnswerJob:
-        with self._transaction(mode="write") as (run, now):
-            run(
-                f"UPDATE {self._table} SET state = 'cancelled', finished_at = ?, "
-                "lease_expires_at = NULL WHERE id = ? AND state IN ('queued', 'running')",
-                (now, job_id),
-            )
-            rows = run(f"SELECT {_COLUMNS} FROM {self._table} WHERE id = ?", (job_id,))
+        with self._transaction(mode="write") as (db, now):
+            db.rows(self._q.cancel, {"now": now, "id": job_id})
+            rows = db.rows(self._q.by_id, {"id": job_id})
         if not rows:
             raise JobNotFound(job_id)
         return self._job(rows[0])
@@ -218,50 +131,43 @@ class _SqlJobStore:
             raise RequestError(
                 "limits.per_tenant", f"must be at least 1 or None, got {limits.per_tenant}"
             )
-        with self._transaction(mode="claim") as (run, now):
-            running = run(f"SELECT count(*) FROM {self._table} WHERE {_LIVE}", (now,))[0][0]
-            if running >= limits.pool:
+        with self._transaction(mode="claim") as (db, now):
+            if db.rows(self._q.live, {"now": now})[0][0] >= limits.pool:
                 return None
-            tenant_room = ""
-            params: tuple[Any, ...] = (now, now)
-            if limits.per_tenant is not None:
-                tenant_room = (
-                    f" AND (SELECT count(*) FROM {self._table} r WHERE r.tenant_key = "
-                    "j.tenant_key AND r.state = 'running' AND r.lease_expires_at > ?) < ?"
+            if limits.per_tenant is None:
+                found = db.rows(self._q.claimable, {"now": now})
+            else:
+                found = db.rows(
+                    self._q.claimable_for_tenants, {"now": now, "per_tenant": limits.per_tenant}
                 )
-                params = (now, now, now, limits.per_tenant)
-            found = run(
-                f"SELECT j.id FROM {self._table} j WHERE {_CLAIMABLE}{tenant_room} "
-                f"ORDER BY j.created_at, j.seq LIMIT 1{self._skip_locked}",
-                params,
-            )
             if not found:
                 return None
-            rows = run(
-                f"UPDATE {self._table} SET state = 'running', lease_owner = ?, "
-                "lease_expires_at = ?, attempts = attempts + 1 "
-                f"WHERE id = ? RETURNING {_COLUMNS}",
-                (worker, self._later(now, lease_seconds), found[0][0]),
+            rows = db.rows(
+                self._q.take,
+                {
+                    "worker": worker,
+                    "lease_until": self._later(now, lease_seconds),
+                    "id": found[0][0],
+                },
             )
         return self._job(rows[0])
 
     def renew(self, job_id: str, worker: str, *, lease_seconds: float) -> bool:
-        with self._transaction(mode="write") as (run, now):
-            rows = run(
-                f"UPDATE {self._table} SET lease_expires_at = ? WHERE id = ? "
-                "AND lease_owner = ? AND state = 'running' AND expires_at > ? RETURNING id",
-                (self._later(now, lease_seconds), job_id, worker, now),
+        with self._transaction(mode="write") as (db, now):
+            rows = db.rows(
+                self._q.renew,
+                {
+                    "lease_until": self._later(now, lease_seconds),
+                    "id": job_id,
+                    "worker": worker,
+                    "now": now,
+                },
             )
         return bool(rows)
 
     def release(self, job_id: str, worker: str, *, reason: str) -> bool:
-        with self._transaction(mode="write") as (run, _):
-            rows = run(
-                f"UPDATE {self._table} SET state = 'queued', lease_owner = NULL, "
-                "lease_expires_at = NULL WHERE id = ? AND lease_owner = ? "
-                "AND state = 'running' RETURNING id",
-                (job_id, worker),
-            )
+        with self._transaction(mode="write") as (db, _):
+            rows = db.rows(self._q.release, {"id": job_id, "worker": worker})
         if rows:
             logger.info("job %s released by %s: %s", job_id, worker, reason)
         return bool(rows)
@@ -277,56 +183,42 @@ class _SqlJobStore:
     ) -> bool:
         if state not in ("succeeded", "failed"):
             raise RequestError("state", f"must be 'succeeded' or 'failed', got {state!r}")
-        with self._transaction(mode="write") as (run, now):
-            rows = run(
-                f"UPDATE {self._table} SET state = ?, result = ?, failure = ?, "
-                "finished_at = ?, lease_expires_at = NULL WHERE id = ? AND lease_owner = ? "
-                "AND state = 'running' RETURNING id",
-                (
-                    state,
-                    None if result is None else self._json(result),
-                    failure,
-                    now,
-                    job_id,
-                    worker,
-                ),
+        with self._transaction(mode="write") as (db, now):
+            rows = db.rows(
+                self._q.publish,
+                {
+                    "state": state,
+                    "result": None if result is None else self._json(result),
+                    "failure": failure,
+                    "now": now,
+                    "id": job_id,
+                    "worker": worker,
+                },
             )
         return bool(rows)
 
     def expire(self) -> int:
-        with self._transaction(mode="write") as (run, now):
-            rows = run(
-                f"UPDATE {self._table} SET state = 'expired', finished_at = ?, "
-                "lease_expires_at = NULL WHERE state IN ('queued', 'running') "
-                "AND expires_at <= ? RETURNING id",
-                (now, now),
-            )
-        return len(rows)
+        with self._transaction(mode="write") as (db, now):
+            return len(db.rows(self._q.expire, {"now": now}))
 
     def purge(self, *, older_than: float) -> int:
         if older_than < 0:
             raise RequestError("older_than", f"must not be negative, got {older_than}")
-        with self._transaction(mode="write") as (run, now):
-            rows = run(
-                f"DELETE FROM {self._table} WHERE {_FINISHED} AND finished_at <= ? RETURNING id",
-                (self._later(now, -older_than),),
-            )
-        return len(rows)
+        with self._transaction(mode="write") as (db, now):
+            return len(db.rows(self._q.purge, {"before": self._later(now, -older_than)}))
 
     def counts(self) -> JobCounts:
-        with self._transaction(mode="read") as (run, now):
-            states = run(f"SELECT state, count(*) FROM {self._table} GROUP BY state", ())
-            oldest = run(f"SELECT min(created_at) FROM {self._table} WHERE state = 'queued'", ())[
-                0
-            ][0]
+        with self._transaction(mode="read") as (db, now):
+            states = db.rows(self._q.states)
+            oldest = db.rows(self._q.oldest_queued)[0][0]
         age = None if oldest is None else max(0.0, self._seconds(now) - self._seconds(oldest))
         return JobCounts({str(s): int(n) for s, n in states}, age)
 
     # What a backend supplies.
 
-    _skip_locked = ""
-
-    def _transaction(self, *, mode: _Mode) -> contextlib.AbstractContextManager[tuple[_Run, Any]]:
+    def _transaction(
+        self, *, mode: _Mode
+    ) -> contextlib.AbstractContextManager[tuple[Session, Any]]:
         raise NotImplementedError
 
     def _later(self, now: Any, seconds: float) -> Any:
@@ -389,7 +281,6 @@ class _SqlJobStore:
 
 
 _Mode = Literal["read", "write", "claim"]
-_Run = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
 
 
 class SqliteJobStore(SqliteFile, _SqlJobStore):
@@ -407,6 +298,7 @@ class SqliteJobStore(SqliteFile, _SqlJobStore):
     """
 
     what = "job store"
+    _q = JobQueries(SQLITE)
 
     def __init__(
         self,
@@ -421,52 +313,30 @@ class SqliteJobStore(SqliteFile, _SqlJobStore):
         self._open(path, busy_timeout, factory=factory)
 
     def _migrate(self) -> None:
-        with self._transaction(mode="claim") as (run, _):
-            tables = {
-                row[0] for row in run("SELECT name FROM sqlite_master WHERE type = 'table'", ())
-            }
+        q = self._q
+        with self._transaction(mode="claim") as (db, _):
+            tables = {row[0] for row in db.rows(_SQLITE_TABLES)}
             if not tables:
-                for statement in _SQLITE_SCHEMA:
-                    run(statement, ())
-                run("INSERT INTO ragwright_schema VALUES ('jobs', ?)", (SCHEMA_VERSION,))
+                for statement in (q.create_versions, *q.create):
+                    db.rows(statement)
+                db.rows(q.record_version, {"version": SCHEMA_VERSION})
                 return
             if "ragwright_schema" not in tables or "answer_jobs" not in tables:
                 # Never add a table to a database something else owns.
                 raise StorageError(str(self.path), "holds other tables: not a job store")
-            rows = run("SELECT version FROM ragwright_schema WHERE component = 'jobs'", ())
-            for statement in _upgrade(rows, table="answer_jobs"):
-                run(statement, ())
-            _check_version(
-                run("SELECT version FROM ragwright_schema WHERE component = 'jobs'", ()),
-                self._where,
-            )
+            for statement, params in q.upgrade(_version(db.rows(q.version))):
+                db.rows(statement, params)
+            _check_version(db.rows(q.version), self._where)
 
     @contextlib.contextmanager
-    def _transaction(self, *, mode: _Mode) -> Iterator[tuple[_Run, Any]]:
+    def _transaction(self, *, mode: _Mode) -> Iterator[tuple[Session, Any]]:
         # Every write is BEGIN IMMEDIATE: it takes the write lock up front and waits for
         # it (busy_timeout) rather than failing when a read would have to upgrade; the
         # claim's count and update are then one serialised step across processes. A
         # read (a status poll) takes no lock: WAL gives it a snapshot beside writers.
         begin = "BEGIN" if mode == "read" else "BEGIN IMMEDIATE"
-        with self._lock:
-            if self._closed:
-                raise StorageError(self._where, "the job store is closed")
-            try:
-                self._db.execute(begin)
-                try:
-                    yield self._run, _stamp(self._clock())
-                    # A full disk refuses the commit, not the statements before it.
-                    self._db.execute("COMMIT")
-                except BaseException:
-                    rollback(self._db)
-                    raise
-            except sqlite3.Error as error:
-                raise storage_error(
-                    self._where, error, "job store busy or unwritable", what=self.what
-                ) from error
-
-    def _run(self, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        return self._db.execute(statement, tuple(params)).fetchall()
+        with self._write("job store busy or unwritable", begin=begin) as db:
+            yield Session(db), _stamp(self._clock())
 
     def _later(self, now: Any, seconds: float) -> str:
         return _stamp(self._seconds(now) + seconds)
@@ -501,8 +371,6 @@ class PostgresJobStore(_SqlJobStore):
             without retrying, while the server is down.
     """
 
-    _skip_locked = " FOR UPDATE SKIP LOCKED"
-
     def __init__(
         self,
         url: str,
@@ -517,7 +385,7 @@ class PostgresJobStore(_SqlJobStore):
                 "schema", f"must be a lower-case SQL identifier ([a-z_][a-z0-9_]*), got {schema!r}"
             )
         self.schema = schema
-        self._table = f"{schema}.answer_jobs"
+        self._q = JobQueries(POSTGRES, schema)
         self._timeout = connect_timeout
         probe(url, what="answer job", timeout=connect_timeout)
         parts = conninfo_to_dict(url)
@@ -546,31 +414,23 @@ class PostgresJobStore(_SqlJobStore):
             raise
 
     def _migrate(self) -> None:
+        q = self._q
         with self._connection() as conn:
             conn.execute(
                 "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"ragwright.ddl:{self.schema}",)
             )
             conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
-            conn.execute(
-                f"""CREATE TABLE IF NOT EXISTS {self.schema}.ragwright_schema (
-                    component text PRIMARY KEY,
-                    version integer NOT NULL
-                )"""
-            )
-            version = f"SELECT version FROM {self.schema}.ragwright_schema WHERE component = 'jobs'"
-            rows = conn.execute(version).fetchall()
-            upgrades: Sequence[str]
+            db = Session(conn)
+            db.rows(q.create_versions)
+            rows = db.rows(q.version)
             if rows:
-                upgrades = _upgrade(rows, table=self._table)
+                upgrades = q.upgrade(_version(rows))
             else:
-                upgrades = _postgres_schema(self.schema)
-                conn.execute(
-                    f"INSERT INTO {self.schema}.ragwright_schema VALUES ('jobs', %s)",
-                    (SCHEMA_VERSION,),
-                )
-            for statement in upgrades:
-                conn.execute(statement)
-            rows = conn.execute(version).fetchall()
+                upgrades = [(statement, {}) for statement in q.create]
+                db.rows(q.record_version, {"version": SCHEMA_VERSION})
+            for statement, params in upgrades:
+                db.rows(statement, params)
+            rows = db.rows(q.version)
         _check_version(rows, f"{self._where} schema {self.schema}")
 
     @contextlib.contextmanager
@@ -590,7 +450,7 @@ class PostgresJobStore(_SqlJobStore):
             raise StorageError(self._where, f"PostgreSQL refused the call: {error}") from error
 
     @contextlib.contextmanager
-    def _transaction(self, *, mode: _Mode) -> Iterator[tuple[_Run, Any]]:
+    def _transaction(self, *, mode: _Mode) -> Iterator[tuple[Session, Any]]:
         with self._connection() as conn:
             if mode == "claim":
                 # The claim counts live leases and takes a slot: one claim at a time per
@@ -600,12 +460,7 @@ class PostgresJobStore(_SqlJobStore):
                     (f"ragwright.claim:{self.schema}",),
                 )
             now = conn.execute("SELECT clock_timestamp()").fetchone()[0]
-
-            def run(statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-                cursor = conn.execute(statement.replace("?", "%s"), tuple(params))
-                return cursor.fetchall() if cursor.description is not None else []
-
-            yield run, now
+            yield Session(conn), now
 
     def _later(self, now: Any, seconds: float) -> datetime:
         moment: datetime = now + timedelta(seconds=seconds)
@@ -633,21 +488,12 @@ def _tenant_key(tenant: str | None) -> str:
     return "" if tenant is None else f"t:{tenant}"
 
 
-def _upgrade(rows: Sequence[Sequence[Any]], *, table: str) -> list[str]:
-    """The statements that bring a store at the recorded version to ``SCHEMA_VERSION``,
-    the version's own update included; none for any other version (refused after)."""
-    version = rows[0][0] if rows else None
-    if not isinstance(version, int) or version not in _UPGRADES:
-        return []
-    statements = []
-    while version in _UPGRADES:
-        statements += [s.format(table=table) for s in _UPGRADES[version]]
-        version += 1
-    schema = f"{table.rpartition('.')[0]}." if "." in table else ""
-    statements.append(
-        f"UPDATE {schema}ragwright_schema SET version = {version} WHERE component = 'jobs'"
-    )
-    return statements
+# Every table of a SQLite file (a job store holds exactly its two).
+_SQLITE_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
+
+
+def _version(rows: Sequence[Sequence[Any]]) -> object:
+    return rows[0][0] if rows else None
 
 
 def _check_version(rows: Sequence[Sequence[Any]], where: str) -> None:

@@ -10,8 +10,9 @@ newer ``user_version``.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,6 +21,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
 
+from ragwright.adapters.queries.dialect import Session
 from ragwright.errors import ConfigError, StorageError
 
 # The setting every PostgreSQL store's URL comes from (errors name it).
@@ -209,3 +211,56 @@ def create_schema(
         raise StorageError(
             f"{redacted(url)} schema {schema}", f"cannot create the {component} tables: {error}"
         ) from error
+
+
+class PooledStore:
+    """What a PostgreSQL store of one component (API keys, drafts) shares: its pool in
+    ``schema``, its tables created once (:func:`create_schema`), sessions on the pool
+    whose server errors are :class:`StorageError`, and ``close``."""
+
+    what = "store"
+
+    def _open_pool(
+        self,
+        url: str,
+        schema: str,
+        *,
+        noun: str,
+        component: str,
+        version: int,
+        tables: Sequence[str],
+    ) -> None:
+        self._where = f"{redacted(url)} schema {schema}"
+        self._closed = False
+        self._pool = open_pool(url, schema, what=noun)
+
+        def create(db: psycopg.Connection) -> None:
+            for statement in tables:
+                db.execute(statement)
+
+        try:
+            create_schema(
+                self._pool, url, schema, component=component, version=version, create=create
+            )
+        except StorageError:
+            self._pool.close()
+            raise
+
+    @contextlib.contextmanager
+    def _session(self, doing: str = "", *, write: bool = True) -> Iterator[Session]:
+        """A pooled connection, one transaction (committed on a clean exit); any server
+        error, the commit's included, is a :class:`StorageError` ``doing: error``."""
+        if self._closed:
+            raise StorageError(self._where, f"the {self.what} is closed")
+        try:
+            with self._pool.connection() as db:
+                yield Session(db)
+        except psycopg.Error as error:
+            raise StorageError(
+                self._where, f"{doing or f'the {self.what} failed'}: {error}"
+            ) from error
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._pool.close()

@@ -13,6 +13,11 @@
   kept from failing an answer when Redis goes away mid-run. One :class:`RedisOutage`
   per process decides when Redis counts as down (warning once per outage) and when
   to try it again, so a recovered server is used again without a restart.
+
+Every call here blocks its thread for up to :data:`TIMEOUT` seconds; each class says so
+(``blocking = True``), and async callers (the response cache, the capacity gate, the
+service's status) make these calls on I/O threads (:mod:`ragwright.threads`), never on
+the event loop.
 """
 
 from __future__ import annotations
@@ -60,11 +65,15 @@ return left
 """
 
 
+# Seconds connecting, and each reply, may take before a call fails (``redis.TimeoutError``).
+TIMEOUT = 2.0
+
+
 def connect(url: str) -> redis.Redis:
     """A client for ``redis://host:port/db`` (connecting and each reply give up after
-    2 s, so a server that is down or hung is noticed at once rather than stalling an
-    answer)."""
-    return redis.Redis.from_url(url, socket_connect_timeout=2.0, socket_timeout=2.0)
+    :data:`TIMEOUT` seconds, so a server that is down or hung is noticed at once rather
+    than stalling an answer)."""
+    return redis.Redis.from_url(url, socket_connect_timeout=TIMEOUT, socket_timeout=TIMEOUT)
 
 
 def _reason(error: redis.RedisError) -> str:
@@ -73,6 +82,8 @@ def _reason(error: redis.RedisError) -> str:
 
 class RedisCacheStore:
     """Cache entries as Redis strings with a time to live."""
+
+    blocking = True  # async callers use an I/O thread (ragwright.threads.off_loop)
 
     def __init__(self, client: redis.Redis, *, prefix: str = "") -> None:
         self._client = client
@@ -90,6 +101,8 @@ class RedisCacheStore:
 
 class RedisCapacityPool:
     """At most ``limit`` leases across every process using the same ``name``."""
+
+    blocking = True  # async callers use an I/O thread (ragwright.threads.off_loop)
 
     def __init__(
         self, client: redis.Redis, name: str, *, limit: int, lease_ttl: float = 120.0
@@ -217,6 +230,8 @@ class ResilientCacheStore:
     a round trip; the answer is produced as if the entry had expired.
     """
 
+    blocking = True
+
     def __init__(self, store: RedisCacheStore, outage: RedisOutage) -> None:
         self.store: CacheStore = store
         self.outage = outage
@@ -264,6 +279,8 @@ class ResilientCapacityPool:
     other processes hold in Redis are not counted in-process: during an outage each
     process allows up to ``limit`` on its own.
     """
+
+    blocking = True
 
     def __init__(
         self, pool: RedisCapacityPool, outage: RedisOutage, *, fallback: CapacityPool

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from ragwright.adapters.queries.dialect import Session
 from ragwright.errors import StorageError
 
 BUSY_TIMEOUT = 5.0
@@ -101,14 +102,17 @@ class SqliteFile:
                 raise self._failed(error, doing or f"the {self.what} could not be read") from error
 
     @contextlib.contextmanager
-    def _write(self, doing: str = "") -> Iterator[sqlite3.Connection]:
+    def _write(
+        self, doing: str = "", *, begin: str = "BEGIN IMMEDIATE"
+    ) -> Iterator[sqlite3.Connection]:
         """One ``BEGIN IMMEDIATE`` .. ``COMMIT``; rolled back on any error, and every
-        ``sqlite3`` error (``BEGIN``, a statement, ``COMMIT``) is a :class:`StorageError`."""
+        ``sqlite3`` error (``BEGIN``, a statement, ``COMMIT``) is a :class:`StorageError`.
+        ``begin="BEGIN"`` makes it a read of one snapshot that takes no write lock."""
         doing = doing or f"the {self.what} refused a write"
         with self._lock:
             self._check_open()
             try:
-                self._db.execute("BEGIN IMMEDIATE")
+                self._db.execute(begin)
                 try:
                     yield self._db
                     self._db.execute("COMMIT")
@@ -117,6 +121,12 @@ class SqliteFile:
                     raise
             except sqlite3.Error as error:
                 raise self._failed(error, doing) from error
+
+    @contextlib.contextmanager
+    def _session(self, doing: str = "", *, write: bool = True) -> Iterator[Session]:
+        """:meth:`_write` (or :meth:`_read`) for the statements of a query module."""
+        with self._write(doing) if write else self._read(doing) as db:
+            yield Session(db)
 
     def _failed(self, error: sqlite3.Error, doing: str) -> StorageError:
         return storage_error(str(self.path), error, doing, what=self.what)

@@ -12,9 +12,12 @@ provenance — provider and fallback flag included — so an alternate's answer 
 reported as the primary's. An operation whose deadline is already spent is never
 answered from the cache. Streaming bypasses the cache.
 
-A store's own failure propagates from here: this layer cannot tell an outage from a
-bug. A store that may go away (Redis) is wrapped where it is built so an outage reads
-as a miss and a skipped store (``adapters/redis.py``, ``ResilientCacheStore``).
+A store that waits on a server (``blocking = True``: Redis) is called on an I/O thread
+(:func:`ragwright.threads.off_loop`), so a hung server never stalls the event loop; an
+in-process store is called directly. A store's own failure propagates from here: this
+layer cannot tell an outage from a bug. A store that may go away (Redis) is wrapped
+where it is built so an outage reads as a miss and a skipped store
+(``adapters/redis.py``, ``ResilientCacheStore``).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from ragwright.chat.probes import EventSink
 from ragwright.deadline import Clock
 from ragwright.errors import ChatError, FailureCategory
 from ragwright.protocols import CacheStore
+from ragwright.threads import off_loop
 
 
 class MemoryCacheStore:
@@ -116,7 +120,7 @@ class ResponseCache:
             self._events("cache:bypass")
             return await self.inner.complete(request, deadline)
         key = cache_key(request, self.inner.name)
-        stored = self.store.get(key)
+        stored = await off_loop(self.store, self.store.get, key)
         if stored is not None:
             self._events("cache:hit")
             return _decode(stored)
@@ -127,7 +131,7 @@ class ResponseCache:
         if not self._accept(response) or (request.accept and not request.accept(response)):
             self._events("cache:reject")
             return response
-        self.store.set(key, _encode(response), self.ttl)
+        await off_loop(self.store, self.store.set, key, _encode(response), self.ttl)
         self._events("cache:store")
         return response
 

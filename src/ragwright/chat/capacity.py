@@ -18,7 +18,10 @@ kept generating let 31 requests reach a server of capacity 4):
 
 This module has the
 in-process pool; ``adapters/redis.py`` has the pool shared across processes. Both keep
-the :class:`~ragwright.protocols.CapacityPool` contract.
+the :class:`~ragwright.protocols.CapacityPool` contract. The gate calls a pool that
+waits on a server (``blocking = True``: Redis) on an I/O thread
+(:func:`ragwright.threads.off_loop`), so a hung Redis never stalls the event loop; a
+lease acquired for a caller that was cancelled meanwhile goes back.
 
 Throttling cools the whole pool down. When an attempt fails ``throttled`` (the provider
 answered 429), the gate puts the pool in a cooldown of the provider's ``retry_after``,
@@ -39,6 +42,7 @@ from ragwright.chat.contract import ChatModel, ChatRequest, ChatResponse, ChatUp
 from ragwright.deadline import Clock
 from ragwright.errors import CapacityCoolingDown, ChatError, FailureCategory
 from ragwright.protocols import CapacityPool, CapacityStatus
+from ragwright.threads import in_background, off_loop
 
 MAX_COOLDOWN = 60.0
 """Longest cooldown one throttled attempt can set (seconds): a provider's ``retry_after``
@@ -128,9 +132,9 @@ class CapacityGate:
         self.drain = drain
         self._draining: set[asyncio.Future[ChatResponse]] = set()
 
-    def _lease(self) -> object:
+    async def _lease(self) -> object:
         try:
-            lease = self.pool.try_acquire()
+            lease = await off_loop(self.pool, self.pool.try_acquire, undo=self._give_back)
         except CapacityCoolingDown as cooling:
             raise ChatError(
                 self.name,
@@ -142,13 +146,20 @@ class CapacityGate:
             raise ChatError(self.name, FailureCategory.CAPACITY, "no model capacity is free")
         return lease
 
-    def _note(self, error: ChatError) -> None:
+    def _give_back(self, lease: object | None) -> None:
+        if lease is not None:  # taken for a caller that left meanwhile
+            self.pool.release(lease)
+
+    def _cooldown(self, error: ChatError) -> float:
+        """Seconds to cool the pool down for after ``error`` (0: not throttled)."""
         if error.category is not FailureCategory.THROTTLED:
-            return
+            return 0.0
         wanted = self.cooldown if error.retry_after is None else error.retry_after
-        seconds = min(wanted, self.max_cooldown)
-        if seconds > 0:
-            self.pool.cool_down(seconds)
+        return max(0.0, min(wanted, self.max_cooldown))
+
+    async def _note(self, error: ChatError) -> None:
+        if seconds := self._cooldown(error):
+            await off_loop(self.pool, self.pool.cool_down, seconds)
 
     @property
     def draining(self) -> int:
@@ -156,17 +167,17 @@ class CapacityGate:
         return len(self._draining)
 
     async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
-        lease = self._lease()
+        lease = await self._lease()
         if not self.drain:
             try:
                 return await self.inner.complete(request, deadline)
             except ChatError as error:
-                self._note(error)
+                await self._note(error)
                 raise
             finally:
-                self.pool.release(lease)
+                await off_loop(self.pool, self.pool.release, lease)
         call = asyncio.ensure_future(self.inner.complete(request, deadline))
-        call.add_done_callback(lambda _: self.pool.release(lease))
+        call.add_done_callback(lambda _: in_background(self.pool, self.pool.release, lease))
         try:
             return await asyncio.shield(call)
         except asyncio.CancelledError:
@@ -177,16 +188,20 @@ class CapacityGate:
                 call.add_done_callback(self._drained)
             raise
         except ChatError as error:
-            self._note(error)
+            await self._note(error)
             raise
 
     def _drained(self, call: asyncio.Future[ChatResponse]) -> None:
         self._draining.discard(call)
-        if not call.cancelled() and isinstance(error := call.exception(), ChatError):
-            self._note(error)  # a throttled reply still cools the pool down
+        if (
+            not call.cancelled()
+            and isinstance(error := call.exception(), ChatError)
+            and (seconds := self._cooldown(error))
+        ):
+            in_background(self.pool, self.pool.cool_down, seconds)  # a throttled reply
 
     async def stream(self, request: ChatRequest, deadline: Deadline) -> AsyncIterator[ChatUpdate]:
-        lease = self._lease()
+        lease = await self._lease()
         try:
             updates = self.inner.stream(request, deadline)
             try:
@@ -199,7 +214,7 @@ class CapacityGate:
                 if close is not None:
                     await close()
         except ChatError as error:
-            self._note(error)
+            await self._note(error)
             raise
         finally:
-            self.pool.release(lease)
+            await off_loop(self.pool, self.pool.release, lease)

@@ -92,7 +92,7 @@ from ragwright.service.problems import (
 from ragwright.service.schemas import AnswerBody, IngestBody, SearchBody
 from ragwright.service.streaming import answer_stream
 from ragwright.service.uploads import file_ingestion_routes
-from ragwright.threads import run_in_thread
+from ragwright.threads import on_io_thread, run_in_thread
 from ragwright.types import SourceDocument
 from ragwright.web.routes import ServiceHooks, web_routes
 
@@ -338,7 +338,7 @@ def create_app(
         if outcome.mode == "unavailable":
             # A pool cooling down after a provider's 429 refuses every attempt for a known
             # time: the one case where the server knows when capacity can free.
-            cooldown = application.model_cooldown()
+            cooldown = await on_io_thread(application.model_cooldown)  # may ask Redis
             raise unavailable_outcome(
                 outcome.reason,
                 headers={"Retry-After": str(math.ceil(cooldown))} if cooldown else None,
@@ -436,7 +436,7 @@ def create_app(
             "service": {
                 "version": __version__,
                 "admission": state.admission.describe(),
-                "model_capacity": application.capacity(),
+                "model_capacity": await on_io_thread(application.capacity),  # may ask Redis
                 "answer_deadline_seconds": settings.answer_deadline,
                 "model": state.model.problem or "ok",
                 "degraded_mode": degraded_mode(application),
