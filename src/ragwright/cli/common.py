@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
+import click
 import typer
 
 from ragwright import __version__
@@ -175,10 +176,15 @@ app.add_typer(eval_app, name="eval")
 def application(settings: Settings | None = None) -> Application:
     """The application over the adapters the settings (default: the environment and
     ``ragwright.toml``) select, built by the composition root; imported here lazily so
-    ``--help`` starts fast."""
+    ``--help`` starts fast. It is closed when the command ends (its pools, connections
+    and in-process model server released)."""
     from ragwright.runtime import build_application
 
-    return build_application(settings)
+    built = build_application(settings)
+    context = click.get_current_context(silent=True)
+    if context is not None and callable(getattr(type(built), "close", None)):
+        context.call_on_close(built.close)
+    return built
 
 
 def evidence_filter(
