@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import click
 import typer
 
 from ragwright import __version__
@@ -181,10 +180,20 @@ def application(settings: Settings | None = None) -> Application:
     from ragwright.runtime import build_application
 
     built = build_application(settings)
-    context = click.get_current_context(silent=True)
-    if context is not None and callable(getattr(type(built), "close", None)):
-        context.call_on_close(built.close)
+    _built.append(built)
     return built
+
+
+_built: list[Application] = []
+
+
+def close_applications() -> None:
+    """Close every application the command built (the root command calls it when the
+    command ends, however it ends)."""
+    while _built:
+        built = _built.pop()
+        if callable(getattr(type(built), "close", None)):
+            built.close()
 
 
 def evidence_filter(
@@ -256,6 +265,7 @@ def version_callback(value: bool) -> None:
 
 @app.callback()
 def _root(
+    context: typer.Context,
     version: Annotated[
         bool,
         typer.Option(
@@ -264,6 +274,7 @@ def _root(
     ] = False,
 ) -> None:
     """Answer questions from your own documents with evidence you can check."""
+    context.call_on_close(close_applications)
 
 
 def main() -> None:
