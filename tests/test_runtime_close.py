@@ -81,9 +81,7 @@ def redis_connections() -> int:
     finally:
         observer.close()
     return sum(
-        1
-        for c in clients
-        if int(c["id"]) != own and int(str(c["addr"]).rsplit(":", 1)[1]) in ports
+        1 for c in clients if int(c["id"]) != own and int(str(c["addr"]).rsplit(":", 1)[1]) in ports
     )
 
 
@@ -147,7 +145,10 @@ def test_close_releases_the_redis_clients_of_every_chat_session(tmp_path: Path) 
 class ChildServer:
     """Stands in for llama.cpp's server: a child process until closed."""
 
+    started: list[ChildServer] = []
+
     def __init__(self, model_path: Path, **_: object) -> None:
+        ChildServer.started.append(self)
         self._process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         self.base_url = "http://127.0.0.1:9"  # nothing listens: each call fails at once
 
@@ -162,8 +163,8 @@ def child_servers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[N
     monkeypatch.setattr(local, "LocalModelServer", ChildServer)
     monkeypatch.setattr(local, "assemble_model", lambda *_, **__: tmp_path / "model.gguf")
     yield
-    for child in psutil.Process().children():
-        child.kill()  # never left behind, whatever the test saw
+    while ChildServer.started:
+        ChildServer.started.pop().close()  # never left behind, whatever the test saw
 
 
 def children() -> int:
