@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 from urllib.parse import urlsplit
 
 import psutil
@@ -145,7 +146,7 @@ def test_close_releases_the_redis_clients_of_every_chat_session(tmp_path: Path) 
 class ChildServer:
     """Stands in for llama.cpp's server: a child process until closed."""
 
-    started: list[ChildServer] = []
+    started: ClassVar[list[ChildServer]] = []
 
     def __init__(self, model_path: Path, **_: object) -> None:
         ChildServer.started.append(self)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import threading
 from collections.abc import Iterator, Sequence
@@ -45,7 +46,7 @@ from ragwright.runtime.stores import (
     DRAFT_STORES,
     JOB_STORES,
     KEY_STORES,
-    lazy_store,
+    LazyStore,
     open_ingest_queue,
 )
 from ragwright.settings import Settings, load_settings
@@ -61,6 +62,10 @@ class RuntimeComponents:
     opening it per use.
     """
 
+    _keys = LazyStore(KEY_STORES)
+    _jobs = LazyStore(JOB_STORES)
+    _drafts = LazyStore(DRAFT_STORES)
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._lock = threading.Lock()
@@ -68,9 +73,6 @@ class RuntimeComponents:
         self._embedder: Embedder | None = None
         self._reranker: tuple[Reranker | None] | None = None
         self._counter: O200kCounter | None = None
-        self._keys = lazy_store(settings, KEY_STORES)
-        self._jobs = lazy_store(settings, JOB_STORES)
-        self._drafts = lazy_store(settings, DRAFT_STORES)
         self._chats = ChatSessions(settings)
         self._held: HeldIndex | None = None
 
@@ -85,8 +87,8 @@ class RuntimeComponents:
         steps = Closers()  # run newest first: sessions, index, stores, clients
         steps.add(self._closers.close)
         steps.add(self._forget_opened)
-        for store in (self._keys, self._jobs, self._drafts):
-            steps.add(store.close)
+        for store in (RuntimeComponents._keys, RuntimeComponents._jobs, RuntimeComponents._drafts):
+            steps.add(functools.partial(store.close, self))
         steps.add(self._release_held)
         steps.add(self._chats.release)
         steps.close()
@@ -278,14 +280,14 @@ class RuntimeComponents:
         return code_revision()
 
     def key_store(self) -> KeyStore:
-        return self._keys.get()
+        return self._keys
 
     def job_store(self) -> JobStore:
         # Every worker thread and request shares one store (one connection pool).
-        return self._jobs.get()
+        return self._jobs
 
     def draft_store(self) -> DraftStore:
-        return self._drafts.get()
+        return self._drafts
 
     def ingest_queue(self) -> IngestQueue:
         return open_ingest_queue(self.settings)

@@ -1,4 +1,4 @@
-"""Registries of factories by kind, the lazily built shared parts, and what closes them.
+"""Registries of factories by kind, and what closes what the runtime opened.
 
 Each choice the settings make (embedding provider, index backend, reranker, chat
 provider, store engine) is a :class:`Registry`: a mapping from the kind's name to the
@@ -47,39 +47,6 @@ class Registry(Generic[F]):
 
 class Closable(Protocol):
     def close(self) -> None: ...
-
-
-C = TypeVar("C", bound=Closable)
-
-
-class Lazy(Generic[C]):
-    """One part built by ``factory`` on first use and shared by every thread after.
-
-    A service's first requests may arrive together on several threads: the lock makes
-    them share one store (one connection pool). :meth:`close` closes the part; the next
-    :meth:`get` builds a new one.
-    """
-
-    def __init__(self, factory: Callable[[], C]) -> None:
-        self._factory = factory
-        self._value: C | None = None
-        self._lock = threading.Lock()
-
-    def get(self) -> C:
-        with self._lock:
-            if self._value is None:
-                self._value = self._factory()
-            return self._value
-
-    @property
-    def opened(self) -> bool:
-        return self._value is not None
-
-    def close(self) -> None:
-        with self._lock:
-            value, self._value = self._value, None
-        if value is not None:
-            value.close()
 
 
 class Closers:

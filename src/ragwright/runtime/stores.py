@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Generic, Protocol, TypeVar, overload
 
 from ragwright.adapters.drafts import PostgresDraftStore, SqliteDraftStore
 from ragwright.adapters.jobs import PostgresJobStore, SqliteJobStore
@@ -14,7 +15,7 @@ from ragwright.application.ingest_queue import IngestQueue
 from ragwright.application.jobs import JobStore
 from ragwright.application.keys import KeyStore
 from ragwright.errors import ConfigError
-from ragwright.runtime.registry import Closable, Lazy, Registry
+from ragwright.runtime.registry import Closable, Registry
 from ragwright.settings import Settings
 
 SETTING = "RAGWRIGHT_DATABASE_URL"
@@ -58,9 +59,52 @@ def store_engine(settings: Settings) -> str:
     return "sqlite" if settings.database_url is None else "postgres"
 
 
-def lazy_store(settings: Settings, stores: Registry[StoreFactory[S]]) -> Lazy[S]:
-    """The store of the configured engine, opened on first use and shared after."""
-    return Lazy(lambda: stores[store_engine(settings)](settings))
+class HasSettings(Protocol):
+    settings: Settings
+
+
+class LazyStore(Generic[S]):
+    """A store attribute opened on first read, with the configured engine, and shared
+    by every thread after (one connection pool): a service's first requests may arrive
+    together on several threads.
+
+    The store lives in the instance's ``__dict__`` under the attribute's name, so once
+    open a read costs a dict lookup (and a test may set the attribute to a store of its
+    own). :meth:`close` closes it; the next read opens a new one.
+    """
+
+    _lock = threading.Lock()
+
+    def __init__(self, stores: Registry[StoreFactory[S]]) -> None:
+        self.stores = stores
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, instance: None, owner: type) -> LazyStore[S]: ...
+
+    @overload
+    def __get__(self, instance: HasSettings, owner: type) -> S: ...
+
+    def __get__(self, instance: HasSettings | None, owner: type) -> LazyStore[S] | S:
+        if instance is None:
+            return self
+        with self._lock:
+            store: S | None = instance.__dict__.get(self.name)
+            if store is None:
+                settings = instance.settings
+                store = self.stores[store_engine(settings)](settings)
+                instance.__dict__[self.name] = store
+            return store
+
+    def close(self, instance: HasSettings) -> None:
+        """Close ``instance``'s store if it was opened."""
+        with self._lock:
+            store: S | None = instance.__dict__.pop(self.name, None)
+        if store is not None:
+            store.close()
 
 
 def open_ingest_queue(settings: Settings) -> IngestQueue:
