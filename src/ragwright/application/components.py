@@ -79,6 +79,11 @@ class Components(Protocol):
         """The embedding profile the settings describe."""
         ...
 
+    def close(self) -> None:
+        """Release every pool, connection and server opened so far (idempotent; a later
+        use opens afresh)."""
+        ...
+
     def embedder(self) -> Embedder:
         """The configured embedder (artifacts verified)."""
         ...

@@ -242,6 +242,10 @@ class Application:
     def settings(self) -> Settings:
         return self.components.settings
 
+    def close(self) -> None:
+        """Release the components' pools, connections and servers (idempotent)."""
+        self.components.close()
+
     # --- corpus ---------------------------------------------------------------------
 
     def chunks(self, request: ChunksRequest) -> ChunksResult:

@@ -175,10 +175,25 @@ app.add_typer(eval_app, name="eval")
 def application(settings: Settings | None = None) -> Application:
     """The application over the adapters the settings (default: the environment and
     ``ragwright.toml``) select, built by the composition root; imported here lazily so
-    ``--help`` starts fast."""
+    ``--help`` starts fast. It is closed when the command ends (its pools, connections
+    and in-process model server released)."""
     from ragwright.runtime import build_application
 
-    return build_application(settings)
+    built = build_application(settings)
+    _built.append(built)
+    return built
+
+
+_built: list[Application] = []
+
+
+def close_applications() -> None:
+    """Close every application the command built (the root command calls it when the
+    command ends, however it ends)."""
+    while _built:
+        built = _built.pop()
+        if callable(getattr(type(built), "close", None)):
+            built.close()
 
 
 def evidence_filter(
@@ -250,6 +265,7 @@ def version_callback(value: bool) -> None:
 
 @app.callback()
 def _root(
+    context: typer.Context,
     version: Annotated[
         bool,
         typer.Option(
@@ -258,6 +274,7 @@ def _root(
     ] = False,
 ) -> None:
     """Answer questions from your own documents with evidence you can check."""
+    context.call_on_close(close_applications)
 
 
 def main() -> None:

@@ -155,6 +155,7 @@ def create_app(
         # The process owns the embedded index for its lifetime (queries go on while it
         # ingests) and keeps one warm chat session per workload for every request.
         async with AsyncExitStack() as stack:
+            stack.callback(application.close)  # last: every pool and connection it opened
             stack.enter_context(application.hold_index())
             await stack.enter_async_context(application.chat_kept_open())
             if probe_model:
