@@ -69,6 +69,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 # The harness and the scripted provider live with the tests (they use them too).
 sys.path.insert(0, str(ROOT))
+from tests.failpoints import AFTER_JOB_PERSIST  # noqa: E402
 from tests.replicas import (  # noqa: E402
     Replica,
     add_key,
@@ -291,14 +292,14 @@ def killed_before_202(setup: Setup) -> dict[str, Any]:
     ):
         a = fleet[0]
         a.stop()
-        a.start(RAGWRIGHT_FAILPOINT="after-job-persist")
+        a.start(failpoint=AFTER_JOB_PERSIST)
         a.wait_ready()
         client = Client(fleet, secret)
         crashes = 0
         for n in range(setup.args.jobs):
             crash = n % 8 == 0 and crashes < 3
             if crash and (a.process is None or a.process.poll() is not None):
-                a.start(RAGWRIGHT_FAILPOINT="after-job-persist")
+                a.start(failpoint=AFTER_JOB_PERSIST)
                 a.wait_ready()
             # The crash rounds go to a first; every other job to b.
             client.submit(f"crash-{n}", f"{QUESTION} (crash {n})", first=0 if crash else 1)

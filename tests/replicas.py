@@ -32,6 +32,8 @@ from typing import Any
 import httpx
 import psycopg
 
+from tests.failpoints import command, launcher_env
+
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "samples" / "corpus"
 POSTGRES_SERVER = os.environ.get(
@@ -235,11 +237,15 @@ class Replica:
     def arguments(self) -> list[str]:
         return ["serve", "--port", str(self.port)]
 
-    def start(self, **extra: str) -> None:
+    def start(self, failpoint: str | None = None, **extra: str) -> None:
+        """Start the process (with a test-only ``failpoint``: tests/failpoints.py),
+        ``extra`` added to its environment."""
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "ragwright", *self.arguments()],
-                env={**os.environ, **self.env, "RAGWRIGHT_HOME": str(self.home), **extra},
+                command(failpoint, *self.arguments()),
+                env=launcher_env(
+                    {**os.environ, **self.env, "RAGWRIGHT_HOME": str(self.home), **extra}
+                ),
                 stdout=subprocess.DEVNULL,
                 stderr=log,
             )

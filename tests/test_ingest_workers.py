@@ -84,8 +84,9 @@ def test_three_workers_with_one_killed_mid_item_build_the_single_process_index(
         doomed = Process(
             "doomed",
             ("ingest-worker", "--name", "doomed"),
-            {**env, "RAGWRIGHT_FAILPOINT": HANG},
+            env,
             tmp_path / "doomed.log",
+            failpoint=HANG,
         ).start()
         started.append(doomed)
         doomed.wait_for_log(f"failpoint {HANG}: holding the item", timeout=60)

@@ -159,6 +159,6 @@ def test_a_misspelt_environment_setting_stops_the_command_naming_it(
 
 
 def test_variables_that_are_not_settings_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("RAGWRIGHT_API_KEY", "RAGWRIGHT_FAILPOINT", "RAGWRIGHT_TEST_REDIS_URL"):
+    for name in ("RAGWRIGHT_API_KEY", "RAGWRIGHT_TEST_REDIS_URL"):
         monkeypatch.setenv(name, "x")
     load_settings()

@@ -26,26 +26,30 @@ from typing import Any
 import psycopg
 
 from tests.adapters.qdrant_server import QdrantRestDouble
+from tests.failpoints import INGEST_ITEM_HANG, command, launcher_env
 
-HANG = "ingest-item-hang"
+HANG = INGEST_ITEM_HANG
 
 
 @dataclass
 class Process:
-    """A ``ragwright`` process whose stderr goes to a file."""
+    """A ``ragwright`` process (with ``failpoint``: tests/failpoints.py) whose stderr goes
+    to a file."""
 
     name: str
     args: tuple[str, ...]
     env: Mapping[str, str]
     log_path: Path
+    # A test-only failpoint (tests/failpoints.py) the process runs with, if any.
+    failpoint: str | None = None
     process: subprocess.Popen[bytes] | None = None
     stdout: list[str] = field(default_factory=list)
 
     def start(self) -> Process:
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "ragwright", *self.args],
-                env={**os.environ, **self.env},
+                command(self.failpoint, *self.args),
+                env=launcher_env({**os.environ, **self.env}),
                 stdout=subprocess.PIPE,
                 stderr=log,
             )

@@ -415,8 +415,8 @@ class Settings(BaseSettings):
 
 
 # Variables of the RAGWRIGHT_ prefix that are not settings: where the settings file is, a
-# client's key for `ingest --server`, the test-only failpoint, and the tests' own servers.
-NOT_SETTINGS = frozenset({"RAGWRIGHT_CONFIG", "RAGWRIGHT_API_KEY", "RAGWRIGHT_FAILPOINT"})
+# client's key for `ingest --server`, and the tests' own servers.
+NOT_SETTINGS = frozenset({"RAGWRIGHT_CONFIG", "RAGWRIGHT_API_KEY"})
 _TEST_PREFIX = "RAGWRIGHT_TEST_"
 
 

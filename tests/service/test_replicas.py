@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.failpoints import AFTER_JOB_PERSIST
 from tests.replicas import (
     Worker,
     add_key,
@@ -158,7 +159,7 @@ def test_a_process_dying_after_persisting_leaves_the_job_for_the_retry_with_the_
         secret = add_key(env, tmp_path / "admin")
         with replicas(template, tmp_path, 2, env) as (a, b):
             a.stop()
-            a.start(RAGWRIGHT_FAILPOINT="after-job-persist", RAGWRIGHT_JOB_WORKERS="0")
+            a.start(failpoint=AFTER_JOB_PERSIST, RAGWRIGHT_JOB_WORKERS="0")
             a.wait_ready()
             key = f"crash-{uuid.uuid4().hex}"
             with pytest.raises(Exception) as crashed:  # the connection drops: no answer

@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Annotated
 
@@ -17,11 +16,6 @@ import typer
 
 from ragwright.cli.common import app, application, plural
 from ragwright.cli.serve import log_to_stderr
-
-# Test-only fault injection (docs/ingestion.md): a worker with this failpoint stops for
-# good after switching the first document of each item, holding the item (its heartbeat
-# goes on) until it is killed.
-HANG_FAILPOINT = "ingest-item-hang"
 
 
 def default_worker_name() -> str:
@@ -58,32 +52,30 @@ def ingest_worker(
     not be here. A worker runs up to two items at once; a worker that dies leaves its
     items to be taken again by another after RAGWRIGHT_INGEST_LEASE seconds.
     """
-    worker = name or default_worker_name()
+    run_ingest_worker(name or default_worker_name(), until_idle)
+
+
+def run_ingest_worker(
+    worker: str,
+    until_idle: float | None,
+    phase_hook: Callable[[str, str], None] | None = None,
+) -> None:
+    """The worker loop of ``ingest-worker`` until a signal (or ``until_idle``);
+    ``phase_hook(document_id, phase)`` runs at each document's phase (the crash tests
+    hang a worker there: tests/failpoints.py)."""
     stop = threading.Event()
     for signal_number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signal_number, lambda *_: stop.set())
     log_to_stderr()
-    hook = (
-        _hang_after_first_switch
-        if os.environ.get("RAGWRIGHT_FAILPOINT") == HANG_FAILPOINT
-        else None
-    )
     print(f"ragwright ingest-worker {worker}: started", file=sys.stderr)
     stats = application().ingest_worker(
-        worker=worker, idle_exit=until_idle, stop=stop, phase_hook=hook
+        worker=worker, idle_exit=until_idle, stop=stop, phase_hook=phase_hook
     )
     print(
         f"ragwright ingest-worker {worker}: {plural(stats.done, 'item')} done, "
         f"{stats.failed} failed, {stats.skipped} dropped, {stats.retried} put back",
         file=sys.stderr,
     )
-
-
-def _hang_after_first_switch(_document_id: str, phase: str) -> None:
-    if phase == "live":
-        print(f"failpoint {HANG_FAILPOINT}: holding the item", file=sys.stderr, flush=True)
-        while True:
-            time.sleep(3600)
 
 
 @contextlib.contextmanager

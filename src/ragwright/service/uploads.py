@@ -12,31 +12,26 @@ run goes through the same ingestion (one at a time, 409). ``document_type`` and
 sent with the files gives rules. Unreadable files are refused with every file's problem
 (422), or left out and listed with ``skip_invalid``. At most :data:`MAX_UPLOAD_FILES`
 files and :data:`MAX_UPLOAD_BYTES` bytes in all (413 beyond).
+
+The route is :mod:`ragwright.service.routes.files`; this module holds what it does to
+the files.
 """
 
-import asyncio
 import dataclasses
-import tempfile
-from collections.abc import Awaitable, Callable
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, File, Form, UploadFile
-from fastapi.responses import JSONResponse
+from fastapi import UploadFile
 
-from ragwright.application import Application, IngestRequest, IngestResult
 from ragwright.application.grants import OutsideGrant, check_documents, write_grant_for
 from ragwright.application.keys import ApiKey
 from ragwright.errors import SourceError, SourceProblems
-from ragwright.service.ingestions import ingestion_summary, outside_grant_problem
-from ragwright.service.problems import Problem, invalid_field, problem_responses
+from ragwright.service.ingestions import outside_grant_problem
+from ragwright.service.problems import Problem, invalid_field
 from ragwright.types import SourceDocument
 
 MAX_UPLOAD_FILES = 1000
 MAX_UPLOAD_BYTES = 100 * 1024 * 1024
 _CHUNK = 1024 * 1024
-
-Ingest = Callable[[tuple[SourceDocument, ...], ApiKey, bool], Awaitable[IngestResult]]
 
 
 def _relative_name(index: int, name: str | None) -> PurePosixPath:
@@ -56,7 +51,7 @@ def _relative_name(index: int, name: str | None) -> PurePosixPath:
     return path
 
 
-async def _save(files: list[UploadFile], root: Path) -> None:
+async def save_files(files: list[UploadFile], root: Path) -> None:
     if len(files) > MAX_UPLOAD_FILES:
         raise invalid_field("files", f"at most {MAX_UPLOAD_FILES} files in one request", status=413)
     total = 0
@@ -80,7 +75,7 @@ async def _save(files: list[UploadFile], root: Path) -> None:
                 handle.write(chunk)
 
 
-def _owned(
+def owned(
     document: SourceDocument, key: ApiKey, root: Path, document_types: tuple[str, ...]
 ) -> SourceDocument:
     """The document as the key may write it: its tenant, inside its allowlist and types,
@@ -117,69 +112,7 @@ def _owned(
     return dataclasses.replace(document, tenant=key.tenant, source_uri=sent_as)
 
 
-def file_ingestion_routes(
-    application: Application,
-    caller: Callable[[str], Callable[..., Awaitable[ApiKey]]],
-    ingest: Ingest,
-) -> APIRouter:
-    """The upload route; ``ingest`` runs the documents as ``POST /v1/ingestions`` does."""
-    router = APIRouter(tags=["ingestion"])
-
-    @router.post(
-        "/v1/ingestions/files",
-        responses=problem_responses(400, 401, 403, 409, 413, 415, 422, 503),
-    )
-    async def ingest_files(
-        key: Annotated[ApiKey, Depends(caller("ingest"))],
-        files: Annotated[list[UploadFile], File(description="The files; names may hold folders.")],
-        document_type: Annotated[str | None, Form(max_length=100)] = None,
-        publication_state: Annotated[str | None, Form(max_length=100)] = None,
-        prune: Annotated[bool, Form()] = False,
-        skip_invalid: Annotated[bool, Form()] = False,
-    ) -> JSONResponse:
-        """Ingest files of the caller's tenant (see the module docs); returns the run's
-        summary with the files left out and where each document's metadata came from."""
-        document_types = key.types or application.settings.document_types
-        with tempfile.TemporaryDirectory(prefix="ragwright-upload-") as folder:
-            root = Path(folder)
-            await _save(files, root)
-            request = IngestRequest(
-                (root,),
-                document_type=document_type,
-                publication_state=publication_state,
-                tenant=key.tenant,
-                skip_invalid=skip_invalid,
-            )
-            try:
-                loaded = await asyncio.to_thread(application.load_documents, request)
-            except SourceError as error:
-                raise _refused(error, root) from error
-            documents = tuple(_owned(d, key, root, document_types) for d in loaded.documents)
-            if not documents:
-                raise invalid_field("files", "no file could be read (see skipped_files)")
-            result = await ingest(documents, key, prune)
-
-            def sent(path: str) -> str:
-                return Path(path).relative_to(root).as_posix()
-
-            out: dict[str, Any] = ingestion_summary(result)
-            out["skipped_files"] = [
-                {**dataclasses.asdict(s), "path": sent(s.path)} for s in loaded.skipped
-            ]
-            out["metadata"] = [
-                {
-                    key: value.replace(f"{root}/", "") if isinstance(value, str) else value
-                    for key, value in dataclasses.asdict(m).items()
-                }
-                for m in loaded.origins
-            ]
-            out["metadata_left_out"] = loaded.origins_left_out
-        return JSONResponse(out)
-
-    return router
-
-
-def _refused(error: SourceError, root: Path) -> Problem:
+def refused_files(error: SourceError, root: Path) -> Problem:
     """A 422 naming every file that could not be read and why (nothing was written)."""
     prefix = f"{root}/"
     problems = (

@@ -3,7 +3,8 @@ page's script calls.
 
 Nothing here decides who may see what. Signing in turns an API key into a server-side
 session (web/sessions.py); every request re-reads that key from the key store and hands
-it to the service's own paths (``ServiceHooks``): the answer stream of
+it to the service's own paths, reached through the service's dependencies
+(:mod:`ragwright.service.dependencies`) as its routes reach them: the answer path of
 ``POST /v1/answers/stream`` (its request builder, admission and recording), the status
 of ``GET /v1/status``, the ingestion of ``POST /v1/ingestions``, and the grant-checked
 passage reader. Every state-changing request carries the session's CSRF token.
@@ -14,8 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from importlib import resources
 from typing import Annotated, Any
 
@@ -24,14 +23,18 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.datastructures import UploadFile
 
-from ragwright.application import Application, IngestResult
+from ragwright.application import Application
 from ragwright.application.keys import ApiKey
 from ragwright.application.passages import read_passage
 from ragwright.errors import IndexNotFound, StorageError, VectorIndexError
-from ragwright.service.activity import Activity
+from ragwright.service.answering import Answers
+from ragwright.service.dependencies import App, State
+from ragwright.service.ingesting import Ingest
 from ragwright.service.ingestions import ingestion_summary
 from ragwright.service.problems import Problem
-from ragwright.service.schemas import AnswerBody, IngestBody
+from ragwright.service.readiness import readiness, status_of
+from ragwright.service.schemas import AnswerBody
+from ragwright.service.state import ServiceState
 from ragwright.web.sessions import (
     CSRF_HEADER,
     SESSION_COOKIE,
@@ -58,23 +61,10 @@ PAGE_HEADERS = {
 }
 
 
-@dataclass(frozen=True)
-class ServiceHooks:
-    """The service's own paths the page goes through (service/app.py hands them over)."""
-
-    application: Application
-    activity: Activity
-    stream_answer: Callable[[AnswerBody, Request, ApiKey, str], Awaitable[Response]]
-    status: Callable[[ApiKey], Awaitable[dict[str, Any]]]
-    ingest: Callable[[IngestBody, ApiKey], Awaitable[IngestResult]]
-    readiness: Callable[[], dict[str, dict[str, Any]]]
-
-
-def web_routes(hooks: ServiceHooks, sessions: SessionStore | None = None) -> APIRouter:
-    """The page's router over ``hooks`` (its sessions in ``sessions``)."""
+def web_routes(sessions: SessionStore | None = None) -> APIRouter:
+    """The page's router (its sessions in ``sessions``)."""
     router = APIRouter(include_in_schema=False)
     store = sessions or SessionStore()
-    application = hooks.application
     templates = Environment(
         loader=PackageLoader("ragwright.web", "templates"),
         autoescape=select_autoescape(default=True),
@@ -91,7 +81,9 @@ def web_routes(hooks: ServiceHooks, sessions: SessionStore | None = None) -> API
         html = templates.get_template(template).render(words=words, **context)
         return HTMLResponse(html, status_code=code, headers=PAGE_HEADERS)
 
-    async def signed_in(request: Request) -> tuple[Session, ApiKey] | None:
+    async def signed_in(
+        request: Request, application: Application
+    ) -> tuple[Session, ApiKey] | None:
         """The request's session and its key as the store holds it now; a session whose
         key is gone or revoked is ended here."""
         session = store.get(request.cookies.get(SESSION_COOKIE))
@@ -106,8 +98,8 @@ def web_routes(hooks: ServiceHooks, sessions: SessionStore | None = None) -> API
             return None
         return session, key
 
-    async def required(request: Request) -> tuple[Session, ApiKey]:
-        who = await signed_in(request)
+    async def required(request: Request, application: Application) -> tuple[Session, ApiKey]:
+        who = await signed_in(request, application)
         if who is None:
             raise Problem(401, "signed-out", "Signed out", "sign in again with your API key")
         return who
@@ -126,15 +118,15 @@ def web_routes(hooks: ServiceHooks, sessions: SessionStore | None = None) -> API
         return response
 
     @router.get("/")
-    async def home(request: Request) -> Response:
-        who = await signed_in(request)
+    async def home(request: Request, application: App) -> Response:
+        who = await signed_in(request, application)
         if who is None:
             return sign_in_page(request)
         session, key = who
         return page("ask.html", key=key, csrf_token=session.csrf_token)
 
     @router.post("/ui/sign-in")
-    async def sign_in(request: Request) -> Response:
+    async def sign_in(request: Request, application: App) -> Response:
         form = await request.form(max_files=0, max_fields=4)
         secret = form.get("key")
         if not tokens_match(request.cookies.get(SIGN_IN_COOKIE), as_text(form.get("csrf"))):
@@ -177,23 +169,26 @@ def web_routes(hooks: ServiceHooks, sessions: SessionStore | None = None) -> API
         return response
 
     @router.post("/ui/ask")
-    async def ask(body: AnswerBody, request: Request) -> Response:
-        session, key = await required(request)
+    async def ask(
+        body: AnswerBody, request: Request, application: App, answering: Answers
+    ) -> Response:
+        session, key = await required(request, application)
         if not session.csrf_matches(request.headers.get(CSRF_HEADER)):
             raise csrf_refused()
         # The same stream, builder, admission and grant as POST /v1/answers/stream
         # (whose caller() refuses a key without the scope the same way).
         if not key.allows("answer"):
             raise missing_scope("answer")
-        return await hooks.stream_answer(body, request, key, "ui/ask")
+        return await answering.stream(body, key, "ui/ask")
 
     @router.get("/ui/passages")
     async def passage(
         request: Request,
+        application: App,
         document_id: Annotated[str, Query(min_length=1, max_length=200)],
         chunk_id: Annotated[str, Query(min_length=1, max_length=400)],
     ) -> Response:
-        _, key = await required(request)
+        _, key = await required(request, application)
         if not (key.allows("answer") or key.allows("search")):
             raise missing_scope("answer")
         try:
@@ -218,9 +213,12 @@ def web_routes(hooks: ServiceHooks, sessions: SessionStore | None = None) -> API
         return JSONResponse(found.to_dict(), headers={"Cache-Control": "no-store"})
 
     async def status_page(
-        request: Request, code: int = 200, ingestion: dict[str, Any] | None = None
+        request: Request,
+        state: ServiceState,
+        code: int = 200,
+        ingestion: dict[str, Any] | None = None,
     ) -> Response:
-        who = await signed_in(request)
+        who = await signed_in(request, state.application)
         if who is None:
             return RedirectResponse("/", status_code=303, headers=PAGE_HEADERS)
         session, key = who
@@ -228,7 +226,7 @@ def web_routes(hooks: ServiceHooks, sessions: SessionStore | None = None) -> API
         if not key.allows("search"):
             return page("status.html", 403, **context, status=None, ingestion=ingestion)
         try:
-            status_body: dict[str, Any] | None = await hooks.status(key)
+            status_body: dict[str, Any] | None = await status_of(state, key)
             index_problem = None
         except Problem as problem:
             status_body, index_problem = None, problem.detail
@@ -238,19 +236,20 @@ def web_routes(hooks: ServiceHooks, sessions: SessionStore | None = None) -> API
             **context,
             status=status_body,
             index_problem=index_problem,
-            checks=await asyncio.to_thread(hooks.readiness),
-            refusals=hooks.activity.refusals_of(key.tenant),
-            last_ingestion=hooks.activity.last_ingestion(key.tenant),
+            checks=await asyncio.to_thread(readiness, state),
+            refusals=state.activity.refusals_of(key.tenant),
+            last_ingestion=state.activity.last_ingestion(key.tenant),
             ingestion=ingestion,
         )
 
     @router.get("/ui/status")
-    async def status(request: Request) -> Response:
-        return await status_page(request)
+    async def status(request: Request, state: State) -> Response:
+        return await status_page(request, state)
 
     @router.post("/ui/ingest")
-    async def ingest(request: Request) -> Response:
-        session, key = await required(request)
+    async def ingest(request: Request, state: State, ingesting: Ingest) -> Response:
+        application = state.application
+        session, key = await required(request, application)
         # The form's files are closed however this ends (refusals included).
         async with request.form(max_files=1, max_fields=4) as form:
             if not session.csrf_matches(as_text(form.get("csrf"))):
@@ -259,25 +258,31 @@ def web_routes(hooks: ServiceHooks, sessions: SessionStore | None = None) -> API
                 raise missing_scope("ingest")
             upload = form.get("file")
             if not isinstance(upload, UploadFile) or not upload.filename:
-                return await status_page(request, 422, {"error": "file: choose a file to ingest."})
+                return await status_page(
+                    request, state, 422, {"error": "file: choose a file to ingest."}
+                )
             filename = upload.filename
             data = await upload.read(MAX_UPLOAD_BYTES + 1)
         if len(data) > MAX_UPLOAD_BYTES:
             error = f"file: larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MiB; nothing was read"
-            return await status_page(request, 413, {"error": error})
+            return await status_page(request, state, 413, {"error": error})
         try:
             loaded = await asyncio.to_thread(load_upload, application, key, filename, data)
         except UploadRefused as error:
-            return await status_page(request, 422, {"error": str(error)})
+            return await status_page(request, state, 422, {"error": str(error)})
         outcome: dict[str, Any] = {"name": loaded.name, "skipped": loaded.skipped}
         if loaded.body is None:
-            return await status_page(request, 422, outcome)
+            return await status_page(request, state, 422, outcome)
         try:
-            result = await hooks.ingest(loaded.body, key)
+            result = await ingesting.ingest_body(loaded.body, key)
         except Problem as problem:
-            return await status_page(request, problem.status, {**outcome, "error": problem.detail})
+            return await status_page(
+                request, state, problem.status, {**outcome, "error": problem.detail}
+            )
         # The caller's view of the run: nothing about other tenants (no shared ids).
-        return await status_page(request, 200, {**outcome, "result": ingestion_summary(result)})
+        return await status_page(
+            request, state, 200, {**outcome, "result": ingestion_summary(result)}
+        )
 
     @router.get("/ui/static/{name}")
     async def static(name: str) -> Response:

@@ -1,0 +1,78 @@
+"""``POST /v1/ingestions/files``: files sent as ``multipart/form-data``, read like a
+folder under the key's grant (:mod:`ragwright.service.uploads` has the rules), then
+ingested as ``POST /v1/ingestions`` ingests."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, File, Form, UploadFile
+from fastapi.responses import JSONResponse
+
+from ragwright.application import IngestRequest
+from ragwright.errors import SourceError
+from ragwright.service import uploads
+from ragwright.service.dependencies import App, IngestCaller
+from ragwright.service.ingesting import Ingest
+from ragwright.service.ingestions import ingestion_summary
+from ragwright.service.problems import invalid_field, problem_responses
+
+router = APIRouter(tags=["ingestion"])
+
+
+@router.post(
+    "/v1/ingestions/files",
+    responses=problem_responses(400, 401, 403, 409, 413, 415, 422, 503),
+)
+async def ingest_files(
+    key: IngestCaller,
+    files: Annotated[list[UploadFile], File(description="The files; names may hold folders.")],
+    application: App,
+    ingesting: Ingest,
+    document_type: Annotated[str | None, Form(max_length=100)] = None,
+    publication_state: Annotated[str | None, Form(max_length=100)] = None,
+    prune: Annotated[bool, Form()] = False,
+    skip_invalid: Annotated[bool, Form()] = False,
+) -> JSONResponse:
+    """Ingest files of the caller's tenant (see the module docs); returns the run's
+    summary with the files left out and where each document's metadata came from."""
+    document_types = key.types or application.settings.document_types
+    with tempfile.TemporaryDirectory(prefix="ragwright-upload-") as folder:
+        root = Path(folder)
+        await uploads.save_files(files, root)
+        request = IngestRequest(
+            (root,),
+            document_type=document_type,
+            publication_state=publication_state,
+            tenant=key.tenant,
+            skip_invalid=skip_invalid,
+        )
+        try:
+            loaded = await asyncio.to_thread(application.load_documents, request)
+        except SourceError as error:
+            raise uploads.refused_files(error, root) from error
+        documents = tuple(uploads.owned(d, key, root, document_types) for d in loaded.documents)
+        if not documents:
+            raise invalid_field("files", "no file could be read (see skipped_files)")
+        result = await ingesting.run(documents, key, prune)
+
+        def sent(path: str) -> str:
+            return Path(path).relative_to(root).as_posix()
+
+        out: dict[str, Any] = ingestion_summary(result)
+        out["skipped_files"] = [
+            {**dataclasses.asdict(s), "path": sent(s.path)} for s in loaded.skipped
+        ]
+        out["metadata"] = [
+            {
+                name: value.replace(f"{root}/", "") if isinstance(value, str) else value
+                for name, value in dataclasses.asdict(m).items()
+            }
+            for m in loaded.origins
+        ]
+        out["metadata_left_out"] = loaded.origins_left_out
+    return JSONResponse(out)
