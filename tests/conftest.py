@@ -70,23 +70,42 @@ def shared_data(*parts: str) -> Path:
 @pytest.fixture(autouse=True)
 def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # No test reads the developer's environment or a ragwright.toml in the checkout.
+    _clear_ragwright_environment(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+
+
+def _clear_ragwright_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
     for name in list(os.environ):
         if name.startswith("RAGWRIGHT_"):
             monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def sample_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample corpus ingested by the CLI (in this process), once per test process.
+    Never written to: tests copy it (:func:`tests.cli.copy_home`) or use
+    ``indexed_home``."""
+    from tests.cli import ragwright
+
+    home = tmp_path_factory.mktemp("sample-home")
+    with pytest.MonkeyPatch.context() as patch:
+        _clear_ragwright_environment(patch)
+        patch.chdir(home)
+        ragwright("ingest", str(SAMPLES), home=home, check=True)
+    return home
 
 
 @pytest.fixture(scope="module")
-def indexed_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A home with the sample corpus ingested by the CLI, one per test module; the local
+def indexed_home(sample_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A home with the sample corpus ingested, one per test module (a copy of
+    ``sample_home``: the module's tests may write drafts, calibrations, keys); the local
     model's background process its commands started ends with the module."""
     from ragwright.adapters.chatmodels.resident import stop_resident
-    from tests.test_cli import ragwright
+    from tests.cli import copy_home
 
-    home = tmp_path_factory.mktemp("home")
-    ragwright("ingest", str(SAMPLES), home=home, check=True)
+    home = copy_home(sample_home, tmp_path_factory.mktemp("home") / "home")
     yield home
     stop_resident(home / "models")
 

@@ -17,9 +17,9 @@ import pytest
 
 from ragwright.adapters.embedders.e5 import E5_SMALL_PROFILE
 from ragwright.adapters.embedders.onnx import MINILM_PROFILE
+from tests.cli import ragwright
 from tests.conftest import SAMPLES
 from tests.service.conftest import bearer, free_port
-from tests.test_cli import ragwright
 
 E5 = {"RAGWRIGHT_EMBEDDING_PROVIDER": "e5"}
 ELIGIBLE = ("--type", "runbook", "--type", "note")
