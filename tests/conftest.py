@@ -3,6 +3,7 @@ from __future__ import annotations
 import ast
 import sys
 import threading
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,24 @@ def _clear_ragwright_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("RAGWRIGHT_"):
             monkeypatch.delenv(name)
+
+
+@pytest.fixture(autouse=True)
+def _no_application_outlives_its_test() -> Iterator[None]:
+    """FastAPI keeps every route function it has classified in a module cache of 4,096
+    entries (``fastapi.dependencies.models``); a test's app's routes close over its
+    application, so each app a test built, with its token counter (about 70 MB), its
+    stores and their connections, stayed alive in the test process: 5 GiB in a worker
+    that ran the service tests. ``typing``'s caches hold them too (``Annotated[...,
+    Depends(a closure)]``). Both are cleared after each test (a service process builds
+    one app and needs none of this)."""
+    yield
+    models = sys.modules.get("fastapi.dependencies.models")
+    for value in vars(models).values() if models is not None else ():
+        if callable(getattr(value, "cache_clear", None)):
+            value.cache_clear()
+    for clear in getattr(typing, "_cleanups", ()):
+        clear()
 
 
 @pytest.fixture(scope="session")
