@@ -3,6 +3,7 @@ from __future__ import annotations
 import ast
 import sys
 import threading
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -70,23 +71,60 @@ def shared_data(*parts: str) -> Path:
 @pytest.fixture(autouse=True)
 def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # No test reads the developer's environment or a ragwright.toml in the checkout.
+    _clear_ragwright_environment(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+
+
+def _clear_ragwright_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
     for name in list(os.environ):
         if name.startswith("RAGWRIGHT_"):
             monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def _no_application_outlives_its_test() -> Iterator[None]:
+    """FastAPI keeps every route function it has classified in a module cache of 4,096
+    entries (``fastapi.dependencies.models``); a test's app's routes close over its
+    application, so each app a test built, with its token counter (about 70 MB), its
+    stores and their connections, stayed alive in the test process: 5 GiB in a worker
+    that ran the service tests. ``typing``'s caches hold them too (``Annotated[...,
+    Depends(a closure)]``). Both are cleared after each test (a service process builds
+    one app and needs none of this)."""
+    yield
+    models = sys.modules.get("fastapi.dependencies.models")
+    for value in vars(models).values() if models is not None else ():
+        if callable(getattr(value, "cache_clear", None)):
+            value.cache_clear()
+    for clear in getattr(typing, "_cleanups", ()):
+        clear()
+
+
+@pytest.fixture(scope="session")
+def sample_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample corpus ingested by the CLI (in this process), once per test process.
+    Never written to: tests copy it (:func:`tests.cli.copy_home`) or use
+    ``indexed_home``."""
+    from tests.cli import ragwright
+
+    home = tmp_path_factory.mktemp("sample-home")
+    with pytest.MonkeyPatch.context() as patch:
+        _clear_ragwright_environment(patch)
+        patch.chdir(home)
+        ragwright("ingest", str(SAMPLES), home=home, check=True)
+    return home
 
 
 @pytest.fixture(scope="module")
-def indexed_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A home with the sample corpus ingested by the CLI, one per test module; the local
+def indexed_home(sample_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A home with the sample corpus ingested, one per test module (a copy of
+    ``sample_home``: the module's tests may write drafts, calibrations, keys); the local
     model's background process its commands started ends with the module."""
     from ragwright.adapters.chatmodels.resident import stop_resident
-    from tests.test_cli import ragwright
+    from tests.cli import copy_home
 
-    home = tmp_path_factory.mktemp("home")
-    ragwright("ingest", str(SAMPLES), home=home, check=True)
+    home = copy_home(sample_home, tmp_path_factory.mktemp("home") / "home")
     yield home
     stop_resident(home / "models")
 

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import redis
 
+from tests.cli import ragwright, ragwright_process
 from tests.conftest import SAMPLES
 from tests.scripted_openai import scripted_openai
-from tests.test_cli import ragwright
 
 # A database no other test uses, so the keys this test adds can be told apart and removed.
 REDIS_URL = "redis://127.0.0.1:6379/11"
@@ -85,12 +85,12 @@ def test_a_rejected_answer_is_not_replayed_to_the_next_process(
     }
     with scripted_openai(reply) as (base_url, requests):
         env["RAGWRIGHT_CHAT_BASE_URL"] = base_url
-        first = ragwright("ask", QUESTION, "--json", home=indexed_home, **env)
+        first = ragwright_process("ask", QUESTION, "--json", home=indexed_home, **env)
         assert first.returncode == 1 and message in first.stderr
         assert len(requests) == 1
-        second = ragwright("ask", QUESTION, "--json", home=indexed_home, check=True, **env)
+        second = ragwright_process("ask", QUESTION, "--json", home=indexed_home, check=True, **env)
         assert len(requests) == 2  # the broken answer was not served from Redis
         assert json.loads(second.stdout)["status"] == "answered"
-        third = ragwright("ask", QUESTION, "--json", home=indexed_home, check=True, **env)
+        third = ragwright_process("ask", QUESTION, "--json", home=indexed_home, check=True, **env)
         assert len(requests) == 2  # the valid answer was: the cache is really shared
         assert json.loads(third.stdout)["answer"] == json.loads(second.stdout)["answer"]

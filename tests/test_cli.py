@@ -1,34 +1,14 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli import ragwright
 from tests.conftest import SAMPLES
 
-
-def ragwright(
-    *args: str, home: Path, check: bool = False, **env: str
-) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "RAGWRIGHT_HOME": str(home), **env}
-    result = subprocess.run(
-        [sys.executable, "-m", "ragwright", *args],
-        capture_output=True,
-        text=True,
-        env=environment,
-        check=False,
-    )
-    if check and result.returncode != 0:
-        # Show what the command said: a bare CalledProcessError hides the reason.
-        pytest.fail(
-            f"ragwright {' '.join(args)} exited {result.returncode}\n"
-            f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
-        )
-    return result
+__all__ = ["ragwright"]  # tests elsewhere import it from here
 
 
 def test_chunks_json_previews_without_an_index(tmp_path: Path) -> None:

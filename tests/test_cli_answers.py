@@ -6,13 +6,12 @@ processes share out these long tests (pytest-xdist runs a file in one process)."
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
+from tests.cli import copy_home, ragwright
 from tests.conftest import SAMPLES
-from tests.test_cli import ragwright
 
 
 @pytest.mark.slow
@@ -83,7 +82,7 @@ def test_the_sample_questions_are_judged_by_their_written_references(
     # measured (20/20 answered, token F1 0.40, 5/5 declined): they catch a regression,
     # not a rounding.
     home = tmp_path / "home"
-    shutil.copytree(indexed_home, home, ignore=shutil.ignore_patterns("models"))
+    copy_home(indexed_home, home)
     all_cases = SAMPLES.parent / "eval" / "cases.jsonl"
     lines = all_cases.read_text("utf-8").splitlines()
     answerable = [line for line in lines if not json.loads(line).get("unsupported")]

@@ -5,14 +5,13 @@ test processes share out these long tests (pytest-xdist runs a file in one proce
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
+from tests.cli import copy_home, ragwright
 from tests.conftest import SAMPLES
-from tests.test_cli import ragwright
 
 
 @pytest.mark.slow
@@ -60,7 +59,7 @@ def test_calibrated_thresholds_make_search_ask_and_eval_refuse_unsupported_quest
     assert len(refused) == round((1 - chosen["false_acceptance_rate"]) * len(unsupported))
     # ask ends such a question before generation: the local model is never even assembled.
     home = tmp_path / "home"
-    shutil.copytree(indexed_home, home, ignore=shutil.ignore_patterns("models"))
+    copy_home(indexed_home, home)
     answer = json.loads(
         ragwright("ask", refused[0], *eligible, "--json", home=home, check=True, **env).stdout
     )
@@ -87,7 +86,7 @@ def test_a_written_calibration_is_what_search_applies_until_cleared(
     indexed_home: Path, tmp_path: Path
 ) -> None:
     home = tmp_path / "home"
-    shutil.copytree(indexed_home, home, ignore=shutil.ignore_patterns("models"))
+    copy_home(indexed_home, home)
     cases_path = SAMPLES.parent / "eval" / "cases.jsonl"
     eligible = ("--type", "runbook", "--type", "note")
     # The sample set holds 5 unsupported questions: refused without --force, nothing written.

@@ -4,14 +4,13 @@ exit 1 (never read as empty or unchanged), listed by ``verify``, cured by ``--re
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.cli import copy_home, ragwright
 from tests.conftest import SAMPLES
-from tests.test_cli import ragwright
 
 COLLECTION = Path("index") / "support-documents"
 
@@ -46,18 +45,9 @@ CORRUPTIONS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def ingested(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.mktemp("ingested") / "home"
-    ragwright("ingest", str(SAMPLES), home=home, check=True)
-    return home
-
-
 @pytest.fixture
-def home(tmp_path: Path, ingested: Path) -> Path:
-    copy = tmp_path / "home"
-    shutil.copytree(ingested, copy)
-    return copy
+def home(tmp_path: Path, sample_home: Path) -> Path:
+    return copy_home(sample_home, tmp_path / "home")
 
 
 def assert_refused(result: object, part: str) -> None:

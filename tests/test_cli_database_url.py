@@ -4,13 +4,12 @@ line on stderr naming the setting and the problem, exit 1, never the password
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli import ragwright
+from tests.cli import ragwright_process as run_process
 from tests.service.conftest import free_port
 
 PASSWORD = "s3cr3t-Pa55word"
@@ -40,14 +39,11 @@ def test_an_unusable_database_url_is_one_line_without_the_password(
 ) -> None:
     url, secret, problem = database_urls()[fault]
     args = [*command, "--port", str(free_port())] if command == ("serve",) else [*command]
-    result = subprocess.run(
-        [sys.executable, "-m", "ragwright", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "RAGWRIGHT_HOME": str(tmp_path), "RAGWRIGHT_DATABASE_URL": url},
-        check=False,
-        timeout=120,  # a start-up that went on to serve would otherwise never end
-    )
+    env = {"RAGWRIGHT_DATABASE_URL": url}
+    if command == ("serve",):  # its own process: a start-up that went on would serve
+        result = run_process(*args, home=tmp_path, **env)
+    else:
+        result = ragwright(*args, home=tmp_path, **env)
     output = result.stdout + result.stderr
     assert result.returncode == 1, output
     lines = result.stderr.strip().splitlines()

@@ -17,9 +17,9 @@ import pytest
 
 from ragwright.adapters.embedders.e5 import E5_SMALL_PROFILE
 from ragwright.adapters.embedders.onnx import MINILM_PROFILE
+from tests.cli import ragwright, ragwright_process
 from tests.conftest import SAMPLES
 from tests.service.conftest import bearer, free_port
-from tests.test_cli import ragwright
 
 E5 = {"RAGWRIGHT_EMBEDDING_PROVIDER": "e5"}
 ELIGIBLE = ("--type", "runbook", "--type", "note")
@@ -107,7 +107,7 @@ def test_an_index_of_one_profile_is_refused_by_the_other_in_one_line(
 
 @pytest.mark.slow
 def test_serve_refuses_an_index_of_the_other_profile_in_one_line(e5_home: Path) -> None:
-    result = ragwright("serve", "--port", str(free_port()), home=e5_home)
+    result = ragwright_process("serve", "--port", str(free_port()), home=e5_home)
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr

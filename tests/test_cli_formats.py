@@ -12,8 +12,8 @@ import pytest
 
 from tests.adapters.formats.pdf_maker import make_pdf
 from tests.adapters.formats.test_pdf_ocr import SCANNED, write_scan
+from tests.cli import ragwright
 from tests.conftest import REPO
-from tests.test_cli import ragwright
 
 MIXED = REPO / "samples" / "mixed"
 DEFAULTS = ("--type", "note", "--state", "published")

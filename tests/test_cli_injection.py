@@ -8,14 +8,13 @@ that sentence if it was shown (quoted style, the embedded model's default).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.cli import ragwright as run_ragwright
 from tests.conftest import SAMPLES
 from tests.scripted_openai import scripted_openai
 
@@ -32,14 +31,7 @@ DOCUMENTS = {
 
 
 def ragwright(*args: str, home: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "ragwright", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "RAGWRIGHT_HOME": str(home), **env},
-        timeout=600,
-        check=False,
-    )
+    result = run_ragwright(*args, home=home, **env)
     assert result.returncode == 0, f"{args}: {result.returncode}\n{result.stdout}{result.stderr}"
     return result
 

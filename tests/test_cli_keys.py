@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ragwright.adapters.keys import SqliteKeyStore
-from tests.test_cli import ragwright
+from tests.cli import ragwright
 
 
 def _authenticates(home: Path, secret: str) -> bool:

@@ -1,6 +1,8 @@
 """The local model kept warm between commands (RAGWRIGHT_CHAT_KEEP_WARM): the first
 ``ask`` starts a background process, the next reuses it, ``model status`` shows it,
-``model stop`` ends it, and it exits by itself after its idle timeout."""
+``model stop`` ends it, and it exits by itself after its idle timeout. Each command is
+its own process, as a user runs them: what is tested is how long the model process
+outlives the command that started it."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from ragwright.adapters.chatmodels.resident import (
     read_resident,
     touch_lease,
 )
-from tests.test_cli import ragwright
+from tests.cli import ragwright_process as ragwright
 
 QUESTION = ("ask", "How long do refunds take?", "--type", "note", "--json")
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
+from pathlib import Path
 
 import pytest
 
+from tests.cli import ragwright
 from tests.conftest import REPO
 
 
@@ -35,15 +34,9 @@ from tests.conftest import REPO
         "model stop",
     ],
 )
-def test_every_option_is_documented(command: str) -> None:
-    env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb"}
-    result = subprocess.run(
-        [sys.executable, "-m", "ragwright", *command.split(), "--help"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-    )
+def test_every_option_is_documented(command: str, tmp_path: Path) -> None:
+    env = {"COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb"}
+    result = ragwright(*command.split(), "--help", home=tmp_path, check=True, **env)
     options = set(re.findall(r"--[a-z][a-z-]+", result.stdout))
     assert options, result.stdout
     documented = (REPO / "docs" / "cli.md").read_text()

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli import ragwright
 from tests.conftest import SAMPLES
-from tests.test_cli import _quote_s1, ragwright
+from tests.test_cli import _quote_s1
 
 QUESTION = "Should I drain all queued work during shutdown?"
 

@@ -199,7 +199,7 @@ def test_a_queued_rerun_with_edits_removals_and_prune_equals_a_single_process_re
 def test_queued_ingestion_refuses_the_embedded_index_and_options_without_queue(
     tmp_path: Path,
 ) -> None:
-    from tests.test_cli import ragwright
+    from tests.cli import ragwright
 
     embedded = ragwright("ingest", str(SAMPLES), "--queue", home=tmp_path / "h")
     assert embedded.returncode == 1

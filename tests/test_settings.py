@@ -147,7 +147,7 @@ def test_a_misspelt_environment_setting_stops_the_command_naming_it(
     assert caught.value.setting == "RAGWRIGHT_SERVE_CONCURRENCYY"
     assert "did you mean RAGWRIGHT_SERVE_CONCURRENCY?" in str(caught.value)
     # Through the entry point a user calls: one line, exit 1, nothing created.
-    from tests.test_cli import ragwright
+    from tests.cli import ragwright
 
     monkeypatch.delenv("RAGWRIGHT_SERVE_CONCURRENCYY")
     result = ragwright("status", home=tmp_path / "h", RAGWRIGHT_MAX_WORD="5")

@@ -36,6 +36,7 @@ from ragwright.errors import (
 )
 from ragwright.retry import RetryingEmbedder, RetryPolicy
 from ragwright.testing import HASHING_PROFILE
+from tests.cli import ragwright
 from tests.closing import close_opened_embedders  # noqa: F401 (autouse)
 from tests.closing import opened as opened_embedder
 from tests.conftest import SAMPLES
@@ -45,7 +46,6 @@ from tests.llama_embeddings import (
     LlamaEmbeddingServer,
     llama_embedding_server,
 )
-from tests.test_cli import ragwright
 
 DIGEST = f"sha256:{GGUF_SHA256}"
 PROFILE = dataclasses.replace(

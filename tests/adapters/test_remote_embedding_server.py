@@ -26,11 +26,11 @@ from ragwright.retry import RetryingEmbedder, RetryPolicy
 from ragwright.runtime import open_embedder, open_embedding_pool
 from ragwright.settings import Settings
 from ragwright.testing import HASHING_PROFILE
+from tests.cli import ragwright
 from tests.closing import close_opened_embedders  # noqa: F401 (autouse)
 from tests.closing import opened as opened_embedder
 from tests.conftest import SAMPLES
 from tests.scripted_openai import EmbeddingServer, scripted_embeddings
-from tests.test_cli import ragwright
 
 REDIS_URL = os.environ.get("RAGWRIGHT_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 PROFILE = dataclasses.replace(

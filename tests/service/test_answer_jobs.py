@@ -606,17 +606,27 @@ def test_a_key_store_outage_hands_the_job_back_and_logs_it_without_content(
 
 class RenewalsDown:
     """The real job store, except that the first ``failures`` renewals raise as a
-    PostgreSQL store does while the server is down; every renewal is recorded."""
+    PostgreSQL store does while the server is down; every renewal is recorded.
 
-    def __init__(self, store: Any, failures: int) -> None:
+    ``now`` is the runner's lease clock, a manual one: it stands still (a renewal late
+    on a loaded machine is not a lapsed lease) except that each failed renewal moves it
+    on by ``outage`` seconds, the time the store was down."""
+
+    def __init__(self, store: Any, failures: int, outage: float = 0.0) -> None:
         self.store = store
         self.failures = failures
+        self.outage = outage
+        self.elapsed = 0.0
         self.renewals: list[str] = []
+
+    def now(self) -> float:
+        return self.elapsed
 
     def renew(self, job_id: str, worker: str, **kwargs: Any) -> bool:
         if self.failures > 0:
             self.failures -= 1
             self.renewals.append("down")
+            self.elapsed += self.outage
             raise StorageError("postgresql://127.0.0.1:5432/jobs", "connection refused")
         renewed = bool(self.store.renew(job_id, worker, **kwargs))
         self.renewals.append("ok" if renewed else "refused")
@@ -635,6 +645,8 @@ def job_runner_over(service: Service, store: Any, events: list[str], **kwargs: A
         "poll_seconds": 0.05,
         "events": events.append,
     }
+    if isinstance(store, RenewalsDown):
+        options["clock"] = store.now
     options.update(kwargs)
     return JobRunner(service.application, store, **options)
 
@@ -676,7 +688,8 @@ def test_renewals_failing_past_the_lease_stop_the_answer_and_publish_nothing(
     secret = service.key("alice")
     job_id = submit(client_for(service), secret).json()["id"]
     model.release.clear()
-    store = RenewalsDown(service.application.jobs(), failures=1000)
+    # Each failed renewal is 0.25 s of outage: the third finds the 0.6 s lease run out.
+    store = RenewalsDown(service.application.jobs(), failures=1000, outage=0.25)
     events: list[str] = []
     asyncio.run(_run_until(job_runner_over(service, store, events), events, f"lost:{job_id}"))
     assert f"lost:{job_id}" in events

@@ -5,9 +5,6 @@ real HTTP during a real ingestion."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 from collections import defaultdict
@@ -23,6 +20,7 @@ from ragwright.adapters.edge import EdgeIndex
 from ragwright.application import IngestRequest, StatusRequest
 from ragwright.protocols import Embedder
 from ragwright.service.client import document_body
+from tests.cli import ragwright
 from tests.service.conftest import CORPUS, LiveServer, Service, bearer
 
 Client = Callable[[Service], TestClient]
@@ -45,16 +43,6 @@ def write_corpus(root: Path, marker: str) -> Path:
             f"# Service {number:02d} operations\n\n{sections}\n"
         )
     return root
-
-
-def ragwright(*args: str, home: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ragwright", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "RAGWRIGHT_HOME": str(home), **env},
-        check=False,
-    )
 
 
 def test_ingest_server_sends_the_documents_and_the_service_indexes_them(

@@ -29,7 +29,6 @@ from tests.replicas import (
     Worker,
     add_key,
     copy_index,
-    ingest_template,
     key_count,
     live_leases,
     private_postgres,
@@ -59,8 +58,9 @@ def quote_s1(evidence: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return ingest_template(tmp_path_factory.mktemp("template"))
+def template(sample_home: Path) -> Path:
+    """The sample corpus indexed (what ``ingest_template`` makes): the index to copy."""
+    return sample_home
 
 
 @pytest.fixture

@@ -16,7 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.service.conftest import CORPUS, QUESTION, bearer, free_port
+from tests.cli import copy_home
+from tests.service.conftest import QUESTION, bearer, free_port
 
 
 def ragwright(
@@ -33,18 +34,15 @@ def ragwright(
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.mktemp("serve") / "home"
-    assert ragwright("ingest", str(CORPUS), home=home).returncode == 0
-    return home
+def home(tmp_path_factory: pytest.TempPathFactory, sample_home: Path) -> Path:
+    """The sample corpus indexed."""
+    return copy_home(sample_home, tmp_path_factory.mktemp("serve") / "home")
 
 
 @pytest.fixture(scope="module")
-def idle_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def idle_home(tmp_path_factory: pytest.TempPathFactory, sample_home: Path) -> Path:
     """An indexed home no server holds."""
-    home = tmp_path_factory.mktemp("idle") / "home"
-    assert ragwright("ingest", str(CORPUS), home=home).returncode == 0
-    return home
+    return copy_home(sample_home, tmp_path_factory.mktemp("idle") / "home")
 
 
 @pytest.fixture(scope="module")

@@ -126,6 +126,7 @@ class JobRunner:
         ramp: DispatchRamp | None = None,
         retention_seconds: float | None = None,
         sweep_seconds: float = EXPIRY_SWEEP,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.application = application
         self.store = store
@@ -141,6 +142,8 @@ class JobRunner:
             application.settings.job_retention if retention_seconds is None else retention_seconds
         )
         self.sweep_seconds = sweep_seconds
+        # What a lease is measured with (claim and renewal times); tests pass a manual one.
+        self.clock = clock
         self.health = RunnerHealth()
         self._running: set[asyncio.Task[None]] = set()
         self._next_sweep = 0.0
@@ -164,7 +167,7 @@ class JobRunner:
             self._freed.clear()
             if self.ramp.may_start(len(self._running)):
                 # The lease starts no earlier than this: renewals count from here.
-                claiming = time.monotonic()
+                claiming = self.clock()
                 try:
                     job = await asyncio.to_thread(
                         self.store.claim,
@@ -257,8 +260,8 @@ class JobRunner:
 
     async def execute(self, job: AnswerJob, *, claimed_at: float | None = None) -> None:
         """Run one claimed job to a published outcome, a release, or a lost lease
-        (``claimed_at``: ``time.monotonic()`` when its claim began, else now)."""
-        claimed_at = time.monotonic() if claimed_at is None else claimed_at
+        (``claimed_at``: ``self.clock()`` when its claim began, else now)."""
+        claimed_at = self.clock() if claimed_at is None else claimed_at
         key = await self._revalidated_key(job)
         if key is None:
             return
@@ -360,14 +363,14 @@ class JobRunner:
             await asyncio.sleep(self.lease_seconds / 3)
             if answer.done():
                 break
-            attempt = time.monotonic()
+            attempt = self.clock()
             try:
                 renewed = await asyncio.to_thread(
                     self.store.renew, job.id, self.worker_id, lease_seconds=self.lease_seconds
                 )
             except StorageError as error:
                 self.events(f"renewal_failed:{job.id}")
-                if time.monotonic() - renewed_at < self.lease_seconds:
+                if self.clock() - renewed_at < self.lease_seconds:
                     logger.warning(
                         "job %s: lease not renewed, the job store is unavailable (%s); "
                         "trying again",
