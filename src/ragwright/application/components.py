@@ -1,5 +1,9 @@
 """What the application needs from the composition root (``ragwright.runtime``).
 
+:class:`Components` is what the runtime implements; the façade
+(:mod:`ragwright.application.facade`) hands each use case only the few of its methods
+that use case calls (typed by the narrow protocols here: :class:`OpenIndex`, ...).
+
 The application never picks or imports an adapter: the composition root builds them from
 settings and hands them over through this protocol, so tests can hand over fakes (the
 hashing embedder, a scripted chat model) and the use cases stay the same.
@@ -68,6 +72,55 @@ class ChatSession:
     model: ChatModel
     close: Callable[[], Awaitable[None]]
     capacity: Callable[[], dict[str, dict[str, Any]]] = dict
+
+
+class OpenIndex(Protocol):
+    """:meth:`Components.open_index`, the one part most use cases take."""
+
+    def __call__(
+        self,
+        chunking_version: str,
+        *,
+        write: bool,
+        add_chunking_version: bool = False,
+        any_chunking_version: bool = False,
+        rebuild: bool = False,
+        verify: bool = True,
+    ) -> VectorIndex: ...
+
+
+class MakeRetriever(Protocol):
+    """:meth:`Components.retriever`."""
+
+    def __call__(self, index: VectorIndex, *, candidates: int | None = None) -> Retriever: ...
+
+
+class LoadSources(Protocol):
+    """:meth:`Components.load_sources`."""
+
+    def __call__(
+        self,
+        paths: Sequence[Path],
+        *,
+        document_type: str | None,
+        publication_state: str | None,
+        skip_invalid: bool = False,
+        tenant: str | None = None,
+    ) -> LoadedSources: ...
+
+
+class StreamSources(Protocol):
+    """:meth:`Components.stream_sources`."""
+
+    def __call__(
+        self,
+        paths: Sequence[Path],
+        *,
+        document_type: str | None,
+        publication_state: str | None,
+        skip_invalid: bool = False,
+        tenant: str | None = None,
+    ) -> DocumentStream: ...
 
 
 class Components(Protocol):
