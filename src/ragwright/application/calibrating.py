@@ -10,19 +10,17 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
-from ragwright.application.calibration import Answerability as RecordAnswerability
-from ragwright.application.calibration import AnswerabilityFigures as RecordAnswerabilityFigures
 from ragwright.application.calibration import (
     CalibrationRecord,
     Figures,
     HeldOutFigures,
+    RecordAnswerability,
+    RecordAnswerabilityFigures,
     RecordThresholds,
     clear_calibration,
     write_calibration,
 )
-from ragwright.application.components import MakeRetriever, OpenIndex
-from ragwright.application.decisions import Decisions
-from ragwright.application.evaluation import LoadCases, dataset_digest, deep_retriever, read_cases
+from ragwright.application.evaluation import LabelledParts, dataset_digest
 from ragwright.application.requests import (
     AnswerabilityFigures,
     AnswerabilityResult,
@@ -33,7 +31,6 @@ from ragwright.application.requests import (
     ClearCalibrationResult,
     HeldOutResult,
 )
-from ragwright.application.thresholds import ThresholdResolver
 from ragwright.chat.contract import ModelProfile
 from ragwright.core.eligibility import CallerScope
 from ragwright.errors import EvaluationError
@@ -55,9 +52,8 @@ from ragwright.pipeline.calibrate import (
 from ragwright.pipeline.evaluate import EvalConfig, eligible_corpus
 from ragwright.pipeline.retrieve import Retriever, Thresholds
 from ragwright.pipeline.writing import ProgressCallback
-from ragwright.protocols import SparseEncoder, TokenCounter, VectorIndex
-from ragwright.settings import Settings
-from ragwright.types import EmbeddingProfile, EvalCase
+from ragwright.protocols import TokenCounter, VectorIndex
+from ragwright.types import EvalCase
 
 
 class Calibrating:
@@ -65,30 +61,17 @@ class Calibrating:
 
     def __init__(
         self,
-        settings: Settings,
+        parts: LabelledParts,
         *,
-        decisions: Decisions,
-        thresholds: ThresholdResolver,
-        load_cases: LoadCases,
-        embedding_profile: Callable[[], EmbeddingProfile],
-        sparse_encoder: Callable[[], SparseEncoder],
-        code_revision: Callable[[], str],
         token_counter: Callable[[], TokenCounter],
         chat_profiles: Callable[[], Sequence[ModelProfile]],
-        open_index: OpenIndex,
-        retriever: MakeRetriever,
     ) -> None:
-        self.settings = settings
-        self.decisions = decisions
-        self.thresholds = thresholds
-        self._load_cases = load_cases
-        self._embedding_profile = embedding_profile
-        self._sparse_encoder = sparse_encoder
-        self._code_revision = code_revision
+        self.parts = parts
+        self.settings = parts.settings
+        self.decisions = parts.decisions
+        self.thresholds = parts.thresholds
         self._token_counter = token_counter
         self._chat_profiles = chat_profiles
-        self._open_index = open_index
-        self._retriever = retriever
 
     def calibrate(
         self, request: CalibrateRequest, *, progress: ProgressCallback | None = None
@@ -100,7 +83,7 @@ class Calibrating:
             EvaluationError: fewer than ``MIN_UNSUPPORTED`` unsupported questions without
                 ``force`` (checked before anything is embedded), or what the sweep refuses.
         """
-        cases = read_cases(self._load_cases, request.dataset)
+        cases = self.parts.cases(request.dataset)
         unsupported = sum(1 for c in cases if c.unsupported)
         if unsupported < MIN_UNSUPPORTED and not request.force:
             raise EvaluationError(
@@ -109,22 +92,18 @@ class Calibrating:
                 "false-acceptance rate by more than 5 points); label more, or pass --force "
                 "to recommend anyway"
             )
-        holdout = (
-            read_cases(self._load_cases, request.holdout) if request.holdout is not None else None
-        )
+        holdout = self.parts.cases(request.holdout) if request.holdout is not None else None
         config = EvalConfig(
             eligibility=self.decisions.eligibility(request.evidence),
             scope=CallerScope(tenant=request.tenant),
             mode=request.mode,
             ks=(request.k,),
         )
-        index = self._open_index(
-            config.eligibility.chunking_version, write=False, any_chunking_version=True
-        )
+        index = self.parts.open_index_for(config)
         try:
             result = calibrate(
                 cases,
-                deep_retriever(self._retriever, self.settings, index, config),
+                self.parts.deep_retriever(index, config),
                 config,
                 eligible_corpus(index, config.eligibility, config.scope),
                 k=request.k,
@@ -151,7 +130,9 @@ class Calibrating:
             answerable=result.answerable,
             unsupported=result.unsupported,
             rows=_rows(result),
-            held_out=_held_out_result(result.held_out, request),
+            held_out=(
+                None if result.held_out is None else _held_out_result(result.held_out, request)
+            ),
             forced=unsupported < MIN_UNSUPPORTED,
             written=written,
             answerability=answerability,
@@ -176,7 +157,7 @@ class Calibrating:
         signals = _Signals(
             request,
             config,
-            self._retriever(index),
+            self.parts.retriever(index),
             self._token_counter(),
             Budget.for_profile(self._chat_profiles()[0]),
             style,
@@ -211,10 +192,10 @@ class Calibrating:
             raise EvaluationError("a calibration is persisted only with held-out figures")
         return CalibrationRecord(
             calibrated_at=datetime.now(UTC).replace(microsecond=0),
-            code_revision=self._code_revision(),
+            code_revision=self.parts.code_revision(),
             collection=self.settings.collection,
-            embedding_profile=self._embedding_profile().profile_id,
-            lexical_profile=self._sparse_encoder().profile.profile_id,
+            embedding_profile=self.parts.embedding_profile().profile_id,
+            lexical_profile=self.parts.sparse_encoder().profile.profile_id,
             chunking_version=config.eligibility.chunking_version,
             document_types=config.eligibility.document_types,
             publication_states=config.eligibility.publication_states,
@@ -312,38 +293,37 @@ def _rows(result: Calibration) -> tuple[CalibrationRowResult, ...]:
     )
 
 
-def _held_out_result(held: HeldOut | None, request: CalibrateRequest) -> HeldOutResult | None:
-    if held is None:
-        return None
+# The held-out figures the pipeline's ``HeldOut``, the result's ``HeldOutResult`` and the
+# stored ``HeldOutFigures`` share: the result is derived from the first, the stored
+# figures from the result.
+_HELD_OUT_FIGURES = (
+    "method",
+    "folds",
+    "answerable",
+    "unsupported",
+    "false_acceptance_rate",
+    "recall",
+    "ndcg",
+    "refused_answerable",
+)
+
+
+def _held_out_result(held: HeldOut, request: CalibrateRequest) -> HeldOutResult:
     return HeldOutResult(
-        method=held.method,
-        folds=held.folds,
+        **{name: getattr(held, name) for name in _HELD_OUT_FIGURES},
         dataset=str(request.holdout.path) if request.holdout is not None else None,
-        answerable=held.answerable,
-        unsupported=held.unsupported,
-        false_acceptance_rate=held.false_acceptance_rate,
-        recall=held.recall,
-        ndcg=held.ndcg,
-        refused_answerable=held.refused_answerable,
         fold_thresholds=tuple((t.dense, t.sparse) for t in held.fold_thresholds),
     )
 
 
 def _held_out_figures(held: HeldOut, request: CalibrateRequest) -> HeldOutFigures:
+    result = _held_out_result(held, request)
     holdout = request.holdout
     return HeldOutFigures(
-        method=held.method,
-        folds=held.folds,
-        dataset=str(holdout.path) if holdout is not None else None,
+        **{name: getattr(result, name) for name in (*_HELD_OUT_FIGURES, "dataset")},
         dataset_sha256=dataset_digest(holdout) if holdout is not None else None,
-        answerable=held.answerable,
-        unsupported=held.unsupported,
-        false_acceptance_rate=held.false_acceptance_rate,
-        recall=held.recall,
-        ndcg=held.ndcg,
-        refused_answerable=held.refused_answerable,
         fold_thresholds=tuple(
-            RecordThresholds(dense=t.dense, sparse=t.sparse) for t in held.fold_thresholds
+            RecordThresholds(dense=dense, sparse=sparse) for dense, sparse in result.fold_thresholds
         ),
     )
 

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from ragwright.application.drafts import DraftStore
 from ragwright.application.ingest_queue import IngestQueue
@@ -36,6 +36,7 @@ from ragwright.types import (
 )
 
 Workload = Literal["interactive", "batch"]
+_Read_co = TypeVar("_Read_co", covariant=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +96,9 @@ class MakeRetriever(Protocol):
     def __call__(self, index: VectorIndex, *, candidates: int | None = None) -> Retriever: ...
 
 
-class LoadSources(Protocol):
-    """:meth:`Components.load_sources`."""
+class ReadSources(Protocol[_Read_co]):
+    """:meth:`Components.load_sources` (``ReadSources[LoadedSources]``) or
+    :meth:`Components.stream_sources` (``ReadSources[DocumentStream]``)."""
 
     def __call__(
         self,
@@ -106,21 +108,7 @@ class LoadSources(Protocol):
         publication_state: str | None,
         skip_invalid: bool = False,
         tenant: str | None = None,
-    ) -> LoadedSources: ...
-
-
-class StreamSources(Protocol):
-    """:meth:`Components.stream_sources`."""
-
-    def __call__(
-        self,
-        paths: Sequence[Path],
-        *,
-        document_type: str | None,
-        publication_state: str | None,
-        skip_invalid: bool = False,
-        tenant: str | None = None,
-    ) -> DocumentStream: ...
+    ) -> _Read_co: ...
 
 
 class Components(Protocol):

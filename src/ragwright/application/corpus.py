@@ -6,9 +6,15 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from ragwright.application.components import DocumentStream, LoadSources, OpenIndex
+from ragwright.application.components import (
+    DocumentStream,
+    LoadedSources,
+    OpenIndex,
+    ReadSources,
+)
 from ragwright.application.grants import check_stored
 from ragwright.application.requests import (
     CalibrationStamp,
@@ -38,42 +44,44 @@ from ragwright.types import ChunkingPolicy, IngestReport
 PurgeDrafts = Callable[[Sequence[tuple[str | None, str]]], None]
 
 
+@dataclass(frozen=True, slots=True)
+class IngestParts:
+    """What both ingestion paths (in process and queued) read."""
+
+    chunking_policy: Callable[[ChunkingOptions], ChunkingPolicy]
+    sources: Sources
+    embedder: Callable[[], Embedder]
+    sparse_encoder: Callable[[], SparseEncoder]
+    open_index: OpenIndex
+    purge_drafts: PurgeDrafts
+
+
 class Corpus:
     """Chunks, ingestion and status over one index."""
 
     def __init__(
         self,
         settings: Settings,
+        parts: IngestParts,
         *,
-        chunking_policy: Callable[[ChunkingOptions], ChunkingPolicy],
-        sources: Sources,
-        load_sources: LoadSources,
-        embedder: Callable[[], Embedder],
-        sparse_encoder: Callable[[], SparseEncoder],
-        open_index: OpenIndex,
-        purge_drafts: PurgeDrafts,
+        load_sources: ReadSources[LoadedSources],
         calibration_stamp: Callable[[], CalibrationStamp | None],
     ) -> None:
         self.settings = settings
-        self._chunking_policy = chunking_policy
-        self._sources = sources
+        self.parts = parts
         self._load_sources = load_sources
-        self._embedder = embedder
-        self._sparse_encoder = sparse_encoder
-        self._open_index = open_index
-        self._purge_drafts = purge_drafts
         self._calibration_stamp = calibration_stamp
 
     def chunks(self, request: ChunksRequest) -> ChunksResult:
         """The chunks ``request.sources`` produce under the (overridden) policy."""
-        policy = self._chunking_policy(request.chunking)
+        policy = self.parts.chunking_policy(request.chunking)
         loaded = self._load_sources(
             request.sources,
             document_type=request.document_type,
             publication_state=request.publication_state,
             skip_invalid=request.skip_invalid,
         )
-        embedder = self._embedder() if policy.max_tokens is not None else None
+        embedder = self.parts.embedder() if policy.max_tokens is not None else None
         rows = []
         for document in loaded.documents:
             counter = token_counter(embedder, document) if embedder is not None else None
@@ -112,15 +120,10 @@ class Corpus:
         backoff outlives it; the run stops as ``deadline_exhausted``)."""
         seconds = self.settings.ingest_deadline
         run_deadline = None if seconds is None else Deadline.after(seconds)
-        policy = self._chunking_policy(request.chunking)
-        documents, stream = self._sources.open(request, policy.version)
-        embedder = self._embedder()
-        index = self._open_index(
-            policy.version,
-            write=True,
-            add_chunking_version=request.add_chunking_version,
-            rebuild=request.rebuild,
-        )
+        policy = self.parts.chunking_policy(request.chunking)
+        documents, stream = self.parts.sources.open(request, policy.version)
+        embedder = self.parts.embedder()
+        index = open_for_writing(self.parts.open_index, policy.version, request)
         try:
             if request.grant is not None:  # before any write: what the run would replace
                 check_stored(index, request.tenant, request.documents, request.grant)
@@ -129,7 +132,7 @@ class Corpus:
                     documents,
                     policy=policy,
                     embedder=embedder,
-                    sparse_encoder=self._sparse_encoder(),
+                    sparse_encoder=self.parts.sparse_encoder(),
                     index=index,
                     prune=request.prune,
                     tenants=() if request.tenant is None else (request.tenant,),
@@ -137,7 +140,7 @@ class Corpus:
                     batch_size=self.settings.batch_size,
                     progress=progress,
                     # Drafts citing a changed document go as each batch is verified.
-                    on_changed=self._purge_drafts,
+                    on_changed=self.parts.purge_drafts,
                 )
         finally:
             index.close()
@@ -145,8 +148,8 @@ class Corpus:
 
     def status(self, request: StatusRequest | None = None) -> StatusResult:
         """Documents, chunks, states and chunking versions the collection holds."""
-        query_version = self._chunking_policy(ChunkingOptions()).version
-        index = self._open_index(query_version, write=False, any_chunking_version=True)
+        query_version = self.parts.chunking_policy(ChunkingOptions()).version
+        index = self.parts.open_index(query_version, write=False, any_chunking_version=True)
         try:
             per_document, states = _tally(index, request)
             contract = index.contract
@@ -216,6 +219,17 @@ def _tally(
         )
         row["live_chunks" if payload.index_state == LIVE else "staged_chunks"] += 1
     return per_document, states
+
+
+def open_for_writing(open_index: OpenIndex, version: str, request: IngestRequest) -> VectorIndex:
+    """The index a run writes into: with ``version`` added to its contract, or emptied
+    for a rebuild, as the request asks."""
+    return open_index(
+        version,
+        write=True,
+        add_chunking_version=request.add_chunking_version,
+        rebuild=request.rebuild,
+    )
 
 
 def ingest_result(

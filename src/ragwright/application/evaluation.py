@@ -8,6 +8,7 @@ import hashlib
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Any
 
 from ragwright.application.answering import score_kind
@@ -49,33 +50,51 @@ LoadCases = Callable[..., list[EvalCase]]
 AnswerCall = Callable[..., Awaitable[AnswerOutcome]]
 
 
+@dataclass(frozen=True, slots=True)
+class LabelledParts:
+    """What the use cases over labelled cases (evaluation and calibration) read."""
+
+    settings: Settings
+    decisions: Decisions
+    thresholds: ThresholdResolver
+    load_cases: LoadCases
+    embedding_profile: Callable[[], EmbeddingProfile]
+    sparse_encoder: Callable[[], SparseEncoder]
+    code_revision: Callable[[], str]
+    open_index: OpenIndex
+    retriever: MakeRetriever
+
+    def cases(self, dataset: Dataset) -> list[EvalCase]:
+        """The labelled cases of ``dataset`` (BEIR or ragwright's own form)."""
+        return self.load_cases(dataset.path, beir=dataset.beir, split=dataset.split)
+
+    def deep_retriever(self, index: VectorIndex, config: EvalConfig) -> Retriever:
+        """A retriever for scoring: document-level scoring ranks chunks deeper than the
+        largest cutoff."""
+        depth = max(self.settings.hybrid_candidates, max(config.ks) * config.document_depth_factor)
+        return self.retriever(index, candidates=depth)
+
+    def open_index_for(self, config: EvalConfig) -> VectorIndex:
+        """The index read under ``config``'s chunking version."""
+        return self.open_index(
+            config.eligibility.chunking_version, write=False, any_chunking_version=True
+        )
+
+
 class Evaluation:
     """Evaluation runs over labelled cases, their comparison and reports."""
 
     def __init__(
         self,
-        settings: Settings,
+        parts: LabelledParts,
         *,
-        decisions: Decisions,
-        thresholds: ThresholdResolver,
-        load_cases: LoadCases,
-        embedding_profile: Callable[[], EmbeddingProfile],
-        sparse_encoder: Callable[[], SparseEncoder],
-        code_revision: Callable[[], str],
-        open_index: OpenIndex,
-        retriever: MakeRetriever,
         answer: AnswerCall,
         chat_kept_open: Callable[[], AbstractAsyncContextManager[None]],
     ) -> None:
-        self.settings = settings
-        self.decisions = decisions
-        self.thresholds = thresholds
-        self._load_cases = load_cases
-        self._embedding_profile = embedding_profile
-        self._sparse_encoder = sparse_encoder
-        self._code_revision = code_revision
-        self._open_index = open_index
-        self._retriever = retriever
+        self.parts = parts
+        self.settings = parts.settings
+        self.decisions = parts.decisions
+        self.thresholds = parts.thresholds
         self._answer = answer
         self._chat_kept_open = chat_kept_open
 
@@ -93,7 +112,7 @@ class Evaluation:
         if not request.ks or any(k <= 0 for k in request.ks):
             raise EvaluationError(f"cutoffs must be positive, got {list(request.ks)}")
         earlier = load_run(request.compare, self.settings.home) if request.compare else None
-        cases = read_cases(self._load_cases, request.dataset)
+        cases = self.parts.cases(request.dataset)
         applied = self.thresholds.thresholds(request.thresholds)
         config = EvalConfig(
             eligibility=self.decisions.eligibility(request.evidence),
@@ -103,12 +122,10 @@ class Evaluation:
             thresholds=applied.thresholds,
             with_text=request.with_text,
         )
-        profile = self._embedding_profile()
-        index = self._open_index(
-            config.eligibility.chunking_version, write=False, any_chunking_version=True
-        )
+        profile = self.parts.embedding_profile()
+        index = self.parts.open_index_for(config)
         try:
-            retriever = deep_retriever(self._retriever, self.settings, index, config)
+            retriever = self.parts.deep_retriever(index, config)
             record = run_evaluation(
                 cases,
                 retriever,
@@ -153,14 +170,14 @@ class Evaluation:
             "dataset_sha256": dataset_digest(request.dataset),
             "embedding_profile": profile.profile_id,
             "model_digest": profile.artifact_digest,
-            "lexical_profile": self._sparse_encoder().profile.profile_id,
+            "lexical_profile": self.parts.sparse_encoder().profile.profile_id,
             "chunking_version": config.eligibility.chunking_version,
             "rrf_k": self.settings.rrf_k,
             "rrf_weights": list(self.settings.rrf_weights),
             "reranker": self.settings.reranker,
             "score_kind": score_kind(request.mode, reranked=retriever.reranker is not None),
             "collection": self.settings.collection,
-            "code_revision": self._code_revision(),
+            "code_revision": self.parts.code_revision(),
             **applied.origin.to_dict(),
         }
 
@@ -245,20 +262,6 @@ class Evaluation:
         return ReportResult(
             data["execution_id"], target, earlier["execution_id"] if earlier else None
         )
-
-
-def read_cases(load_cases: LoadCases, dataset: Dataset) -> list[EvalCase]:
-    """The labelled cases of ``dataset`` (BEIR or ragwright's own form)."""
-    return load_cases(dataset.path, beir=dataset.beir, split=dataset.split)
-
-
-def deep_retriever(
-    retriever: MakeRetriever, settings: Settings, index: VectorIndex, config: EvalConfig
-) -> Retriever:
-    """A retriever for scoring: document-level scoring ranks chunks deeper than the
-    largest cutoff."""
-    depth = max(settings.hybrid_candidates, max(config.ks) * config.document_depth_factor)
-    return retriever(index, candidates=depth)
 
 
 def dataset_digest(dataset: Dataset) -> str:

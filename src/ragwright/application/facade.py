@@ -23,10 +23,10 @@ from ragwright.application.answering import Answering
 from ragwright.application.calibrating import Calibrating
 from ragwright.application.calibration import CalibrationRecord
 from ragwright.application.components import Components, DocumentStream, LoadedSources, Workload
-from ragwright.application.corpus import Corpus
+from ragwright.application.corpus import Corpus, IngestParts
 from ragwright.application.decisions import Decisions
 from ragwright.application.drafts import DraftPolicy
-from ragwright.application.evaluation import Evaluation
+from ragwright.application.evaluation import Evaluation, LabelledParts
 from ragwright.application.ingest_queue import WorkerStats
 from ragwright.application.jobs import JobStore
 from ragwright.application.keys import ApiKey
@@ -110,23 +110,21 @@ class Application:
         )
 
     def _build_corpus(self, c: Components, settings: Settings) -> None:
-        ingest_parts: dict[str, Any] = {
-            "chunking_policy": self.decisions.chunking_policy,
-            "sources": self.sources,
-            "embedder": c.embedder,
-            "sparse_encoder": c.sparse_encoder,
-            "open_index": c.open_index,
-            "purge_drafts": self.drafts.purge,
-        }
+        parts = IngestParts(
+            chunking_policy=self.decisions.chunking_policy,
+            sources=self.sources,
+            embedder=c.embedder,
+            sparse_encoder=c.sparse_encoder,
+            open_index=c.open_index,
+            purge_drafts=self.drafts.purge,
+        )
         self.corpus = Corpus(
             settings,
+            parts,
             load_sources=c.load_sources,
             calibration_stamp=lambda: self.resolver.stamp(self.resolver.calibration()),
-            **ingest_parts,
         )
-        self.queued = QueuedIngest(
-            settings, clock=self.clock, ingest_queue=c.ingest_queue, **ingest_parts
-        )
+        self.queued = QueuedIngest(settings, parts, clock=self.clock, ingest_queue=c.ingest_queue)
         self.verification = Verification(
             settings.collection,
             open_index=c.open_index,
@@ -147,21 +145,22 @@ class Application:
             open_index=c.open_index,
             retriever=c.retriever,
         )
-        labelled: dict[str, Any] = {
-            "decisions": self.decisions,
-            "thresholds": self.resolver,
-            "load_cases": c.load_cases,
-            "embedding_profile": c.embedding_profile,
-            "sparse_encoder": c.sparse_encoder,
-            "code_revision": c.code_revision,
-            "open_index": c.open_index,
-            "retriever": c.retriever,
-        }
+        labelled = LabelledParts(
+            settings,
+            decisions=self.decisions,
+            thresholds=self.resolver,
+            load_cases=c.load_cases,
+            embedding_profile=c.embedding_profile,
+            sparse_encoder=c.sparse_encoder,
+            code_revision=c.code_revision,
+            open_index=c.open_index,
+            retriever=c.retriever,
+        )
         self.evaluation = Evaluation(
-            settings, answer=self.answer, chat_kept_open=self.chat_kept_open, **labelled
+            labelled, answer=self.answer, chat_kept_open=self.chat_kept_open
         )
         self.calibrating = Calibrating(
-            settings, token_counter=c.token_counter, chat_profiles=c.chat_profiles, **labelled
+            labelled, token_counter=c.token_counter, chat_profiles=c.chat_profiles
         )
 
     @property

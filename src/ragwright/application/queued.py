@@ -11,8 +11,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ragwright.application.components import OpenIndex
-from ragwright.application.corpus import PurgeDrafts, ingest_result
+from ragwright.application.corpus import IngestParts, ingest_result, open_for_writing
 from ragwright.application.ingest_queue import (
     IngestQueue,
     ItemResult,
@@ -22,8 +21,7 @@ from ragwright.application.ingest_queue import (
     read_item_body,
     wait_for_results,
 )
-from ragwright.application.requests import ChunkingOptions, IngestRequest, IngestResult
-from ragwright.application.sources import Sources
+from ragwright.application.requests import IngestRequest, IngestResult
 from ragwright.deadline import Deadline, deadline_bound
 from ragwright.errors import ConfigError, ContractMismatch, IngestItemFailed, RequestError
 from ragwright.pipeline.ingest import RunPlan, batched, finish_run, prepare_run
@@ -47,25 +45,15 @@ class QueuedIngest:
     def __init__(
         self,
         settings: Settings,
+        parts: IngestParts,
         *,
         clock: Callable[[], float],
-        chunking_policy: Callable[[ChunkingOptions], ChunkingPolicy],
-        sources: Sources,
-        embedder: Callable[[], Embedder],
-        sparse_encoder: Callable[[], SparseEncoder],
-        open_index: OpenIndex,
         ingest_queue: Callable[[], IngestQueue],
-        purge_drafts: PurgeDrafts,
     ) -> None:
         self.settings = settings
+        self.parts = parts
         self.clock = clock
-        self.chunking_policy = chunking_policy
-        self.sources = sources
-        self.embedder = embedder
-        self.sparse_encoder = sparse_encoder
-        self.open_index = open_index
         self.ingest_queue = ingest_queue
-        self.purge_drafts = purge_drafts
 
     def ingest_queued(
         self,
@@ -120,8 +108,8 @@ class QueuedIngest:
         report is recorded once per item."""
         self._require_index_server()
         queue = self.ingest_queue()
-        embedder = self.embedder()
-        sparse_encoder = self.sparse_encoder()
+        embedder = self.parts.embedder()
+        sparse_encoder = self.parts.sparse_encoder()
 
         def handle(item: WorkItem) -> Mapping[str, Any]:
             return self._run_item(item, embedder, sparse_encoder, phase_hook)
@@ -148,7 +136,7 @@ class QueuedIngest:
                 "lexical_profile_id", body.lexical_profile, sparse_encoder.profile.profile_id
             )
         item_deadline = self._item_deadline(body.deadline_at)
-        index = self.open_index(body.policy.version, write=True)
+        index = self.parts.open_index(body.policy.version, write=True)
         try:
             with deadline_bound(item_deadline):
                 report = ingest_batch(
@@ -206,16 +194,11 @@ class _QueuedRun:
 
     def run(self, started: Callable[[str], None] | None, poll: float) -> IngestResult:
         owner, request = self.owner, self.request
-        policy = owner.chunking_policy(request.chunking)
-        documents, stream = owner.sources.open(request, policy.version)
-        embedder = owner.embedder()
-        sparse_encoder = owner.sparse_encoder()
-        index = owner.open_index(
-            policy.version,
-            write=True,
-            add_chunking_version=request.add_chunking_version,
-            rebuild=request.rebuild,
-        )
+        policy = owner.parts.chunking_policy(request.chunking)
+        documents, stream = owner.parts.sources.open(request, policy.version)
+        embedder = owner.parts.embedder()
+        sparse_encoder = owner.parts.sparse_encoder()
+        index = open_for_writing(owner.parts.open_index, policy.version, request)
         try:
             run = prepare_run(
                 documents,
@@ -239,7 +222,7 @@ class _QueuedRun:
                     [reports[number] for number in sorted(reports)],
                     index=index,
                     sparse_encoder=sparse_encoder,
-                    on_changed=owner.purge_drafts,
+                    on_changed=owner.parts.purge_drafts,
                 )
             except BaseException:
                 self.queue.close_run(run_id, "failed")
@@ -291,7 +274,7 @@ class _QueuedRun:
                     run_id, result.number, result.worker, result.error or "no report"
                 )
             item = BatchReport.from_json(dict(result.report))
-            self.owner.purge_drafts(item.changed_documents)
+            self.owner.parts.purge_drafts(item.changed_documents)
             reports[result.number] = dataclasses.replace(item, changed_documents=())
             notify("embedded", item.chunks)
 

@@ -15,9 +15,8 @@ from typing import Any
 from ragwright.application.components import (
     DocumentStream,
     LoadedSources,
-    LoadSources,
     OpenIndex,
-    StreamSources,
+    ReadSources,
 )
 from ragwright.application.requests import IngestRequest
 from ragwright.errors import (
@@ -33,7 +32,12 @@ from ragwright.types import SourceDocument
 class Sources:
     """Reads a request's sources (loaded whole or streamed) and guards rebuilds."""
 
-    def __init__(self, load: LoadSources, stream: StreamSources, open_index: OpenIndex) -> None:
+    def __init__(
+        self,
+        load: ReadSources[LoadedSources],
+        stream: ReadSources[DocumentStream],
+        open_index: OpenIndex,
+    ) -> None:
         self._load = load
         self._stream = stream
         self._open_index = open_index
