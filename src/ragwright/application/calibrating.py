@@ -84,14 +84,7 @@ class Calibrating:
                 ``force`` (checked before anything is embedded), or what the sweep refuses.
         """
         cases = self.parts.cases(request.dataset)
-        unsupported = sum(1 for c in cases if c.unsupported)
-        if unsupported < MIN_UNSUPPORTED and not request.force:
-            raise EvaluationError(
-                f"{request.dataset.path} has {unsupported} unsupported questions; a "
-                f"recommendation needs at least {MIN_UNSUPPORTED} (each one moves the "
-                "false-acceptance rate by more than 5 points); label more, or pass --force "
-                "to recommend anyway"
-            )
+        unsupported = _count_unsupported(cases, request)
         holdout = self.parts.cases(request.holdout) if request.holdout is not None else None
         config = EvalConfig(
             eligibility=self.decisions.eligibility(request.evidence),
@@ -276,6 +269,20 @@ class _Signals:
             if self.progress:
                 self.progress("scored", 1)
         return scored
+
+
+def _count_unsupported(cases: Sequence[EvalCase], request: CalibrateRequest) -> int:
+    """How many of ``cases`` are unsupported; too few for a recommendation is refused
+    (before anything is embedded) unless ``force``."""
+    unsupported = sum(1 for c in cases if c.unsupported)
+    if unsupported < MIN_UNSUPPORTED and not request.force:
+        raise EvaluationError(
+            f"{request.dataset.path} has {unsupported} unsupported questions; a "
+            f"recommendation needs at least {MIN_UNSUPPORTED} (each one moves the "
+            "false-acceptance rate by more than 5 points); label more, or pass --force "
+            "to recommend anyway"
+        )
+    return unsupported
 
 
 def _rows(result: Calibration) -> tuple[CalibrationRowResult, ...]:
