@@ -233,7 +233,7 @@ def test_no_draft_when_the_instructions_version_changed(
 ) -> None:
     app, _ = answered_once
     monkeypatch.setattr(
-        "ragwright.application.service.instructions_version", lambda style, context: "v2"
+        "ragwright.application.answering.instructions_version", lambda style, context: "v2"
     )
     assert ask(app).mode == "evidence_only"
 

@@ -4,7 +4,9 @@ Entry points (the ``ragwright`` command, the HTTP service) build an :class:`Appl
 with ``ragwright.runtime.build_application`` and call it; they hold no business logic.
 """
 
+from ragwright.application.answering import score_kind
 from ragwright.application.components import ChatSession, Components, LoadedSources, Workload
+from ragwright.application.facade import Application
 from ragwright.application.keys import SCOPES, ApiKey, KeyStore
 from ragwright.application.outcomes import AnswerOutcome
 from ragwright.application.requests import (
@@ -49,7 +51,6 @@ from ragwright.application.requests import (
     VerifyRequest,
     VerifyResult,
 )
-from ragwright.application.service import Application, score_kind
 from ragwright.chat.contract import ChatMessage
 
 __all__ = [

@@ -65,7 +65,7 @@ class HeldOutFigures(Figures):
     fold_thresholds: tuple[RecordThresholds, ...]
 
 
-class AnswerabilityFigures(_Strict):
+class RecordAnswerabilityFigures(_Strict):
     """What the answerability threshold declines on a set of questions."""
 
     answerable: int = Field(ge=0)
@@ -76,7 +76,7 @@ class AnswerabilityFigures(_Strict):
     unsupported_declined_rate: float | None = Field(ge=0, le=1)
 
 
-class Answerability(_Strict):
+class RecordAnswerability(_Strict):
     """The answerability threshold ``ask`` applies by default (the least similarity
     between the question and its best evidence sentence), how it was chosen and what it
     did in-sample and on held-out questions."""
@@ -84,8 +84,8 @@ class Answerability(_Strict):
     threshold: float = Field(ge=-1, le=1)
     max_answerable_loss: float = Field(ge=0, le=1)
     style: Literal["quoted", "evidence"]
-    in_sample: AnswerabilityFigures
-    held_out: AnswerabilityFigures
+    in_sample: RecordAnswerabilityFigures
+    held_out: RecordAnswerabilityFigures
 
 
 class CalibrationRecord(_Strict):
@@ -111,7 +111,7 @@ class CalibrationRecord(_Strict):
     thresholds: RecordThresholds
     in_sample: Figures
     held_out: HeldOutFigures
-    answerability: Answerability | None = None
+    answerability: RecordAnswerability | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The file's JSON object (every field, ``answerability`` ``null`` when unset)."""

@@ -1,5 +1,9 @@
 """What the application needs from the composition root (``ragwright.runtime``).
 
+:class:`Components` is what the runtime implements; the façade
+(:mod:`ragwright.application.facade`) hands each use case only the few of its methods
+that use case calls (typed by the narrow protocols here: :class:`OpenIndex`, ...).
+
 The application never picks or imports an adapter: the composition root builds them from
 settings and hands them over through this protocol, so tests can hand over fakes (the
 hashing embedder, a scripted chat model) and the use cases stay the same.
@@ -11,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from ragwright.application.drafts import DraftStore
 from ragwright.application.ingest_queue import IngestQueue
@@ -32,6 +36,7 @@ from ragwright.types import (
 )
 
 Workload = Literal["interactive", "batch"]
+_Read_co = TypeVar("_Read_co", covariant=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +73,42 @@ class ChatSession:
     model: ChatModel
     close: Callable[[], Awaitable[None]]
     capacity: Callable[[], dict[str, dict[str, Any]]] = dict
+
+
+class OpenIndex(Protocol):
+    """:meth:`Components.open_index`, the one part most use cases take."""
+
+    def __call__(
+        self,
+        chunking_version: str,
+        *,
+        write: bool,
+        add_chunking_version: bool = False,
+        any_chunking_version: bool = False,
+        rebuild: bool = False,
+        verify: bool = True,
+    ) -> VectorIndex: ...
+
+
+class MakeRetriever(Protocol):
+    """:meth:`Components.retriever`."""
+
+    def __call__(self, index: VectorIndex, *, candidates: int | None = None) -> Retriever: ...
+
+
+class ReadSources(Protocol[_Read_co]):
+    """:meth:`Components.load_sources` (``ReadSources[LoadedSources]``) or
+    :meth:`Components.stream_sources` (``ReadSources[DocumentStream]``)."""
+
+    def __call__(
+        self,
+        paths: Sequence[Path],
+        *,
+        document_type: str | None,
+        publication_state: str | None,
+        skip_invalid: bool = False,
+        tenant: str | None = None,
+    ) -> _Read_co: ...
 
 
 class Components(Protocol):

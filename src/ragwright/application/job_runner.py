@@ -56,7 +56,7 @@ from ragwright.application.keys import ApiKey
 from ragwright.errors import AssemblyError, RagwrightError, RequestError, StorageError
 
 if TYPE_CHECKING:
-    from ragwright.application.service import Application
+    from ragwright.application.facade import Application
 
 logger = logging.getLogger("ragwright.jobs")
 

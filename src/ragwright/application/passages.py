@@ -20,7 +20,7 @@ from ragwright.core.points import read_payload
 from ragwright.types import FieldMatch
 
 if TYPE_CHECKING:
-    from ragwright.application.service import Application
+    from ragwright.application.facade import Application
 
 
 @dataclass(frozen=True, slots=True)

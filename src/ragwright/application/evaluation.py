@@ -1,0 +1,270 @@
+"""Evaluation use cases: run labelled cases (retrieval, and answers when asked), compare
+two persisted runs, and write a run's HTML report."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from ragwright.application.answering import score_kind
+from ragwright.application.components import MakeRetriever, OpenIndex
+from ragwright.application.decisions import Decisions
+from ragwright.application.outcomes import AnswerOutcome
+from ragwright.application.requests import (
+    AnswerRequest,
+    AppliedThresholds,
+    CaseChangeResult,
+    CompareRequest,
+    CompareResult,
+    Dataset,
+    EvaluateRequest,
+    EvaluateResult,
+    ReportRequest,
+    ReportResult,
+)
+from ragwright.application.thresholds import ThresholdResolver
+from ragwright.core.eligibility import CallerScope
+from ragwright.errors import AnswerContractError, ChatError, EvaluationError
+from ragwright.pipeline.answer_scoring import attach_answers, error_outcome, score_answer
+from ragwright.pipeline.evaluate import (
+    EvalConfig,
+    compare_runs,
+    eligible_corpus,
+    load_run,
+    run_evaluation,
+    save_run,
+)
+from ragwright.pipeline.retrieve import Retriever
+from ragwright.pipeline.writing import ProgressCallback
+from ragwright.protocols import SparseEncoder, VectorIndex
+from ragwright.report import render_report
+from ragwright.settings import Settings
+from ragwright.types import EmbeddingProfile, EvalCase
+
+LoadCases = Callable[..., list[EvalCase]]
+AnswerCall = Callable[..., Awaitable[AnswerOutcome]]
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledParts:
+    """What the use cases over labelled cases (evaluation and calibration) read."""
+
+    settings: Settings
+    decisions: Decisions
+    thresholds: ThresholdResolver
+    load_cases: LoadCases
+    embedding_profile: Callable[[], EmbeddingProfile]
+    sparse_encoder: Callable[[], SparseEncoder]
+    code_revision: Callable[[], str]
+    open_index: OpenIndex
+    retriever: MakeRetriever
+
+    def cases(self, dataset: Dataset) -> list[EvalCase]:
+        """The labelled cases of ``dataset`` (BEIR or ragwright's own form)."""
+        return self.load_cases(dataset.path, beir=dataset.beir, split=dataset.split)
+
+    def deep_retriever(self, index: VectorIndex, config: EvalConfig) -> Retriever:
+        """A retriever for scoring: document-level scoring ranks chunks deeper than the
+        largest cutoff."""
+        depth = max(self.settings.hybrid_candidates, max(config.ks) * config.document_depth_factor)
+        return self.retriever(index, candidates=depth)
+
+    def open_index_for(self, config: EvalConfig) -> VectorIndex:
+        """The index read under ``config``'s chunking version."""
+        return self.open_index(
+            config.eligibility.chunking_version, write=False, any_chunking_version=True
+        )
+
+
+class Evaluation:
+    """Evaluation runs over labelled cases, their comparison and reports."""
+
+    def __init__(
+        self,
+        parts: LabelledParts,
+        *,
+        answer: AnswerCall,
+        chat_kept_open: Callable[[], AbstractAsyncContextManager[None]],
+    ) -> None:
+        self.parts = parts
+        self.settings = parts.settings
+        self.decisions = parts.decisions
+        self.thresholds = parts.thresholds
+        self._answer = answer
+        self._chat_kept_open = chat_kept_open
+
+    def evaluate(
+        self, request: EvaluateRequest, *, progress: ProgressCallback | None = None
+    ) -> EvaluateResult:
+        """Score retrieval on labelled cases (and with ``request.answers`` their answers);
+        persist the run (and its HTML report, compared with ``request.compare`` when given:
+        that run is loaded before anything runs).
+
+        An answer run drives the asynchronous answer use case on an event loop of its
+        own: call this from synchronous code (the command line), never from inside a
+        running event loop.
+        """
+        if not request.ks or any(k <= 0 for k in request.ks):
+            raise EvaluationError(f"cutoffs must be positive, got {list(request.ks)}")
+        earlier = load_run(request.compare, self.settings.home) if request.compare else None
+        cases = self.parts.cases(request.dataset)
+        applied = self.thresholds.thresholds(request.thresholds)
+        config = EvalConfig(
+            eligibility=self.decisions.eligibility(request.evidence),
+            scope=CallerScope(tenant=request.tenant),
+            mode=request.mode,
+            ks=request.ks,
+            thresholds=applied.thresholds,
+            with_text=request.with_text,
+        )
+        profile = self.parts.embedding_profile()
+        index = self.parts.open_index_for(config)
+        try:
+            retriever = self.parts.deep_retriever(index, config)
+            record = run_evaluation(
+                cases,
+                retriever,
+                config,
+                eligible_corpus(index, config.eligibility, config.scope),
+                run_config=self._run_config(request, config, profile, retriever, applied),
+            )
+        finally:
+            index.close()
+        if request.answers:
+            rows = asyncio.run(self._answer_cases(cases, request, config, progress))
+            style = self.decisions.answer_style(request.style)
+            attach_answers(record, cases, rows, style=style)
+        directory = save_run(record, self.settings.home)
+        report_path = None
+        if request.report:
+            report_path = directory / "report.html"
+            report_path.write_text(render_report(record.to_json(), earlier=earlier), "utf-8")
+        return EvaluateResult(
+            execution_id=record.execution_id,
+            path=directory,
+            summary=record.summary,
+            categories=record.categories,
+            unsupported=record.unsupported,
+            report_path=report_path,
+            thresholds=applied.thresholds,
+            threshold_origin=applied.origin,
+            answers=record.answers,
+        )
+
+    def _run_config(
+        self,
+        request: EvaluateRequest,
+        config: EvalConfig,
+        profile: EmbeddingProfile,
+        retriever: Retriever,
+        applied: AppliedThresholds,
+    ) -> dict[str, Any]:
+        """What a run records of the configuration it ran under."""
+        return {
+            "dataset": str(request.dataset.path),
+            "dataset_sha256": dataset_digest(request.dataset),
+            "embedding_profile": profile.profile_id,
+            "model_digest": profile.artifact_digest,
+            "lexical_profile": self.parts.sparse_encoder().profile.profile_id,
+            "chunking_version": config.eligibility.chunking_version,
+            "rrf_k": self.settings.rrf_k,
+            "rrf_weights": list(self.settings.rrf_weights),
+            "reranker": self.settings.reranker,
+            "score_kind": score_kind(request.mode, reranked=retriever.reranker is not None),
+            "collection": self.settings.collection,
+            "code_revision": self.parts.code_revision(),
+            **applied.origin.to_dict(),
+        }
+
+    async def _answer_cases(
+        self,
+        cases: list[EvalCase],
+        request: EvaluateRequest,
+        config: EvalConfig,
+        progress: ProgressCallback | None = None,
+    ) -> list[dict[str, Any]]:
+        """Answer every case in turn (one local model at a time) and score the outcome;
+        a provider failure or a broken answer contract is recorded as an ``error``
+        outcome, not the run's end. ``progress`` hears ``("answers", total)`` and then
+        ``("answered", 1)`` per case."""
+        rows = []
+        if progress is not None:
+            progress("answers", len(cases))
+        async with self._chat_kept_open():
+            for case in cases:
+                rows.append(await self._answer_case(case, request, config))
+                if progress is not None:
+                    progress("answered", 1)
+        return rows
+
+    async def _answer_case(
+        self, case: EvalCase, request: EvaluateRequest, config: EvalConfig
+    ) -> dict[str, Any]:
+        started = time.perf_counter()
+        try:
+            outcome = (
+                await self._answer(
+                    AnswerRequest(
+                        case.question,
+                        mode=request.mode,
+                        evidence=request.evidence,
+                        tenant=request.tenant,
+                        thresholds=request.thresholds,
+                        style=request.style,
+                    ),
+                    drafts=False,
+                )
+            ).to_dict()
+        except ChatError as error:
+            outcome = error_outcome(f"{error.category.value}: {error}", request.style)
+        except AnswerContractError as error:
+            outcome = error_outcome(str(error), request.style)
+        return score_answer(
+            case,
+            outcome,
+            latency_ms=(time.perf_counter() - started) * 1000,
+            chunking_version=config.eligibility.chunking_version,
+        )
+
+    def compare(self, request: CompareRequest) -> CompareResult:
+        """Per-case regressions and improvements between two persisted runs."""
+        home = self.settings.home
+        regressions, improvements, notes = compare_runs(
+            load_run(request.before, home),
+            load_run(request.after, home),
+            k=request.k,
+            metric=request.metric,
+        )
+        return CompareResult(
+            k=request.k,
+            metric=request.metric,
+            regressions=tuple(CaseChangeResult(c.case_id, c.before, c.after) for c in regressions),
+            improvements=tuple(
+                CaseChangeResult(c.case_id, c.before, c.after) for c in improvements
+            ),
+            notes=tuple(notes),
+        )
+
+    def report(self, request: ReportRequest) -> ReportResult:
+        """Write report.html for a persisted run, compared with ``request.compare`` when
+        given."""
+        home = self.settings.home
+        data = load_run(request.run, home)
+        earlier = load_run(request.compare, home) if request.compare else None
+        target = home / "evaluations" / data["execution_id"] / "report.html"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(render_report(data, earlier=earlier), "utf-8")
+        return ReportResult(
+            data["execution_id"], target, earlier["execution_id"] if earlier else None
+        )
+
+
+def dataset_digest(dataset: Dataset) -> str:
+    """SHA-256 of the labelled file a run scored (a BEIR split's qrels)."""
+    path = dataset.path / "qrels" / f"{dataset.split}.tsv" if dataset.beir else dataset.path
+    return hashlib.sha256(path.read_bytes()).hexdigest()
