@@ -28,6 +28,7 @@ from typing import Any, Literal
 from ragwright.core.assembly import EVIDENCE_KIND, SelectedSource
 from ragwright.core.sentences import EvidenceSentence, in_reading_order
 from ragwright.errors import AnswerContractError
+from ragwright.types import SchemaStyle as SchemaStyle  # noqa: PLC0414 - re-exported
 
 ANSWER_SCHEMA: Mapping[str, Any] = {
     "type": "object",
@@ -41,7 +42,6 @@ ANSWER_SCHEMA: Mapping[str, Any] = {
 }
 """The contract's shape, independent of any request (documentation and tests)."""
 
-SchemaStyle = Literal["object", "variants"]
 SCHEMA_STYLES: tuple[SchemaStyle, ...] = ("object", "variants")
 _REQUIRED = ["status", "answer", "sourceIds"]
 
