@@ -62,7 +62,7 @@ from ragwright.application.ingest_queue import (
 )
 from ragwright.application.jobs import JobStore
 from ragwright.application.keys import ApiKey
-from ragwright.application.outcomes import AnswerOutcome
+from ragwright.application.outcomes import AnswerOutcome, AnswerProvenance, RequestOptions
 from ragwright.application.requests import (
     STAGES,
     AddKeyRequest,
@@ -115,7 +115,7 @@ from ragwright.application.requests import (
 from ragwright.application.templates import load_templates
 from ragwright.chat.contract import ChatMessage, ChatOptions, ChatRequest
 from ragwright.core.answers import AnswerStyle
-from ragwright.core.assembly import AssembledContext, cite_location, parse_policy
+from ragwright.core.assembly import AssembledContext, cite_location
 from ragwright.core.chunking import build_chunks
 from ragwright.core.eligibility import CallerScope, Eligibility, eligibility_filter
 from ragwright.core.points import LIVE, format_query_input, read_payload
@@ -123,7 +123,6 @@ from ragwright.core.templates import ApprovedTemplate, select_template
 from ragwright.deadline import Deadline, deadline_bound, deadline_scope
 from ragwright.errors import (
     AnswerContractError,
-    AssemblyError,
     CalibrationError,
     ChatError,
     ConfigError,
@@ -139,7 +138,7 @@ from ragwright.errors import (
     StorageError,
     VectorIndexError,
 )
-from ragwright.pipeline.answer import Budget, answer_question, instructions_version
+from ragwright.pipeline.answer import AnswerPlan, Budget, answer_question, instructions_version
 from ragwright.pipeline.answer_scoring import attach_answers, error_outcome, score_answer
 from ragwright.pipeline.answerability import (
     SignalCase,
@@ -827,11 +826,6 @@ class Application:
         applied = self.thresholds(request.thresholds)
         limits = applied.thresholds
         policy = request.policy
-        if parse_policy(policy).prefer_current_revision and request.current_revisions is None:
-            raise AssemblyError(
-                "policy +prefer-current-revision needs the documents' current revisions "
-                "(current_revisions; ask --current-revision DOC=REV)"
-            )
         if request.history and "+history=" not in policy:
             policy = f"{policy}+history={DEFAULT_HISTORY_SHARE:g}"
         deadline_seconds = request.deadline_seconds or self.settings.answer_deadline
@@ -853,7 +847,7 @@ class Application:
             # One budget for the whole answer: the query embedding and reranking (remote
             # providers retry under it) and every model attempt and wait.
             with deadline_scope(deadline), _explained_deadline(deadline_seconds):
-                result = await answer_question(
+                plan = AnswerPlan(
                     request.question,
                     retriever=self.components.retriever(index),
                     eligibility=eligibility,
@@ -883,6 +877,7 @@ class Application:
                     answerability_threshold=answerability_threshold,
                     on_evidence=on_evidence,
                 )
+                result = await answer_question(plan)
             contract = index.contract
             shown = None
             use_drafts = drafts and self._drafts_apply(request)
@@ -899,26 +894,26 @@ class Application:
             if session is not None and session is not kept:
                 await session.close()
             index.close()
-        options = {
-            "k": request.k,
-            "mode": request.mode,
-            "policy": policy,
-            "chunking_version": eligibility.chunking_version,
-            "document_types": list(eligibility.document_types),
-            "publication_states": list(eligibility.publication_states),
-            "documents": list(eligibility.document_ids),
-            "tenant": request.tenant,
-            "history_messages": len(request.history),
-            "current_revisions": dict(request.current_revisions or {}),
-            "deadline_seconds": deadline_seconds,
-            "style": style,
-            "answerability_threshold": answerability_threshold,
-            "answerability_source": answerability_source,
-            "primary": profiles[0].name,
-            "fallbacks": [p.name for p in profiles[1:]],
-            "thresholds": dataclasses.asdict(limits),
-            **applied.origin.to_dict(),
-        }
+        options = RequestOptions(
+            k=request.k,
+            mode=request.mode,
+            policy=policy,
+            chunking_version=eligibility.chunking_version,
+            document_types=eligibility.document_types,
+            publication_states=eligibility.publication_states,
+            documents=eligibility.document_ids,
+            tenant=request.tenant,
+            history_messages=len(request.history),
+            current_revisions=dict(request.current_revisions or {}),
+            deadline_seconds=deadline_seconds,
+            style=style,
+            answerability_threshold=answerability_threshold,
+            answerability_source=answerability_source,
+            primary=profiles[0].name,
+            fallbacks=tuple(p.name for p in profiles[1:]),
+            thresholds=limits,
+            threshold_origin=applied.origin,
+        )
         degraded = result.status == "evidence_only" and result.degraded is not None
         outcome = AnswerOutcome(
             result,
@@ -926,21 +921,7 @@ class Application:
             template=select_template(templates, request.question) if degraded else None,
             evidence_allowed=self.settings.evidence_only_on_model_failure,
             draft=shown,
-            provenance={
-                "provider": result.provider,
-                "model": result.model,
-                "fallback": result.fallback,
-                "instructions_version": (
-                    result.request.prompt_version if result.request is not None else None
-                ),
-                "assembly_policy": result.context.policy,
-                "chunking_version": eligibility.chunking_version,
-                "index_contract": {
-                    "embedding_profile": contract.profile_id,
-                    "embedding_digest": contract.profile_digest,
-                    "lexical_profile": contract.lexical_profile_id,
-                },
-            },
+            provenance=AnswerProvenance.of(result, eligibility.chunking_version, contract),
         )
         if outcome.mode == "generated" and drafts and self._drafts_apply(request):
             await run_in_thread(self._keep_draft, request, outcome)
@@ -959,7 +940,7 @@ class Application:
         refuses costs the draft, never the answer: the refusal is logged."""
         body = outcome.to_dict()
         body.pop("request", None)  # the exact model request stays out of the store
-        provenance = outcome.provenance
+        provenance = body["provenance"]
         cited = cited_revisions(body["citations"])
         if not cited:
             return  # nothing to check it against later
@@ -1375,22 +1356,21 @@ class Application:
                 progress("signals", len(labelled))
             scored = []
             for case in labelled:
-                result = asyncio.run(
-                    answer_question(
-                        case.question,
-                        retriever=retriever,
-                        eligibility=config.eligibility,
-                        scope=config.scope,
-                        chat=None,
-                        counter=counter,
-                        k=request.k,
-                        mode=request.mode,
-                        budget=budget,
-                        preview=True,
-                        style=style,
-                        thresholds=thresholds,
-                    )
+                plan = AnswerPlan(
+                    case.question,
+                    retriever=retriever,
+                    eligibility=config.eligibility,
+                    scope=config.scope,
+                    chat=None,
+                    counter=counter,
+                    k=request.k,
+                    mode=request.mode,
+                    budget=budget,
+                    preview=True,
+                    style=style,
+                    thresholds=thresholds,
                 )
+                result = asyncio.run(answer_question(plan))
                 signal = result.answerability
                 score = signal.score if signal is not None and result.status == "preview" else None
                 scored.append(SignalCase(case.case_id, not case.unsupported, score))
