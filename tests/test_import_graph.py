@@ -134,7 +134,7 @@ def test_the_graph_is_read_from_the_source() -> None:
     # Guards the reader itself: a graph without the edges we know would pass vacuously.
     assert "ragwright.pipeline.answer" in MODULES
     assert "ragwright.types" in _edges("ragwright.protocols", lazy=False)
-    assert "ragwright.core.assembly" in _edges("ragwright.pipeline.answer", lazy=False)
+    assert "ragwright.core.assembly" in _edges("ragwright.pipeline.answer_stages", lazy=False)
 
 
 def test_the_shared_records_import_nothing_above_them() -> None:

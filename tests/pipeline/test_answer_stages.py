@@ -18,6 +18,7 @@ from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.chat.contract import ChatMessage, ChatResponse, Deadline, ModelProfile
 from ragwright.core.eligibility import CallerScope, Eligibility
 from ragwright.errors import AnswerContractError, AssemblyError
+from ragwright.pipeline import answer_generation as generation
 from ragwright.pipeline import answer_stages as stages
 from ragwright.pipeline.answer import AnswerPlan
 from ragwright.pipeline.answer_records import Budget
@@ -205,9 +206,9 @@ def test_generate_sends_the_request_with_its_hooks(retriever: Retriever) -> None
     p = plan(retriever, chat=chat)
     got = retrieved(p)
     primary = stages.assemble_primary(p, got)
-    alternates = stages.alternates_for(p, got)
+    alternates = generation.alternates_for(p, got)
     answer = asyncio.run(
-        stages.generate(p, chat, primary, alternates, Deadline.after(60), stages.Timings())
+        generation.generate(p, chat, primary, alternates, Deadline.after(60), stages.Timings())
     )
     sent = chat.requests[0]
     assert answer.text == reply("S1") and sent.messages == primary.request.messages  # type: ignore[union-attr]
@@ -221,26 +222,27 @@ def test_validate_reads_the_answer_against_the_context_its_model_received(
     p = plan(retriever, fallbacks=(ALTERNATE,))
     got = retrieved(p)
     primary = stages.assemble_primary(p, got)
-    alternates = stages.alternates_for(p, got)
-    used, answer = stages.validate(p, response(reply("S1")), primary, alternates)
+    alternates = generation.alternates_for(p, got)
+    used, answer = generation.validate(p, response(reply("S1")), primary, alternates)
     assert used is primary and answer.citations[0].label == "S1"
-    used, _ = stages.validate(
+    used, _ = generation.validate(
         p, response(reply("S1"), provider="alt", fallback=True), primary, alternates
     )
     assert used is not primary and used.options.budget.window == 2048
     with pytest.raises(AnswerContractError):
-        stages.validate(p, response(reply("S1", "S99")), primary, alternates)
+        generation.validate(p, response(reply("S1", "S99")), primary, alternates)
 
 
 def test_support_runs_only_on_answered_answers_with_the_check_on(retriever: Retriever) -> None:
     p = plan(retriever)
     got = retrieved(p)
     primary = stages.assemble_primary(p, got)
-    _, answer = stages.validate(p, response(reply("S1")), primary, stages.alternates_for(p, got))
-    report = asyncio.run(stages.support(answer, primary))
+    alternates = generation.alternates_for(p, got)
+    _, answer = generation.validate(p, response(reply("S1")), primary, alternates)
+    report = asyncio.run(generation.support(answer, primary))
     assert report is not None and report.checked_sentences >= 1
     unchecked = replace(primary, options=replace(primary.options, support_check=False))
-    assert asyncio.run(stages.support(answer, unchecked)) is None
+    assert asyncio.run(generation.support(answer, unchecked)) is None
 
 
 def test_an_unsupported_answer_is_withheld(retriever: Retriever) -> None:
@@ -249,10 +251,10 @@ def test_an_unsupported_answer_is_withheld(retriever: Retriever) -> None:
     primary = stages.assemble_primary(p, got)
     text = "Reboot the database cluster every Tuesday at noon."
     said = response(reply("S1", text=text))
-    _, answer = stages.validate(p, said, primary, stages.alternates_for(p, got))
-    report = asyncio.run(stages.support(answer, primary))
+    _, answer = generation.validate(p, said, primary, generation.alternates_for(p, got))
+    report = asyncio.run(generation.support(answer, primary))
     assert report is not None and not report.supported
-    result = stages.answered(
+    result = generation.answered(
         ScriptedChatModel([]), said, primary, answer, report, stages.Evidence(), stages.Timings()
     )
     assert (result.status, result.answer, result.withheld_answer) == ("unsupported", "", text)

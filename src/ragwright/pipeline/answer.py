@@ -2,8 +2,9 @@
 
 :func:`answer_question` takes one :class:`~ragwright.pipeline.answer_plan.AnswerPlan`
 (the question, the caller, the parts and the options, checked when it is made) and runs
-the stages of :mod:`ragwright.pipeline.answer_stages` in order; each stage is a function
-over the plan that can be called alone. The result's records are in
+the stages of :mod:`ragwright.pipeline.answer_stages` and
+:mod:`ragwright.pipeline.answer_generation` in order; each stage is a function over the
+plan that can be called alone. The result's records are in
 :mod:`ragwright.pipeline.answer_records`.
 
 * Retrieval runs with the caller's eligibility and trusted scope (never relaxed).
@@ -38,6 +39,13 @@ from __future__ import annotations
 from ragwright.chat.contract import Deadline
 from ragwright.deadline import deadline_scope
 from ragwright.errors import ChatError, FailureCategory
+from ragwright.pipeline.answer_generation import (
+    alternates_for,
+    answered,
+    generate,
+    support,
+    validate,
+)
 from ragwright.pipeline.answer_plan import AnswerPlan, ScaledCounter, history_turns
 from ragwright.pipeline.answer_records import (
     AnswerOptions,
@@ -49,18 +57,13 @@ from ragwright.pipeline.answer_records import (
 from ragwright.pipeline.answer_stages import (
     Evidence,
     Timings,
-    alternates_for,
-    answered,
     assemble_primary,
     candidates_from,
     ended_early,
     evidence_only,
     gate,
-    generate,
     retrieve,
     score,
-    support,
-    validate,
 )
 from ragwright.threads import run_in_thread
 

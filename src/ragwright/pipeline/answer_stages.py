@@ -3,7 +3,9 @@
 retrieve → assemble → score and gate → generate → validate → support. Each stage takes
 the plan and what the stage before it produced, and returns a frozen record (or the
 result, when the path ends there), so each can be called and tested alone.
-:func:`ragwright.pipeline.answer.answer_question` runs them in order.
+:func:`ragwright.pipeline.answer.answer_question` runs them in order. This module holds
+the stages before the model; :mod:`ragwright.pipeline.answer_generation` the model's
+(generate, validate, support).
 
 Retrieval, sentence scoring, assembly and the support check are CPU- or I/O-bound and
 synchronous: the async stages run them in worker threads
@@ -15,36 +17,29 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
 from ragwright.chat.contract import (
     ChatMessage,
-    ChatModel,
     ChatOptions,
     ChatRequest,
-    ChatResponse,
     Deadline,
     ModelProfile,
 )
 from ragwright.core.answers import (
     QUOTED_INSTRUCTIONS,
-    Answer,
     SchemaStyle,
     answer_schema,
-    parse_answer,
-    parse_quoted_answer,
     quoted_answer,
     quoted_schema,
 )
 from ragwright.core.assembly import INSTRUCTIONS, AssembledContext, Candidate, Turn, assemble
 from ragwright.core.screen import addresses_the_model, frame_addresses_the_model
 from ragwright.core.sentences import EvidenceSentence, evidence_sentences, render_sentences
-from ragwright.core.support import SupportReport, check_support
 from ragwright.deadline import deadline_scope
-from ragwright.errors import AnswerContractError, AssemblyError, ConfigError
 from ragwright.pipeline.answer_plan import AnswerPlan, ScaledCounter
 from ragwright.pipeline.answer_records import (
     AnswerOptions,
@@ -188,6 +183,21 @@ def assemble_for(
         context, shown = quoted_context(
             context, plan.question, plan.turns, retrieved.scorer, counter, budget
         )
+    return Prepared(context, model_request(plan, context, shown, budget, schema), options, shown)
+
+
+def model_request(
+    plan: AnswerPlan,
+    context: AssembledContext,
+    shown: Sequence[EvidenceSentence],
+    budget: Budget,
+    schema: SchemaStyle,
+) -> ChatRequest:
+    """The request one model receives for an assembled context: the instructions, the
+    evidence message and the answer schema of the plan's style (the sentences ``shown``
+    for a quoted answer)."""
+    style = plan.answer_style
+    if style == "quoted":
         # Once a calibrated gate has judged that the evidence answers, the model only
         # selects: measured on ClapNQ, the 0.5B model's own "insufficient" was unrelated
         # to answerability (docs/answers.md).
@@ -202,7 +212,7 @@ def assemble_for(
             style=schema,
             max_answer_chars=budget.max_answer_chars,
         )
-    request = ChatRequest(
+    return ChatRequest(
         (
             ChatMessage("system", context.instructions),
             ChatMessage("user", context.user_message),
@@ -215,7 +225,6 @@ def assemble_for(
         scope=plan.cache_scope,
         prompt_version=instructions_version(style, context),
     )
-    return Prepared(context, request, options, shown)
 
 
 def assemble_primary(plan: AnswerPlan, retrieved: Retrieved) -> Prepared:
@@ -364,152 +373,5 @@ async def evidence_only(
         quotes=tuple(picked),
         answerability=signal,
         degraded=degraded,
-        timings=timings.ms,
-    )
-
-
-# --- generate, validate, support --------------------------------------------------------
-
-
-class Alternates:
-    """Per-alternate preparations, made once each, on demand (a switch or a cache hit)."""
-
-    def __init__(
-        self, profiles: Sequence[ModelProfile], prepare: Callable[[ModelProfile], Prepared]
-    ) -> None:
-        self._profiles = {p.name: p for p in profiles}
-        self._prepare = prepare
-        self._done: dict[str, Prepared] = {}
-
-    def _for(self, profile: ModelProfile) -> Prepared:
-        if profile.name not in self._done:
-            self._done[profile.name] = self._prepare(profile)
-        return self._done[profile.name]
-
-    def get(self, name: str) -> Prepared:
-        """The preparation alternate ``name`` answered from (prepared again on a cache hit:
-        assembly is deterministic for the same evidence)."""
-        if name in self._done:
-            return self._done[name]
-        profile = self._profiles.get(name)
-        if profile is None:
-            raise ConfigError(
-                "RAGWRIGHT_CHAT_FALLBACKS",
-                f"a cached answer came from alternate {name!r}, whose profile was not given "
-                "to the answer use case (pass runtime.chat_profiles(settings)[1:] as fallbacks)",
-            )
-        return self._for(profile)
-
-    def request_for(self, profile: ModelProfile) -> ChatRequest | None:
-        """The failover hook: the request for ``profile``, or ``None`` when nothing fits."""
-        try:
-            return self._for(profile).request
-        except AssemblyError:
-            # Instructions and question alone exceed this model's window: it cannot take
-            # the request, so failover skips it (and records that it did).
-            return None
-
-
-def alternates_for(plan: AnswerPlan, retrieved: Retrieved) -> Alternates:
-    """The plan's fallback profiles, each assembled for on demand."""
-    return Alternates(plan.fallbacks, lambda profile: assemble_alternate(plan, retrieved, profile))
-
-
-def validate(
-    plan: AnswerPlan, response: ChatResponse, primary: Prepared, alternates: Alternates
-) -> tuple[Prepared, Answer]:
-    """The answer in ``response``, checked against the context its model received (an
-    alternate's own after a failover), with that preparation.
-
-    Raises:
-        AnswerContractError: the answer breaks the contract.
-    """
-    used = alternates.get(response.provider) if response.fallback else primary
-    if plan.answer_style == "quoted":
-        return used, parse_quoted_answer(response.text, used.shown, used.context.sources)
-    return used, parse_answer(response.text, used.context.sources)
-
-
-async def generate(
-    plan: AnswerPlan,
-    chat: ChatModel,
-    primary: Prepared,
-    alternates: Alternates,
-    deadline: Deadline,
-    timings: Timings,
-) -> ChatResponse:
-    """Ask the model. The request carries the failover's ``prepare`` hook (an alternate
-    gets a request assembled for it) and the cache's ``accept`` hook (only an answer
-    that passes :func:`validate` is stored).
-
-    Raises:
-        ChatError: the call failed (the caller degrades reachability failures).
-    """
-
-    def accept(response: ChatResponse) -> bool:
-        try:
-            validate(plan, response, primary, alternates)
-        except AnswerContractError:
-            return False
-        return True
-
-    assert primary.request is not None
-    request = dataclasses.replace(primary.request, prepare=alternates.request_for, accept=accept)
-    with timings.timed("generate"):
-        return await chat.complete(request, deadline)
-
-
-async def support(answer: Answer, used: Prepared) -> SupportReport | None:
-    """The support check of an answered answer against the evidence its model received
-    (``None`` when the plan turned it off or nothing was answered)."""
-    if not (used.options.support_check and answer.status == "answered"):
-        return None
-    sources = used.context.sources
-    return await run_in_thread(
-        check_support,
-        answer.text,
-        [(c.label, c.included_text) for c in answer.citations],
-        evidence=[(s.label, s.included_text) for s in sources],
-        frames={s.label: (s.candidate.title, s.candidate.heading) for s in sources},
-    )
-
-
-def answered(
-    chat: ChatModel,
-    response: ChatResponse,
-    used: Prepared,
-    answer: Answer,
-    report: SupportReport | None,
-    evidence: Evidence,
-    timings: Timings,
-) -> AnswerResult:
-    """The result of a model's answer. One its cited evidence does not support is
-    ``unsupported``: its text is withheld (``withheld_answer``, never ``answer``)."""
-    status: Status = answer.status
-    text, withheld = answer.text, None
-    if report is not None and not report.supported:
-        status, text, withheld = "unsupported", "", answer.text
-    quotes = answer.quotes
-    if status == "insufficient" and evidence.scores:
-        # The model declined although the evidence passed the gate (or none is
-        # calibrated): show the most relevant evidence, never as an answer.
-        quotes = tuple(select_evidence(evidence.sentences, evidence.scores))
-    return AnswerResult(
-        status,
-        text,
-        answer.citations,
-        used.context,
-        usage=response.usage,
-        model=response.model,
-        provider=response.provider or chat.name,
-        support=report,
-        fallback=response.fallback,
-        request=dataclasses.replace(used.request, prepare=None, accept=None)
-        if used.request is not None
-        else None,
-        options=used.options,
-        withheld_answer=withheld,
-        quotes=quotes,
-        answerability=evidence.signal,
         timings=timings.ms,
     )
