@@ -58,7 +58,7 @@ from ragwright.core.contracts import contract_for
 from ragwright.core.documents import content_revision
 from ragwright.core.eligibility import CallerScope, Eligibility
 from ragwright.errors import AnswerContractError, ChatError
-from ragwright.pipeline.answer import answer_question
+from ragwright.pipeline.answer import AnswerPlan, answer_question
 from ragwright.pipeline.ingest import ingest
 from ragwright.pipeline.retrieve import Retriever
 from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
@@ -160,18 +160,20 @@ async def run_one(
     row: dict[str, Any] = {"attack": attack["id"], "category": attack["category"], "arm": arm}
     try:
         result = await answer_question(
-            QUESTION,
-            retriever=retriever,
-            eligibility=Eligibility(
-                POLICY.version, document_ids=("worker-shutdown", f"attack-{attack['id']}")
-            ),
-            scope=CallerScope(),
-            chat=chat,
-            counter=Words(),
-            k=10,
-            support_check=arm == "after",
-            style=style,  # type: ignore[arg-type]
-            deadline=Deadline.after(300),
+            AnswerPlan(
+                QUESTION,
+                retriever=retriever,
+                eligibility=Eligibility(
+                    POLICY.version, document_ids=("worker-shutdown", f"attack-{attack['id']}")
+                ),
+                scope=CallerScope(),
+                chat=chat,
+                counter=Words(),
+                k=10,
+                support_check=arm == "after",
+                style=style,  # type: ignore[arg-type]
+                deadline=Deadline.after(300),
+            )
         )
     except AnswerContractError as error:
         row.update(outcome=f"contract:{error.reason}", followed=False)

@@ -6,6 +6,11 @@ implementations has a conformance suite in :mod:`ragwright.testing` that states 
 contract as tests. ``TokenCounter`` is defined in :mod:`ragwright.types` (the pure core
 counts tokens and may not import this module) and re-exported here. The job store comes
 with the service.
+
+The protocols stand below every layer: they import only the shared records
+(:mod:`ragwright.types`, among them the chat records ``ChatModel`` names) and
+:mod:`ragwright.deadline`, never the core, the chat package or anything above
+(``tests/test_import_graph.py``).
 """
 
 from __future__ import annotations
@@ -13,24 +18,23 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
+from typing import Any, Literal, Protocol, TypedDict
 
-from ragwright.core.lexical import LexicalProfile
+from ragwright.deadline import Deadline
 from ragwright.types import (
+    ChatRequest,
+    ChatResponse,
+    ChatUpdate,
     CollectionContract,
     EmbeddingProfile,
     IndexPoint,
+    LexicalProfile,
     LexicalStats,
     PointFilter,
     SparseVector,
     StoredPoint,
     TokenCounter,
 )
-
-if TYPE_CHECKING:
-    # Annotations only: the chat records import nothing from here, and importing them
-    # at run time would make ``chat.contract`` (which re-exports ChatModel) circular.
-    from ragwright.chat.contract import ChatRequest, ChatResponse, ChatUpdate, Deadline
 
 __all__ = [
     "CacheStore",

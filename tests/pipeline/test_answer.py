@@ -11,7 +11,7 @@ from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.core.eligibility import CallerScope, Eligibility
 from ragwright.deadline import Deadline, current_deadline
 from ragwright.errors import AnswerContractError
-from ragwright.pipeline.answer import answer_question
+from ragwright.pipeline.answer import AnswerPlan, answer_question
 from ragwright.pipeline.retrieve import Retriever
 from ragwright.testing.fakes import HashingEmbedder
 from ragwright.testing.scripted import Reply, ScriptedChatModel
@@ -40,13 +40,15 @@ def retriever(tmp_path: Path) -> Iterator[Retriever]:
 def ask(retriever: Retriever, chat: ScriptedChatModel | None, **kwargs: object):  # type: ignore[no-untyped-def]
     return asyncio.run(
         answer_question(
-            QUESTION,
-            retriever=retriever,
-            eligibility=ELIGIBLE,
-            scope=CallerScope(),
-            chat=chat,
-            counter=Words(),
-            **kwargs,
+            AnswerPlan(
+                QUESTION,
+                retriever=retriever,
+                eligibility=ELIGIBLE,
+                scope=CallerScope(),
+                chat=chat,
+                counter=Words(),
+                **kwargs,
+            )
         )
     )  # type: ignore[arg-type]
 
@@ -93,12 +95,14 @@ def test_no_eligible_evidence_means_no_model_call(retriever: Retriever) -> None:
     nothing = Eligibility(POLICY.version, document_ids=("worker-shutdown-draft",))
     result = asyncio.run(
         answer_question(
-            QUESTION,
-            retriever=retriever,
-            eligibility=nothing,
-            scope=CallerScope(),
-            chat=chat,
-            counter=Words(),
+            AnswerPlan(
+                QUESTION,
+                retriever=retriever,
+                eligibility=nothing,
+                scope=CallerScope(),
+                chat=chat,
+                counter=Words(),
+            )
         )
     )
     assert result.status == "no_eligible_evidence" and chat.calls == 0

@@ -22,7 +22,13 @@ from ragwright.core.assembly import assemble
 from ragwright.core.eligibility import CallerScope, Eligibility
 from ragwright.core.points import ChunkPayload
 from ragwright.errors import AnswerContractError, AssemblyError, ChatError, FailureCategory
-from ragwright.pipeline.answer import AnswerResult, Budget, answer_question, candidates_from
+from ragwright.pipeline.answer import (
+    AnswerPlan,
+    AnswerResult,
+    Budget,
+    answer_question,
+    candidates_from,
+)
 from ragwright.pipeline.retrieve import Hit, Retriever
 from ragwright.testing.fakes import HashingEmbedder
 from ragwright.testing.scripted import Fail, Reply, ScriptedChatModel
@@ -76,13 +82,15 @@ def store(request: pytest.FixtureRequest) -> Iterator[CacheStore]:
 def ask(retriever: Retriever, chat: ChatModel | None, **kwargs: Any) -> AnswerResult:
     return asyncio.run(
         answer_question(
-            QUESTION,
-            retriever=retriever,
-            eligibility=ELIGIBLE,
-            scope=CallerScope(),
-            chat=chat,
-            counter=Words(),
-            **kwargs,
+            AnswerPlan(
+                QUESTION,
+                retriever=retriever,
+                eligibility=ELIGIBLE,
+                scope=CallerScope(),
+                chat=chat,
+                counter=Words(),
+                **kwargs,
+            )
         )
     )
 

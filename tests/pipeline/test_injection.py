@@ -21,7 +21,7 @@ from ragwright.core.assembly import EVIDENCE_KIND
 from ragwright.core.documents import content_revision
 from ragwright.core.eligibility import CallerScope, Eligibility
 from ragwright.errors import AnswerContractError
-from ragwright.pipeline.answer import AnswerResult, answer_question
+from ragwright.pipeline.answer import AnswerPlan, AnswerResult, answer_question
 from ragwright.pipeline.retrieve import Retriever
 from ragwright.testing.fakes import HashingEmbedder
 from ragwright.testing.scripted import Reply, ScriptedChatModel
@@ -84,15 +84,19 @@ def ask(
 ) -> AnswerResult:
     return asyncio.run(
         answer_question(
-            QUESTION,
-            retriever=retriever,
-            eligibility=Eligibility(POLICY.version, document_ids=(LEGIT, f"attack-{attack['id']}")),
-            scope=CallerScope(),
-            chat=chat,
-            counter=Words(),
-            k=10,
-            preview=chat is None,
-            **options,
+            AnswerPlan(
+                QUESTION,
+                retriever=retriever,
+                eligibility=Eligibility(
+                    POLICY.version, document_ids=(LEGIT, f"attack-{attack['id']}")
+                ),
+                scope=CallerScope(),
+                chat=chat,
+                counter=Words(),
+                k=10,
+                preview=chat is None,
+                **options,
+            )
         )
     )
 

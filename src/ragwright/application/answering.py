@@ -7,12 +7,11 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from ragwright.application.components import ChatSession, MakeRetriever, OpenIndex, Workload
 from ragwright.application.decisions import Decisions
 from ragwright.application.drafts import DraftPolicy, ShownDraft
-from ragwright.application.outcomes import AnswerOutcome
+from ragwright.application.outcomes import AnswerOutcome, AnswerProvenance, RequestOptions
 from ragwright.application.requests import (
     AnswerRequest,
     AppliedThresholds,
@@ -25,12 +24,18 @@ from ragwright.application.serving import ChatSessions
 from ragwright.application.thresholds import ThresholdResolver
 from ragwright.chat.contract import ChatMessage, ChatOptions, ChatRequest, ModelProfile
 from ragwright.core.answers import AnswerStyle
-from ragwright.core.assembly import AssembledContext, cite_location, parse_policy
+from ragwright.core.assembly import AssembledContext, cite_location
 from ragwright.core.eligibility import CallerScope, Eligibility, eligibility_filter
 from ragwright.core.templates import ApprovedTemplate, select_template
 from ragwright.deadline import Deadline, deadline_scope
-from ragwright.errors import AssemblyError, ChatError, FailureCategory
-from ragwright.pipeline.answer import AnswerResult, Budget, answer_question, instructions_version
+from ragwright.errors import ChatError, FailureCategory
+from ragwright.pipeline.answer import (
+    AnswerPlan,
+    AnswerResult,
+    Budget,
+    answer_question,
+    instructions_version,
+)
 from ragwright.pipeline.retrieve import Hit, Mode
 from ragwright.protocols import TokenCounter, VectorIndex
 from ragwright.settings import Settings
@@ -169,11 +174,6 @@ class Answering:
         eligibility = self.decisions.eligibility(request.evidence)
         applied = self.thresholds.thresholds(request.thresholds)
         policy = request.policy
-        if parse_policy(policy).prefer_current_revision and request.current_revisions is None:
-            raise AssemblyError(
-                "policy +prefer-current-revision needs the documents' current revisions "
-                "(current_revisions; ask --current-revision DOC=REV)"
-            )
         if request.history and "+history=" not in policy:
             policy = f"{policy}+history={DEFAULT_HISTORY_SHARE:g}"
         deadline_seconds = request.deadline_seconds or self.settings.answer_deadline
@@ -203,7 +203,7 @@ class Answering:
         # One budget for the whole answer: the query embedding and reranking (remote
         # providers retry under it) and every model attempt and wait.
         with deadline_scope(deadline), _explained_deadline(deadline_seconds):
-            result = await answer_question(
+            plan = AnswerPlan(
                 request.question,
                 retriever=self._retriever(index),
                 eligibility=eligibility,
@@ -233,6 +233,7 @@ class Answering:
                 answerability_threshold=answerability_threshold,
                 on_evidence=on_evidence,
             )
+            result = await answer_question(plan)
         return result
 
     async def _stand_in(
@@ -259,7 +260,7 @@ class Answering:
         self,
         request: AnswerRequest,
         result: AnswerResult,
-        options: dict[str, Any],
+        options: RequestOptions,
         inputs: _Inputs,
         contract: CollectionContract,
         templates: tuple[ApprovedTemplate, ...],
@@ -272,7 +273,7 @@ class Answering:
             template=select_template(templates, request.question) if degraded else None,
             evidence_allowed=self.settings.evidence_only_on_model_failure,
             draft=shown,
-            provenance=_provenance(result, inputs.eligibility, contract),
+            provenance=AnswerProvenance.of(result, inputs.eligibility.chunking_version, contract),
         )
 
     async def probe_model(self, timeout: float = 30.0) -> str | None:
@@ -313,50 +314,29 @@ def _options(
     inputs: _Inputs,
     style: AnswerStyle,
     answerability: tuple[float | None, str],
-) -> dict[str, Any]:
+) -> RequestOptions:
     """The answer's ``options`` member: what it ran under."""
     eligibility, profiles = inputs.eligibility, inputs.profiles
-    return {
-        "k": request.k,
-        "mode": request.mode,
-        "policy": inputs.policy,
-        "chunking_version": eligibility.chunking_version,
-        "document_types": list(eligibility.document_types),
-        "publication_states": list(eligibility.publication_states),
-        "documents": list(eligibility.document_ids),
-        "tenant": request.tenant,
-        "history_messages": len(request.history),
-        "current_revisions": dict(request.current_revisions or {}),
-        "deadline_seconds": inputs.deadline_seconds,
-        "style": style,
-        "answerability_threshold": answerability[0],
-        "answerability_source": answerability[1],
-        "primary": profiles[0].name,
-        "fallbacks": [p.name for p in profiles[1:]],
-        "thresholds": dataclasses.asdict(inputs.applied.thresholds),
-        **inputs.applied.origin.to_dict(),
-    }
-
-
-def _provenance(
-    result: AnswerResult, eligibility: Eligibility, contract: CollectionContract
-) -> dict[str, Any]:
-    """The answer's ``provenance`` member: which model, instructions, policy and index."""
-    return {
-        "provider": result.provider,
-        "model": result.model,
-        "fallback": result.fallback,
-        "instructions_version": (
-            result.request.prompt_version if result.request is not None else None
-        ),
-        "assembly_policy": result.context.policy,
-        "chunking_version": eligibility.chunking_version,
-        "index_contract": {
-            "embedding_profile": contract.profile_id,
-            "embedding_digest": contract.profile_digest,
-            "lexical_profile": contract.lexical_profile_id,
-        },
-    }
+    return RequestOptions(
+        k=request.k,
+        mode=request.mode,
+        policy=inputs.policy,
+        chunking_version=eligibility.chunking_version,
+        document_types=eligibility.document_types,
+        publication_states=eligibility.publication_states,
+        documents=eligibility.document_ids,
+        tenant=request.tenant,
+        history_messages=len(request.history),
+        current_revisions=dict(request.current_revisions or {}),
+        deadline_seconds=inputs.deadline_seconds,
+        style=style,
+        answerability_threshold=answerability[0],
+        answerability_source=answerability[1],
+        primary=profiles[0].name,
+        fallbacks=tuple(p.name for p in profiles[1:]),
+        thresholds=inputs.applied.thresholds,
+        threshold_origin=inputs.applied.origin,
+    )
 
 
 @contextmanager

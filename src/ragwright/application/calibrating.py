@@ -34,7 +34,7 @@ from ragwright.application.requests import (
 from ragwright.chat.contract import ModelProfile
 from ragwright.core.eligibility import CallerScope
 from ragwright.errors import EvaluationError
-from ragwright.pipeline.answer import Budget, answer_question
+from ragwright.pipeline.answer import AnswerPlan, Budget, answer_question
 from ragwright.pipeline.answerability import (
     SignalCase,
     ThresholdFigures,
@@ -247,22 +247,21 @@ class _Signals:
             self.progress("signals", len(labelled))
         scored = []
         for case in labelled:
-            result = asyncio.run(
-                answer_question(
-                    case.question,
-                    retriever=self.retriever,
-                    eligibility=self.config.eligibility,
-                    scope=self.config.scope,
-                    chat=None,
-                    counter=self.counter,
-                    k=self.request.k,
-                    mode=self.request.mode,
-                    budget=self.budget,
-                    preview=True,
-                    style=self.style,
-                    thresholds=self.thresholds,
-                )
+            plan = AnswerPlan(
+                case.question,
+                retriever=self.retriever,
+                eligibility=self.config.eligibility,
+                scope=self.config.scope,
+                chat=None,
+                counter=self.counter,
+                k=self.request.k,
+                mode=self.request.mode,
+                budget=self.budget,
+                preview=True,
+                style=self.style,
+                thresholds=self.thresholds,
             )
+            result = asyncio.run(answer_question(plan))
             signal = result.answerability
             score = signal.score if signal is not None and result.status == "preview" else None
             scored.append(SignalCase(case.case_id, not case.unsupported, score))

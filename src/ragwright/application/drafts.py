@@ -167,7 +167,7 @@ class DraftPolicy:
         refuses costs the draft, never the answer: the refusal is logged."""
         body = outcome.to_dict()
         body.pop("request", None)  # the exact model request stays out of the store
-        provenance = outcome.provenance
+        provenance = body["provenance"]
         cited = cited_revisions(body["citations"])
         if not cited:
             return  # nothing to check it against later

@@ -29,12 +29,18 @@ degraded traffic) and otherwise one of :data:`REASONS`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from ragwright.application.drafts import ShownDraft
+from ragwright.application.requests import ThresholdOrigin
+from ragwright.core.answers import AnswerStyle
 from ragwright.core.templates import ApprovedTemplate
 from ragwright.pipeline.answer import AnswerResult
+from ragwright.pipeline.retrieve import Mode as SearchMode
+from ragwright.pipeline.retrieve import Thresholds
+from ragwright.types import CollectionContract
 
 Mode = Literal[
     "generated",
@@ -55,13 +61,113 @@ REASONS = (
 
 
 @dataclass(frozen=True, slots=True)
+class RequestOptions:
+    """The request's own options, as applied: its JSON form extends the pipeline's
+    ``options`` (the keys both have, ``k``, ``mode``, ``policy``, ``style`` and
+    ``thresholds``, take these values in the pipeline's places)."""
+
+    k: int
+    mode: SearchMode
+    policy: str
+    chunking_version: str
+    document_types: tuple[str, ...]
+    publication_states: tuple[str, ...]
+    documents: tuple[str, ...]
+    tenant: str | None
+    history_messages: int
+    current_revisions: Mapping[str, str]
+    deadline_seconds: float
+    style: AnswerStyle
+    answerability_threshold: float | None
+    answerability_source: str
+    primary: str
+    fallbacks: tuple[str, ...]
+    thresholds: Thresholds
+    threshold_origin: ThresholdOrigin
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "k": self.k,
+            "mode": self.mode,
+            "policy": self.policy,
+            "chunking_version": self.chunking_version,
+            "document_types": list(self.document_types),
+            "publication_states": list(self.publication_states),
+            "documents": list(self.documents),
+            "tenant": self.tenant,
+            "history_messages": self.history_messages,
+            "current_revisions": dict(self.current_revisions),
+            "deadline_seconds": self.deadline_seconds,
+            "style": self.style,
+            "answerability_threshold": self.answerability_threshold,
+            "answerability_source": self.answerability_source,
+            "primary": self.primary,
+            "fallbacks": list(self.fallbacks),
+            "thresholds": asdict(self.thresholds),
+            **self.threshold_origin.to_dict(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerProvenance:
+    """Who made the answer and from what: the model that answered, the instructions'
+    version, the assembly policy, the chunking version and the index's profiles (the
+    previous-draft check compares them)."""
+
+    provider: str | None
+    model: str | None
+    fallback: bool
+    instructions_version: str | None
+    assembly_policy: str
+    chunking_version: str
+    embedding_profile: str
+    embedding_digest: str
+    lexical_profile: str
+
+    @classmethod
+    def of(
+        cls, result: AnswerResult, chunking_version: str, contract: CollectionContract
+    ) -> AnswerProvenance:
+        """The provenance of a pipeline result answered from an index under ``contract``."""
+        return cls(
+            provider=result.provider,
+            model=result.model,
+            fallback=result.fallback,
+            instructions_version=(
+                result.request.prompt_version if result.request is not None else None
+            ),
+            assembly_policy=result.context.policy,
+            chunking_version=chunking_version,
+            embedding_profile=contract.profile_id,
+            embedding_digest=contract.profile_digest,
+            lexical_profile=contract.lexical_profile_id,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "fallback": self.fallback,
+            "instructions_version": self.instructions_version,
+            "assembly_policy": self.assembly_policy,
+            "chunking_version": self.chunking_version,
+            "index_contract": {
+                "embedding_profile": self.embedding_profile,
+                "embedding_digest": self.embedding_digest,
+                "lexical_profile": self.lexical_profile,
+            },
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class AnswerOutcome:
     """An answer (or the reason there is none) and the request options that shaped it.
 
     ``to_dict`` is the documented JSON form (docs/application.md): the pipeline result's
     form (``AnswerResult.to_dict``) with ``options`` extended by the request's own
-    (eligibility, tenant, history, deadline), plus ``mode``, ``reason``, ``template``
-    and ``provenance``. The same for ``ragwright ask --json`` and the HTTP service.
+    (:class:`RequestOptions`: eligibility, tenant, history, deadline), plus ``mode``,
+    ``reason``, ``template`` and ``provenance`` (:class:`AnswerProvenance`). The same
+    for ``ragwright ask --json`` and the HTTP service.
     ``template`` is the approved template offered because the model was unavailable;
     ``evidence_allowed`` false turns a degraded evidence-only result into ``unavailable``.
     ``draft`` is the earlier answer shown because the model was unavailable: it takes
@@ -70,10 +176,10 @@ class AnswerOutcome:
     """
 
     result: AnswerResult
-    options: dict[str, Any] = field(default_factory=dict)
+    options: RequestOptions | None = None
     template: ApprovedTemplate | None = None
     evidence_allowed: bool = True
-    provenance: dict[str, Any] = field(default_factory=dict)
+    provenance: AnswerProvenance | None = None
     draft: ShownDraft | None = None
 
     @property
@@ -117,9 +223,10 @@ class AnswerOutcome:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"mode": self.mode, "reason": self.reason}
         out.update(self.result.to_dict())
-        out["options"] = {**(out.get("options") or {}), **self.options}
+        own = self.options.to_dict() if self.options is not None else {}
+        out["options"] = {**(out.get("options") or {}), **own}
         out["template"] = self.template.to_dict() if self.template is not None else None
-        out["provenance"] = dict(self.provenance)
+        out["provenance"] = self.provenance.to_dict() if self.provenance is not None else {}
         out["draft"] = None
         if self.mode == "previous_draft" and self.draft is not None:
             earlier = self.draft.draft.result

@@ -29,6 +29,7 @@ from ragwright.core.assembly import EVIDENCE_KIND, SelectedSource
 from ragwright.core.conditions import conditions_for
 from ragwright.core.sentences import EvidenceSentence, in_reading_order
 from ragwright.errors import AnswerContractError
+from ragwright.types import SchemaStyle as SchemaStyle  # noqa: PLC0414 - re-exported
 
 ANSWER_SCHEMA: Mapping[str, Any] = {
     "type": "object",
@@ -42,7 +43,6 @@ ANSWER_SCHEMA: Mapping[str, Any] = {
 }
 """The contract's shape, independent of any request (documentation and tests)."""
 
-SchemaStyle = Literal["object", "variants"]
 SCHEMA_STYLES: tuple[SchemaStyle, ...] = ("object", "variants")
 _REQUIRED = ["status", "answer", "sourceIds"]
 

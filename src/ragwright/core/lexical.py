@@ -31,8 +31,9 @@ import hashlib
 import re
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 
+# LexicalProfile lives with the shared records (the SparseEncoder protocol names it).
+from ragwright.types import LexicalProfile as LexicalProfile  # noqa: PLC0414 - re-exported
 from ragwright.types import SparseVector
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
@@ -52,22 +53,6 @@ STOPWORDS = frozenset(
         )
     ).split()
 )
-
-
-@dataclass(frozen=True, slots=True)
-class LexicalProfile:
-    """BM25 parameters and analyser identity; its ``profile_id`` enters the contract."""
-
-    k1: float = 0.9
-    b: float = 0.4
-    analyzer: str = "en-snowball-stop"
-    # 2: avgdl left the profile for the collection's recorded statistics.
-    revision: int = 2
-
-    @property
-    def profile_id(self) -> str:
-        """E.g. ``bm25-en-snowball-stop-k0.9-b0.4-v2``."""
-        return f"bm25-{self.analyzer}-k{self.k1:g}-b{self.b:g}-v{self.revision}"
 
 
 AVGDL_TOLERANCE = 0.05
