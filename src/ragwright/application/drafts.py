@@ -32,7 +32,6 @@ from ragwright.errors import StorageError
 from ragwright.types import FieldMatch
 
 if TYPE_CHECKING:
-    from ragwright.application.outcomes import AnswerOutcome
     from ragwright.application.requests import AnswerRequest
     from ragwright.core.assembly import AssembledContext
     from ragwright.protocols import VectorIndex
@@ -146,6 +145,13 @@ def cited_revisions(citations: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, 
     return tuple(sorted({(str(c["document_id"]), str(c["revision"])) for c in citations}))
 
 
+class _AnswerBody(Protocol):
+    """What a draft is kept from: an answer outcome's JSON form (``AnswerOutcome``, which
+    imports this module for ``ShownDraft``; a protocol keeps the import graph a tree)."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
 class DraftPolicy:
     """When drafts are kept, shown and purged (``draft_max_age``; 0 turns them off)."""
 
@@ -162,7 +168,7 @@ class DraftPolicy:
         on the conversation, which the question key does not hold), none is."""
         return self.settings.draft_max_age > 0 and not request.preview and not request.history
 
-    def keep(self, request: AnswerRequest, outcome: AnswerOutcome) -> None:
+    def keep(self, request: AnswerRequest, outcome: _AnswerBody) -> None:
         """Store a generated answer as the draft for (tenant, question). A store that
         refuses costs the draft, never the answer: the refusal is logged."""
         body = outcome.to_dict()
