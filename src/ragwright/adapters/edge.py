@@ -30,7 +30,8 @@ The engine maps its files writable even to read them, and touching a mapped page
 full disk kills the process with ``SIGBUS``. So every open and every write (upsert,
 sparse update, payload change, delete, the lexical-statistics record) first checks
 that the space the engine may still allocate is free (:class:`StorageError` otherwise:
-the holes of its preallocated files, plus headroom for new ones), and a
+the holes of its preallocated files, plus headroom for new ones; the holes are counted
+again after each seal and every few MiB written, not walked before every write), and a
 read-only open of a directory we cannot write (a read-only home) works on a private,
 sparse copy in the temporary directory, removed on close. ``contract.json`` and
 ``manifest.json`` are replaced atomically: written to a temporary file, fsynced,
