@@ -30,7 +30,8 @@ The engine maps its files writable even to read them, and touching a mapped page
 full disk kills the process with ``SIGBUS``. So every open and every write (upsert,
 sparse update, payload change, delete, the lexical-statistics record) first checks
 that the space the engine may still allocate is free (:class:`StorageError` otherwise:
-the holes of its preallocated files, plus headroom for new ones), and a
+the holes of its preallocated files, plus headroom for new ones; the holes are counted
+again after each seal and every few MiB written, not walked before every write), and a
 read-only open of a directory we cannot write (a read-only home) works on a private,
 sparse copy in the temporary directory, removed on close. ``contract.json`` and
 ``manifest.json`` are replaced atomically: written to a temporary file, fsynced,
@@ -91,6 +92,10 @@ _STORED_ENTRIES = ("shard", "contract.json", "manifest.json", "contract.tmp", "m
 _NEW_SHARD_BYTES = 224 * 2**20
 # Room for files a write (or the log replay of an open) creates.
 _HEADROOM_BYTES = 16 * 2**20
+# Bytes handed to the engine between two counts of its files' holes (_require_space), a
+# point's costed at its dense vector, _SPARSE_BYTES and _PAYLOAD_BYTES: half the headroom.
+_RECOUNT_BYTES = _HEADROOM_BYTES // 2
+_PAYLOAD_BYTES = 4096
 # Segment sizes, in points: what a segment costs in memory while it is written, sealed
 # or merged grows with its points (ids, payload, keyword and sparse indexes), not with
 # the dense vectors' width, so the engine's KiB thresholds are derived from these.
@@ -135,6 +140,12 @@ class EdgeIndex:
         self._mutex = threading.RLock()
         self._writing = False
         self.seals = 0  # appendable segments sealed by this instance (_compact)
+        # Points written since the last seal check, and the free-space check's state:
+        # the shard's holes as last counted (None: count before the next write) and
+        # the bytes handed to the engine since (_require_space).
+        self._unsealed = 0
+        self._holes: int | None = None
+        self._written = 0
         try:
             if rebuild:
                 self._remove_stored()
@@ -299,7 +310,26 @@ class EdgeIndex:
             self._shard.flush()
             self._commit_manifest()
 
-    def _compact(self) -> None:
+    def _require_space(self, points: int) -> None:
+        """The free-space check of a write of ``points`` points (see the module).
+
+        The free space is asked of the file system on every write; the holes of the
+        engine's files are counted again only after a seal (which makes and removes
+        files) or once :data:`_RECOUNT_BYTES` were handed to the engine since the last
+        count: walking every file of every segment before each write made the check,
+        not the write, the cost of a payload switch, growing with the segments
+        (docs/ingestion.md, "Where the time goes"). Between counts the engine only
+        fills holes (the count is then too high: safe) or creates files for what was
+        written since, which is less than the headroom.
+        Called with the mutex held.
+        """
+        if self._holes is None or self._written >= _RECOUNT_BYTES:
+            self._holes = _shard_holes(self.path / "shard")
+            self._written = 0
+        _require_free_space(self.path, self._holes)
+        self._written += points * (self.contract.dimensions * 4 + _SPARSE_BYTES + _PAYLOAD_BYTES)
+
+    def _compact(self, points: int) -> None:
         """Seal the appendable segment once it holds about ``_SEAL_POINTS`` points.
 
         Every write lands in an appendable segment whose id tracker, keyword indexes and
@@ -312,10 +342,17 @@ class EdgeIndex:
         glibc keeps freed memory until trimmed: both are done after each seal. A check
         that seals nothing costs about 0.1 ms; a seal takes a second or a few, during
         which the engine holds the GIL (docs/ingestion.md, "Memory").
-        Called with the mutex held, after a write.
+        Called with the mutex held, after a write of ``points`` points; the engine is
+        asked once every sixteenth of a seal's points written (each ask costs more as
+        segments accumulate), so a segment is sealed a little past the threshold.
         """
+        self._unsealed += points
+        if self._unsealed < max(1, _SEAL_POINTS // 16):
+            return
+        self._unsealed = 0
         if not self._shard.optimize():
             return
+        self._holes = None  # the seal made and removed files: count them again
         self._shard.close()
         self._shard = self._load_shard(self.path / "shard", self.contract)
         self.seals += 1
@@ -420,11 +457,11 @@ class EdgeIndex:
         if not points:
             return
         edge_points = [qe.Point(p.point_id, self._vectors(p), dict(p.payload)) for p in points]
-        _require_free_space(self.path)
         with self._mutex:
+            self._require_space(len(points))
             self._begin_write()
             self._shard.update(qe.UpdateOperation.upsert_points(edge_points))
-            self._compact()
+            self._compact(len(points))
 
     def _vectors(self, point: IndexPoint) -> dict[str, Any]:
         vectors: dict[str, Any] = {self.contract.vector_name: list(point.vector)}
@@ -442,15 +479,15 @@ class EdgeIndex:
             qe.PointVectors(pid, {name: qe.SparseVector(list(v.indices), list(v.values))})
             for pid, v in vectors
         ]
-        _require_free_space(self.path)
         with self._mutex:
+            self._require_space(len(updates))
             self._begin_write()
             self._shard.update(qe.UpdateOperation.update_vectors(updates))
-            self._compact()
+            self._compact(len(updates))
 
     def record_lexical_stats(self, stats: LexicalStats) -> None:
-        _require_free_space(self.path)
         with self._mutex:
+            self._require_space(1)
             contract = dataclasses.replace(self.contract, lexical_stats=stats)
             _write_json_atomically(self.path / "contract.json", contract_to_metadata(contract))
             self.contract = contract
@@ -498,23 +535,23 @@ class EdgeIndex:
 
     def set_payload(self, ids: Sequence[uuid.UUID], payload: Mapping[str, Any]) -> None:
         if ids:
-            _require_free_space(self.path)
             with self._mutex:
+                self._require_space(len(ids))
                 self._begin_write()
                 self._shard.update(qe.UpdateOperation.set_payload(list(ids), dict(payload)))
-                self._compact()
+                self._compact(len(ids))
 
     def delete_payload_keys(self, ids: Sequence[uuid.UUID], keys: Sequence[str]) -> None:
         if ids and keys:
-            _require_free_space(self.path)
             with self._mutex:
+                self._require_space(len(ids))
                 self._begin_write()
                 self._shard.update(qe.UpdateOperation.delete_payload(list(ids), list(keys)))
 
     def delete(self, ids: Sequence[uuid.UUID]) -> None:
         if ids:
-            _require_free_space(self.path)
             with self._mutex:
+                self._require_space(len(ids))
                 self._begin_write()
                 self._shard.update(qe.UpdateOperation.delete_points(list(ids)))
 
@@ -677,14 +714,29 @@ def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split())
 
 
-def _require_free_space(path: Path) -> None:
-    shard = path / "shard"
-    if shard.is_dir():
-        sizes = (f.stat() for f in shard.rglob("*") if f.is_file())
-        holes = sum(max(0, st.st_size - st.st_blocks * 512) for st in sizes)
-        needed = holes + _HEADROOM_BYTES
-    else:
-        needed = _NEW_SHARD_BYTES
+def _shard_holes(shard: Path) -> int | None:
+    """Bytes of the shard's files not allocated yet (None: no shard yet)."""
+    if not shard.is_dir():
+        return None
+    holes = 0
+    directories = [str(shard)]
+    while directories:
+        with os.scandir(directories.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    directories.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    st = entry.stat(follow_symlinks=False)
+                    holes += max(0, st.st_size - st.st_blocks * 512)
+    return holes
+
+
+def _require_free_space(path: Path, holes: int | None = None) -> None:
+    """``StorageError`` unless the file system has room for the engine's holes
+    (``holes``, counted now when not given) plus headroom."""
+    if holes is None:
+        holes = _shard_holes(path / "shard")
+    needed = _NEW_SHARD_BYTES if holes is None else holes + _HEADROOM_BYTES
     free = shutil.disk_usage(path).free
     if free < needed:
         raise StorageError(

@@ -31,6 +31,7 @@ import hashlib
 import re
 from collections import Counter
 from collections.abc import Callable
+from functools import lru_cache
 
 # LexicalProfile lives with the shared records (the SparseEncoder protocol names it).
 from ragwright.types import LexicalProfile as LexicalProfile  # noqa: PLC0414 - re-exported
@@ -74,6 +75,9 @@ def analyze(text: str, stem: Stemmer) -> list[str]:
     return [stem(t) for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS]
 
 
+# Each chunk hashes each of its distinct terms: a corpus's vocabulary is small, so the
+# indexes of its frequent terms are kept (about 10 MB at most).
+@lru_cache(maxsize=2**16)
 def term_index(term: str) -> int:
     """Stable 32-bit index of a term (BLAKE2b); collisions are negligible at our scale."""
     return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=4).digest(), "big")

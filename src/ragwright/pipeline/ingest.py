@@ -242,8 +242,10 @@ def ingest(
         document_batch=document_batch,
         progress=progress,
     )
+    # Nothing changed (a re-run over unchanged sources): the sources are not read again.
+    changed = (d for d in documents if document_key(d) in run.changed) if run.changed else ()
     reports = write_batches(
-        batched((d for d in documents if document_key(d) in run.changed), document_batch),
+        batched(changed, document_batch),
         run.batch_context(),
         policy=policy,
         embedder=embedder,

@@ -50,6 +50,7 @@ from ragwright.types import (
     PointFilter,
     SharedDocumentId,
     SourceDocument,
+    StoredPoint,
 )
 
 # Called with a phase name and a count: ("plan", total_chunks), ("embedded", n),
@@ -513,12 +514,17 @@ def _switch_batch(
     """Switch and verify every document of a staged batch (on the writer thread)."""
     for write in batch.writes:
         write.result()  # written before this, in order; a document switches only staged
-    payload_updated = deleted = verified = 0
-    for item in batch.work:
-        payload_updated += _refresh_kept(index, item)
-        deleted += len(item.obsolete)
-        verified += _switch(index, item, hook)
+    payload_updated = deleted = 0
+    new = [item for item in batch.work if not item.kept and not item.obsolete]
+    verified = _switch_new(index, new, hook)
+    for item in new:
         notify("switched", len(item.plan.points))
+    for item in batch.work:
+        if item.kept or item.obsolete:
+            payload_updated += _refresh_kept(index, item)
+            deleted += len(item.obsolete)
+            verified += _switch(index, item, hook)
+            notify("switched", len(item.plan.points))
     return BatchReport(
         chunks=sum(len(item.plan.points) for item in batch.work),
         embedded=len(batch.pending),
@@ -729,9 +735,40 @@ def _switch(index: VectorIndex, item: _DocumentWork, hook: Callable[[str, str], 
     return _verify(index, item.plan, ids)
 
 
+def _switch_new(
+    index: VectorIndex, work: Sequence[_DocumentWork], hook: Callable[[str, str], None]
+) -> int:
+    """Switch documents none of whose points was stored before the batch: one flip.
+
+    Each such point was staged by this batch with its plan's whole payload (document
+    fields included, ``index_state`` aside) or was already live with the plan's digest,
+    so :func:`_switch` would only flip ``index_state``: one ``set_payload`` flips every
+    point of these documents at once (each document still all-or-nothing) and one
+    read-back verifies them, where a switch per document cost three writes and a read,
+    each write a free-space check and a WAL record (docs/ingestion.md).
+    """
+    ids = [p.stored_id for item in work for p in item.plan.points]
+    for phase in ("staged", "obsolete-deleted"):  # nothing obsolete to delete
+        for item in work:
+            hook(item.plan.document.document_id, phase)
+    index.set_payload(ids, {"index_state": LIVE})
+    for item in work:
+        hook(item.plan.document.document_id, "live")
+    stored = {point.point_id: point for point in index.retrieve(ids)}
+    return sum(
+        _verify_points(
+            item.plan, [stored[p.stored_id] for p in item.plan.points if p.stored_id in stored]
+        )
+        for item in work
+    )
+
+
 def _verify(index: VectorIndex, plan: DocumentPlan, ids: Iterable[uuid.UUID]) -> int:
+    return _verify_points(plan, index.retrieve(list(ids)))
+
+
+def _verify_points(plan: DocumentPlan, stored: Sequence[StoredPoint]) -> int:
     wanted = {p.stored_id: p.payload for p in plan.points}
-    stored = index.retrieve(list(ids))
     if len(stored) != len(wanted):
         raise ReadBackError(
             plan.document.document_id, f"{len(stored)} of {len(wanted)} points found"

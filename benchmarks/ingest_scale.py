@@ -1,0 +1,242 @@
+"""Ingestion cost per chunk against corpus size, and where its time goes (issue 25).
+
+Ingests the synthetic corpus of ``benchmarks/ingest_memory.py`` (hashing embedder, so
+embedding costs almost nothing) into a fresh embedded index, with a timer around each
+step of the write path: the validation pass (change-detection scans, key digests,
+chunking), the writing pass's planning (scan, chunking, planning), BM25 analysis and
+encoding, staging upserts, read-back, the switch (payload writes, deletes), verify,
+segment seals, the free-space checks, and the run's end (prune, BM25 statistics, the
+manifest). Steps run on two threads (planning on the caller's, every write on the
+writer's), so their seconds add up to more than the wall time. Then the same corpus
+is ingested again (unchanged: nothing to embed) and timed.
+
+Each size runs in a fresh child process; its peak RSS is the kernel's ``ru_maxrss`` for
+it. Wall seconds depend on the machine's load (recorded: ``/proc/loadavg`` before and
+after each size); CPU seconds (every thread of the child, user and system) much less,
+so both are reported. ``--steps`` adds the per-step timers (which cost a little).
+The code measured is whatever ``ragwright`` the interpreter imports, so the same
+script measures another checkout with ``PYTHONPATH=<checkout>/src``. Prints JSON and
+writes ``benchmarks/results/ingest_scale.json`` (or ``--out``).
+
+    python benchmarks/ingest_scale.py [--sizes 10000 30000 100000 300000] [--steps]
+        [--label after] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "ingest_scale.json"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from ingest_memory import (  # noqa: E402
+    BATCH_SIZE,
+    SyntheticCorpus,
+    _QuietHashingEmbedder,
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 30_000, 100_000, 300_000])
+    parser.add_argument("--steps", action="store_true", help="time each step")
+    parser.add_argument("--label", default="", help="recorded with the results")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(run_child(args.child, steps=args.steps)))
+        return
+    import ragwright
+
+    runs = []
+    for size in args.sizes:
+        runs.append(run_in_child(size, steps=args.steps))
+        print(json.dumps(runs[-1]), flush=True)
+    first, last = runs[0], runs[-1]
+    result = {
+        "label": args.label,
+        "code": str(Path(ragwright.__file__).parents[1]),
+        "cpus": os.cpu_count(),
+        "runs": runs,
+        "cpu_per_chunk_largest_over_smallest": round(
+            last["first"]["cpu_us_per_chunk"] / first["first"]["cpu_us_per_chunk"], 3
+        ),
+        "wall_per_chunk_largest_over_smallest": round(
+            last["first"]["us_per_chunk"] / first["first"]["us_per_chunk"], 3
+        ),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n", "utf-8")
+
+
+def _load() -> list[float]:
+    return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+
+
+def run_in_child(size: int, *, steps: bool) -> dict[str, Any]:
+    """One size in a fresh interpreter; its peak RSS from the kernel."""
+    load_before = _load()
+    command = [sys.executable, __file__, "--child", str(size)] + (["--steps"] if steps else [])
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    output = child.stdout.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{size}: child exited with {os.waitstatus_to_exitcode(status)}")
+    return {
+        "load_average_before": load_before,
+        "load_average_after": _load(),
+        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),  # Linux: KiB
+        **json.loads(output),
+    }
+
+
+class Timers:
+    """Seconds and calls per step name, summed over threads."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.cpu: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+        self._lock = threading.Lock()
+
+    def wrap(self, owner: Any, attribute: str, name: str) -> None:
+        original = getattr(owner, attribute)
+
+        @functools.wraps(original)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started, cpu = time.perf_counter(), time.thread_time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent = time.perf_counter() - started
+                cpu = time.thread_time() - cpu
+                with self._lock:
+                    self.seconds[name] += spent
+                    self.cpu[name] += cpu
+                    self.calls[name] += 1
+
+        setattr(owner, attribute, timed)
+
+    def table(self, chunks: int) -> dict[str, Any]:
+        return {
+            name: {
+                "seconds": round(seconds, 2),
+                "cpu_seconds": round(self.cpu[name], 2),
+                "calls": self.calls[name],
+                "cpu_us_per_chunk": round(self.cpu[name] / max(1, chunks) * 1e6, 1),
+            }
+            for name, seconds in sorted(self.seconds.items(), key=lambda kv: -self.cpu[kv[0]])
+        }
+
+
+def instrument(timers: Timers) -> None:
+    from ragwright.adapters import edge
+    from ragwright.adapters.edge import EdgeIndex
+    from ragwright.adapters.lexical import Bm25Encoder
+    from ragwright.core import keysets
+    from ragwright.pipeline import ingest, writing
+
+    for owner, attribute, name in (
+        (ingest, "prepare_run", "validation pass (whole)"),
+        (ingest, "_changed_documents", "validation: source digests"),
+        (ingest, "finish_run", "run end: prune, BM25 statistics"),
+        (ingest, "_refresh_lexical_stats", "run end: BM25 statistics recount"),
+        (writing, "scan_documents", "change-detection scans (both passes)"),
+        (writing, "chunk_and_plan", "chunking and planning (both passes)"),
+        (writing, "check_lengths", "token counts (both passes)"),
+        (writing, "_plan_batch", "writing: plan batch (whole)"),
+        (writing, "_write_and_verify", "writing: stage (whole)"),
+        (writing, "document_vector", "writing: BM25 encoding"),
+        (writing, "_switch_batch", "writing: switch and verify (whole)"),
+        (writing, "_refresh_kept", "writing: refresh kept points"),
+        (writing, "_verify", "writing: verify after switch"),
+        (Bm25Encoder, "terms", "BM25 analysis"),
+        (EdgeIndex, "upsert", "index: upsert"),
+        (EdgeIndex, "retrieve", "index: retrieve (read-back, verify)"),
+        (EdgeIndex, "set_payload", "index: set_payload"),
+        (EdgeIndex, "delete", "index: delete"),
+        (EdgeIndex, "delete_payload_keys", "index: delete_payload_keys"),
+        (EdgeIndex, "_compact", "index: seal check and seals"),
+        (EdgeIndex, "_commit_manifest", "index: manifest commit"),
+        (EdgeIndex, "facet", "index: facet"),
+        (edge, "_require_free_space", "index: free-space checks"),
+        (keysets, "key_digest", "key digests"),
+        (keysets.KeySet, "_merge", "key set merges"),
+    ):
+        timers.wrap(owner, attribute, name)
+
+
+def _cpu() -> float:
+    """CPU seconds of this process, every thread (user and system)."""
+    times = os.times()
+    return times.user + times.system
+
+
+def run_child(size: int, *, steps: bool) -> dict[str, Any]:
+    from ragwright.adapters.edge import EdgeIndex
+    from ragwright.adapters.lexical import Bm25Encoder
+    from ragwright.core.contracts import contract_for
+    from ragwright.core.lexical import LexicalProfile
+    from ragwright.types import ChunkingPolicy
+
+    timers = Timers()
+    if steps:
+        instrument(timers)
+    from ragwright.pipeline.ingest import ingest
+
+    lexical, policy, embedder = LexicalProfile(), ChunkingPolicy(), _QuietHashingEmbedder()
+    if steps:
+        timers.wrap(embedder, "embed_documents", "embedding (hashing)")
+    contract = contract_for(embedder.profile, policy.version, lexical)
+    documents = SyntheticCorpus(size)
+    with tempfile.TemporaryDirectory(prefix="ragwright-profile-") as workdir:
+        figures: dict[str, Any] = {"documents": size}
+        for label in ("first", "again"):
+            started, cpu = time.perf_counter(), _cpu()
+            with EdgeIndex(Path(workdir) / "index", contract) as index:
+                opened = time.perf_counter() - started
+                report = ingest(
+                    documents,
+                    policy=policy,
+                    embedder=embedder,
+                    sparse_encoder=Bm25Encoder(lexical),
+                    index=index,
+                    batch_size=BATCH_SIZE,
+                )
+            seconds, cpu = time.perf_counter() - started, _cpu() - cpu
+            figures[label] = {
+                "cpu_seconds": round(cpu, 1),
+                "cpu_us_per_chunk": round(cpu / report.chunks * 1e6, 1),
+                "seconds": round(seconds, 1),
+                "open_seconds": round(opened, 2),
+                "chunks": report.chunks,
+                "embedded": report.embedded,
+                "chunks_per_s": round(report.chunks / seconds, 1),
+                "us_per_chunk": round(seconds / report.chunks * 1e6, 1),
+            }
+            if steps:
+                figures[label]["steps"] = timers.table(report.chunks)
+            for table in (timers.seconds, timers.cpu, timers.calls):
+                table.clear()
+        figures["again_over_first"] = round(
+            figures["again"]["seconds"] / figures["first"]["seconds"], 3
+        )
+    return figures
+
+
+if __name__ == "__main__":
+    main()

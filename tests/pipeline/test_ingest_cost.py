@@ -1,0 +1,122 @@
+"""What an ingestion's cost per chunk depends on (issue 25): the engine writes a batch
+of new documents makes, the free-space check's walks of the shard, and the passes an
+unchanged re-run makes over its sources. Counts, never timings."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragwright.adapters import edge
+from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.lexical import Bm25Encoder
+from ragwright.core.contracts import contract_for
+from ragwright.core.documents import validate_document
+from ragwright.pipeline.ingest import ingest
+from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
+from ragwright.types import ChunkingPolicy, SourceDocument, SourceSection
+
+POLICY = ChunkingPolicy(max_words=30)
+
+
+def doc(number: int, revision: str = "a") -> SourceDocument:
+    paragraphs = tuple(
+        " ".join(f"w{number}x{p}y{i}{revision}" for i in range(12)) for p in range(3)
+    )
+    return validate_document(
+        document_id=f"doc-{number:03d}",
+        title=f"Document {number}",
+        document_type="runbook",
+        publication_state="published",
+        sections=[SourceSection("body", "Body", paragraphs)],
+    )
+
+
+class CountingSource:
+    """A re-iterable source that counts the documents read from it."""
+
+    def __init__(self, documents: list[SourceDocument]) -> None:
+        self.documents = documents
+        self.read = 0
+
+    def __iter__(self) -> Iterator[SourceDocument]:
+        for document in self.documents:
+            self.read += 1
+            yield document
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[EdgeIndex]:
+    with EdgeIndex(tmp_path / "index", contract_for(HASHING_PROFILE, POLICY.version)) as opened:
+        yield opened
+
+
+def run(index: EdgeIndex, documents: Any, **kw: Any) -> Any:
+    return ingest(
+        documents,
+        policy=POLICY,
+        embedder=HashingEmbedder(),
+        sparse_encoder=Bm25Encoder(),
+        index=index,
+        **kw,
+    )
+
+
+def snapshot(index: EdgeIndex) -> list[tuple[str, str]]:
+    return sorted((str(p.point_id), json.dumps(p.payload, sort_keys=True)) for p in index.scroll())
+
+
+def test_a_batch_of_new_documents_is_switched_by_one_payload_write(
+    index: EdgeIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writes: list[str] = []
+    for name in ("set_payload", "delete_payload_keys", "delete"):
+        original = getattr(EdgeIndex, name)
+
+        def counted(self: EdgeIndex, *args: Any, _name: str = name, _f: Any = original) -> Any:
+            if args[0]:
+                writes.append(_name)
+            return _f(self, *args)
+
+        monkeypatch.setattr(EdgeIndex, name, counted)
+    report = run(index, [doc(n) for n in range(6)], document_batch=3)
+    assert report.documents_changed == 6 and report.verified == report.chunks
+    assert writes == ["set_payload", "set_payload"]  # one per batch, not three per document
+    # The same as documents switched one by one: an edited corpus takes that path.
+    writes.clear()
+    edited = [doc(0, revision="b"), *(doc(n) for n in range(1, 6))]
+    run(index, edited, document_batch=3)
+    assert "delete" in writes
+    with EdgeIndex(tmp_path / "fresh", index.contract) as fresh:
+        run(fresh, edited, document_batch=3)
+        assert snapshot(fresh) == snapshot(index)
+
+
+def test_an_unchanged_re_run_reads_its_sources_once(index: EdgeIndex) -> None:
+    source = CountingSource([doc(n) for n in range(5)])
+    run(index, source)
+    assert source.read == 10  # validation, then writing
+    source.read = 0
+    again = run(index, source)
+    assert again.embedded == 0 and again.documents == 5
+    assert source.read == 5
+
+
+def test_the_free_space_check_walks_the_shard_once_per_few_mib_written(
+    index: EdgeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    walks: list[Path] = []
+    original = edge._shard_holes
+
+    def counted(shard: Path) -> int | None:
+        walks.append(shard)
+        return original(shard)
+
+    monkeypatch.setattr(edge, "_shard_holes", counted)
+    run(index, [doc(n) for n in range(40)], document_batch=4)
+    writes = 40 // 4 * 2  # at least an upsert and a switch per batch
+    assert 1 <= len(walks) < writes / 4
