@@ -88,35 +88,30 @@ REDIS_RETRY_INTERVAL = 30.0
 
 def embedding_profile(settings: Settings) -> EmbeddingProfile:
     """The profile the settings describe (a bundled one for ``onnx`` and ``e5``)."""
-    if settings.embedding_provider == "onnx":
+    if settings.embedding.provider == "onnx":
         return MINILM_PROFILE
-    if settings.embedding_provider == "e5":
+    if settings.embedding.provider == "e5":
         return E5_SMALL_PROFILE
     missing = [
         name
-        for name in (
-            "embedding_profile_id",
-            "embedding_model",
-            "embedding_digest",
-            "embedding_dimensions",
-        )
-        if getattr(settings, name) is None
+        for name in ("profile_id", "model", "digest", "dimensions")
+        if getattr(settings.embedding, name) is None
     ]
     if missing:
         raise ConfigError(
-            f"RAGWRIGHT_{missing[0].upper()}",
-            f"required when RAGWRIGHT_EMBEDDING_PROVIDER={settings.embedding_provider}",
+            f"RAGWRIGHT_EMBEDDING_{missing[0].upper()}",
+            f"required when RAGWRIGHT_EMBEDDING_PROVIDER={settings.embedding.provider}",
         )
     return EmbeddingProfile(
-        profile_id=str(settings.embedding_profile_id),
-        provider=settings.embedding_provider,
-        model=str(settings.embedding_model),
-        artifact_digest=str(settings.embedding_digest),
-        dimensions=int(settings.embedding_dimensions or 0),
+        profile_id=str(settings.embedding.profile_id),
+        provider=settings.embedding.provider,
+        model=str(settings.embedding.model),
+        artifact_digest=str(settings.embedding.digest),
+        dimensions=int(settings.embedding.dimensions or 0),
         distance="cosine",
-        document_format=settings.embedding_document_format,
-        query_format=settings.embedding_query_format,
-        max_input_tokens=settings.embedding_max_input_tokens,
+        document_format=settings.embedding.document_format,
+        query_format=settings.embedding.query_format,
+        max_input_tokens=settings.embedding.max_input_tokens,
     )
 
 
@@ -127,18 +122,18 @@ def open_embedder(settings: Settings, *, pool: CapacityPool | None = None) -> Em
     default :func:`open_embedding_pool`'s, per attempt) → provider, with
     ``embedding_in_flight`` batches in flight.
     """
-    if settings.embedding_provider == "onnx":
-        return OnnxEmbedder(batch_size=32, threads=settings.embedding_threads)
-    if settings.embedding_provider == "e5":
-        return E5Embedder(threads=settings.embedding_threads)
+    if settings.embedding.provider == "onnx":
+        return OnnxEmbedder(batch_size=32, threads=settings.embedding.threads)
+    if settings.embedding.provider == "e5":
+        return E5Embedder(threads=settings.embedding.threads)
     return RetryingEmbedder(
         EmbeddingCapacityGate(
             _open_remote_embedder(settings),
             pool or open_embedding_pool(settings),
-            cooldown=settings.chat_throttle_cooldown,
+            cooldown=settings.chat.throttle_cooldown,
         ),
-        policy=RetryPolicy(settings.remote_call_attempts),
-        call_budget=settings.remote_call_budget,
+        policy=RetryPolicy(settings.remote.call_attempts),
+        call_budget=settings.remote.call_budget,
     )
 
 
@@ -157,16 +152,16 @@ def open_embedding_pool(
     after ``retry_interval`` seconds. A lease outlives a dead holder by at most the
     remote call budget.
     """
-    limit = settings.embedding_in_flight
-    if not settings.redis_url:
+    limit = settings.embedding.in_flight
+    if not settings.storage.redis_url:
         return LocalCapacityPool(limit)
-    client = connect(settings.redis_url)
+    client = connect(settings.storage.redis_url)
     outage = RedisOutage(
-        _without_credentials(settings.redis_url), retry_interval=retry_interval, log=logger
+        _without_credentials(settings.storage.redis_url), retry_interval=retry_interval, log=logger
     )
     outage.check(client)
     shared = RedisCapacityPool(
-        client, EMBEDDING_POOL, limit=limit, lease_ttl=settings.remote_call_budget + 10.0
+        client, EMBEDDING_POOL, limit=limit, lease_ttl=settings.remote.call_budget + 10.0
     )
     return ResilientCapacityPool(shared, outage, fallback=LocalCapacityPool(limit))
 
@@ -175,27 +170,31 @@ def _open_remote_embedder(settings: Settings) -> Embedder:
     from ragwright.adapters.embedders.remote import OllamaEmbedder, OpenAIEmbedder
 
     profile = embedding_profile(settings)
-    in_flight = settings.embedding_in_flight
-    if settings.embedding_provider == "ollama":
-        return OllamaEmbedder(profile, base_url=settings.ollama_url, in_flight=in_flight)
-    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-    if settings.embedding_provider == "azure-openai":
-        if not settings.azure_deployment:
+    in_flight = settings.embedding.in_flight
+    if settings.embedding.provider == "ollama":
+        return OllamaEmbedder(profile, base_url=settings.embedding.ollama_url, in_flight=in_flight)
+    key = (
+        settings.embedding.openai_api_key.get_secret_value()
+        if settings.embedding.openai_api_key
+        else None
+    )
+    if settings.embedding.provider == "azure-openai":
+        if not settings.embedding.azure_deployment:
             raise ConfigError("RAGWRIGHT_AZURE_DEPLOYMENT", "required for azure-openai")
         return OpenAIEmbedder(
             profile,
             api_key=key,
-            base_url=settings.openai_base_url,
-            azure_deployment=settings.azure_deployment,
-            azure_api_version=settings.azure_api_version,
+            base_url=settings.embedding.openai_base_url,
+            azure_deployment=settings.embedding.azure_deployment,
+            azure_api_version=settings.embedding.azure_api_version,
             in_flight=in_flight,
         )
     return OpenAIEmbedder(
         profile,
         api_key=key,
-        base_url=settings.openai_base_url,
+        base_url=settings.embedding.openai_base_url,
         in_flight=in_flight,
-        verify_listed_model=settings.embedding_verify_model,
+        verify_listed_model=settings.embedding.verify_model,
     )
 
 
@@ -206,7 +205,7 @@ def open_sparse_encoder(settings: Settings) -> Bm25Encoder:
 
 def lexical_profile(settings: Settings) -> LexicalProfile:
     """BM25 parameters from the settings (part of the collection contract)."""
-    return LexicalProfile(k1=settings.bm25_k1, b=settings.bm25_b)
+    return LexicalProfile(k1=settings.index.bm25_k1, b=settings.index.bm25_b)
 
 
 def open_index(
@@ -231,7 +230,7 @@ def open_index(
     contract = contract_for(profile, version, lexical_profile(settings))
     if any_chunking_version:
         contract = dataclasses.replace(contract, chunking_versions=())
-    if settings.backend == "edge":
+    if settings.index.backend == "edge":
         return EdgeIndex(
             settings.index_path,
             contract,
@@ -240,15 +239,17 @@ def open_index(
             rebuild=rebuild,
             verify=verify,
         )
-    if not settings.qdrant_location:
+    if not settings.index.qdrant_location:
         raise ConfigError("RAGWRIGHT_QDRANT_LOCATION", "required when RAGWRIGHT_BACKEND=qdrant")
     from ragwright.adapters.qdrant import QdrantIndex  # the client loads only when used
 
     return QdrantIndex(
-        settings.qdrant_location,
-        settings.collection,
+        settings.index.qdrant_location,
+        settings.index.collection,
         contract,
-        api_key=settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None,
+        api_key=settings.index.qdrant_api_key.get_secret_value()
+        if settings.index.qdrant_api_key
+        else None,
         add_chunking_version=add_chunking_version,
         create=write,
         rebuild=rebuild,
@@ -268,24 +269,24 @@ def open_retriever(
     from ragwright.adapters.rerankers import BiEncoderReranker, HttpReranker
 
     reranker: Reranker | None = None
-    if settings.reranker == "bi-encoder":
+    if settings.retrieval.reranker == "bi-encoder":
         reranker = BiEncoderReranker(embedder)
-    elif settings.reranker == "http":
-        if not settings.reranker_url:
+    elif settings.retrieval.reranker == "http":
+        if not settings.retrieval.reranker_url:
             raise ConfigError("RAGWRIGHT_RERANKER_URL", "required when RAGWRIGHT_RERANKER=http")
         reranker = RetryingReranker(
-            HttpReranker(settings.reranker_url, model=settings.reranker_model),
-            policy=RetryPolicy(settings.remote_call_attempts),
-            call_budget=settings.remote_call_budget,
+            HttpReranker(settings.retrieval.reranker_url, model=settings.retrieval.reranker_model),
+            policy=RetryPolicy(settings.remote.call_attempts),
+            call_budget=settings.remote.call_budget,
         )
     return Retriever(
         index,
         embedder,
         open_sparse_encoder(settings),
         reranker=reranker,
-        rrf_k=settings.rrf_k,
-        rrf_weights=settings.rrf_weights,
-        candidates=candidates or settings.hybrid_candidates,
+        rrf_k=settings.retrieval.rrf_k,
+        rrf_weights=settings.retrieval.rrf_weights,
+        candidates=candidates or settings.retrieval.hybrid_candidates,
     )
 
 
@@ -296,14 +297,14 @@ def open_chat_provider(settings: Settings) -> tuple[ChatModel, Callable[[], Awai
     The local model starts on its first call, so a question that ends without eligible
     evidence never starts it.
     """
-    key = settings.chat_api_key.get_secret_value() if settings.chat_api_key else None
+    key = settings.chat.api_key.get_secret_value() if settings.chat.api_key else None
     return _open_provider(
         settings,
-        settings.chat_provider,
-        settings.chat_model,
-        settings.chat_base_url,
+        settings.chat.provider,
+        settings.chat.model,
+        settings.chat.base_url,
         key,
-        name=settings.chat_provider,
+        name=settings.chat.provider,
         setting="RAGWRIGHT_CHAT",
     )
 
@@ -320,7 +321,7 @@ def open_chat_providers(
     """
     primary, close_primary = open_chat_provider(settings)
     providers, closers = [primary], [close_primary]
-    for index, fallback in enumerate(settings.chat_fallbacks):
+    for index, fallback in enumerate(settings.chat.fallbacks):
         setting = f"RAGWRIGHT_CHAT_FALLBACKS[{index}]"
         if fallback.label == primary.name:
             raise ConfigError(f"{setting}.name", f"{fallback.label!r} is the primary's name")
@@ -372,11 +373,11 @@ def _open_provider(
         return f"{setting}.{part}" if nested else f"{setting}_{part.upper()}"
 
     if kind == "local":
-        if settings.chat_keep_warm > 0:
+        if settings.chat.keep_warm > 0:
             from ragwright.adapters.chatmodels.resident import BackgroundLocalModel
 
             warm = BackgroundLocalModel(
-                model_cache(settings), idle_timeout=settings.chat_keep_warm, name=name
+                model_cache(settings), idle_timeout=settings.chat.keep_warm, name=name
             )
             return warm, warm.close
         local = OnDemandLocalModel(model_cache(settings), name=name)
@@ -397,7 +398,7 @@ def _open_provider(
 
 def model_cache(settings: Settings) -> Path:
     """Where the local model's verified file (and its background process's record) live."""
-    return settings.home / "models"
+    return settings.storage.home / "models"
 
 
 def background_model(settings: Settings) -> ResidentModel | None:
@@ -424,11 +425,11 @@ def chat_profiles(settings: Settings) -> tuple[ModelProfile, ...]:
     from ragwright.adapters.chatmodels.local import MODEL_ID as _LOCAL_MODEL
 
     primary = ModelProfile(
-        name=settings.chat_provider,
-        system=settings.chat_provider,
-        model=_LOCAL_MODEL if settings.chat_provider == "local" else settings.chat_model,
-        context_window=settings.chat_context_window,
-        output_limit=settings.chat_output_limit,
+        name=settings.chat.provider,
+        system=settings.chat.provider,
+        model=_LOCAL_MODEL if settings.chat.provider == "local" else settings.chat.model,
+        context_window=settings.chat.context_window,
+        output_limit=settings.chat.output_limit,
         schema_style=answer_schema_style(settings),
     )
     return (
@@ -443,14 +444,14 @@ def chat_profiles(settings: Settings) -> tuple[ModelProfile, ...]:
                 schema_style=_schema_style(f.schema_style, f.provider),
                 token_ratio=f.token_ratio,
             )
-            for f in settings.chat_fallbacks
+            for f in settings.chat.fallbacks
         ),
     )
 
 
 def answer_schema_style(settings: Settings) -> SchemaStyle:
     """The answer schema style for the primary provider (``chat_schema_style``)."""
-    return _schema_style(settings.chat_schema_style, settings.chat_provider)
+    return _schema_style(settings.chat.schema_style, settings.chat.provider)
 
 
 def _schema_style(configured: str, kind: str) -> SchemaStyle:
@@ -465,13 +466,13 @@ def configure_telemetry(settings: Settings) -> TelemetryExport | None:
     Pass the result to :func:`build_chat_pipeline` (``telemetry=``) and call its
     ``shutdown()`` before exiting so buffered spans are sent.
     """
-    if settings.telemetry_exporter == "none":
+    if settings.telemetry.exporter == "none":
         return None
     return export_telemetry(
-        settings.telemetry_exporter,
-        endpoint=settings.telemetry_endpoint,
-        service_name=settings.telemetry_service_name,
-        capture_content=settings.telemetry_capture_content,
+        settings.telemetry.exporter,
+        endpoint=settings.telemetry.endpoint,
+        service_name=settings.telemetry.service_name,
+        capture_content=settings.telemetry.capture_content,
     )
 
 
@@ -504,7 +505,7 @@ def build_chat_pipeline(
         if profiles is not None
         else tuple(
             ModelProfile(
-                name=p.name, system=p.name, model=(settings.chat_model if i == 0 else "") or p.name
+                name=p.name, system=p.name, model=(settings.chat.model if i == 0 else "") or p.name
             )
             for i, p in enumerate(providers)
         )
@@ -533,7 +534,7 @@ def build_chat_pipeline(
                 lambda inner: CapacityGate(
                     inner,
                     shared.pools[provider.name],
-                    cooldown=settings.chat_throttle_cooldown,
+                    cooldown=settings.chat.throttle_cooldown,
                     # A model server goes on with a call its caller left: keep its lease.
                     drain=getattr(provider, "outlives_cancellation", False),
                 )
@@ -551,20 +552,20 @@ def build_chat_pipeline(
         .use(
             lambda inner: MessageGuard(
                 inner,
-                max_messages=settings.chat_max_messages,
-                max_input_tokens=settings.chat_max_input_tokens,
+                max_messages=settings.chat.max_messages,
+                max_input_tokens=settings.chat.max_input_tokens,
                 counter=counter,
             )
         )
-        .use(lambda inner: Budgeted(inner, attempts=settings.chat_max_attempts))
+        .use(lambda inner: Budgeted(inner, attempts=settings.chat.max_attempts))
         .use(lambda inner: traced(inner, "call", primary, described))
         .use(lambda inner: Probe(inner, name="call", events=sink))
         .use(
             lambda inner: ResponseCache(
-                inner, shared.store, ttl=settings.chat_cache_ttl, events=sink
+                inner, shared.store, ttl=settings.chat.cache_ttl, events=sink
             )
         )
-        .use(lambda inner: Retry(inner, max_attempts=settings.chat_retries, events=sink))
+        .use(lambda inner: Retry(inner, max_attempts=settings.chat.retries, events=sink))
         .build()
     )
 
@@ -613,19 +614,19 @@ def open_shared_state(
     if not names:
         raise ValueError("names must list at least the primary provider")
     prefix, limit = (
-        ("chat", settings.chat_capacity)
+        ("chat", settings.chat.capacity)
         if workload == "interactive"
-        else ("batch", settings.batch_capacity)
+        else ("batch", settings.jobs.capacity)
     )
-    if not settings.redis_url:
+    if not settings.storage.redis_url:
         return SharedState(
-            store=MemoryCacheStore(max_entries=settings.chat_cache_max_entries),
+            store=MemoryCacheStore(max_entries=settings.chat.cache_max_entries),
             pools={name: LocalCapacityPool(limit) for name in names},
             workload=workload,
         )
-    client = connect(settings.redis_url)
+    client = connect(settings.storage.redis_url)
     outage = RedisOutage(
-        _without_credentials(settings.redis_url), retry_interval=retry_interval, log=logger
+        _without_credentials(settings.storage.redis_url), retry_interval=retry_interval, log=logger
     )
     outage.check(client)
     pools: dict[str, CapacityPool] = {}
@@ -676,7 +677,7 @@ class RuntimeComponents:
         server collection, so each use opens its own client as before. Nested use
         holds the index once.
         """
-        if self.settings.backend != "edge" or self._held is not None:
+        if self.settings.index.backend != "edge" or self._held is not None:
             yield
             return
         held = HeldIndex("edge", str(self.settings.index_path), self._open_shared)
@@ -696,7 +697,7 @@ class RuntimeComponents:
         """
         if self._held is not None:
             return self._held.state()
-        backend, location = self.settings.backend, self._index_location()
+        backend, location = self.settings.index.backend, self._index_location()
         try:
             index = self.open_index(
                 self.settings.chunking_policy().version, write=False, any_chunking_version=True
@@ -720,12 +721,12 @@ class RuntimeComponents:
         )
 
     def _index_location(self) -> str:
-        if self.settings.backend == "edge":
+        if self.settings.index.backend == "edge":
             return str(self.settings.index_path)
-        location = self.settings.qdrant_location or ""
+        location = self.settings.index.qdrant_location or ""
         if location.startswith(("http://", "https://")):
             location = _without_credentials(location)
-        return f"{location} collection {self.settings.collection}"
+        return f"{location} collection {self.settings.index.collection}"
 
     def _open_shared(self, create_version: str | None) -> EdgeIndex:
         """The held embedded index: an existing one under any chunking version (requests
@@ -787,7 +788,7 @@ class RuntimeComponents:
 
     def token_counter(self) -> TokenCounter:
         if self._counter is None:
-            self._counter = O200kCounter(self.settings.home / "tokenizers")
+            self._counter = O200kCounter(self.settings.storage.home / "tokenizers")
         return self._counter
 
     def chat_profiles(self) -> tuple[ModelProfile, ...]:
@@ -860,7 +861,7 @@ class RuntimeComponents:
             document_type=document_type,
             publication_state=publication_state,
             tenant=tenant,
-            document_types=self.settings.document_types,
+            document_types=self.settings.index.document_types,
         )
 
     def load_cases(self, path: Path, *, beir: bool, split: str) -> list[EvalCase]:
@@ -873,7 +874,7 @@ class RuntimeComponents:
         # A service's first requests may arrive together on several threads: one store.
         with self._keys_lock:
             if self._keys is None:
-                url = self.settings.database_url
+                url = self.settings.storage.database_url
                 self._keys = (
                     PostgresKeyStore(url.get_secret_value())
                     if url is not None
@@ -885,16 +886,16 @@ class RuntimeComponents:
         # Every worker thread and request shares one store (one connection pool).
         with self._jobs_lock:
             if self._jobs is None:
-                url = self.settings.database_url
+                url = self.settings.storage.database_url
                 self._jobs = (
                     PostgresJobStore(url.get_secret_value())
                     if url is not None
-                    else SqliteJobStore(self.settings.home / "jobs.sqlite3")
+                    else SqliteJobStore(self.settings.storage.home / "jobs.sqlite3")
                 )
             return self._jobs
 
     def ingest_queue(self) -> IngestQueue:
-        url = self.settings.database_url
+        url = self.settings.storage.database_url
         if url is None:
             raise ConfigError(
                 "RAGWRIGHT_DATABASE_URL",
@@ -903,16 +904,16 @@ class RuntimeComponents:
             )
         from ragwright.adapters.ingest_queue import PgQueuerIngestQueue  # loads pgqueuer
 
-        return PgQueuerIngestQueue(url.get_secret_value(), lease=self.settings.ingest_lease)
+        return PgQueuerIngestQueue(url.get_secret_value(), lease=self.settings.ingest.lease)
 
     def draft_store(self) -> DraftStore:
         with self._drafts_lock:
             if self._drafts is None:
-                url = self.settings.database_url
+                url = self.settings.storage.database_url
                 self._drafts = (
                     PostgresDraftStore(url.get_secret_value())
                     if url is not None
-                    else SqliteDraftStore(self.settings.home / "drafts.sqlite3")
+                    else SqliteDraftStore(self.settings.storage.home / "drafts.sqlite3")
                 )
             return self._drafts
 

@@ -290,7 +290,7 @@ class Application:
         """Bring the index in line with ``request.sources`` within the run's tenants,
         within ``RAGWRIGHT_INGEST_DEADLINE`` when set (no embedding attempt, retry or
         backoff outlives it; the run stops as ``deadline_exhausted``)."""
-        seconds = self.settings.ingest_deadline
+        seconds = self.settings.ingest.deadline
         run_deadline = None if seconds is None else Deadline.after(seconds)
         policy = self.chunking_policy(request.chunking)
         documents, stream = self._open_sources(request, policy.version)
@@ -314,7 +314,7 @@ class Application:
                     prune=request.prune,
                     tenants=() if request.tenant is None else (request.tenant,),
                     prune_within=() if request.grant is None else request.grant.prune_filter(),
-                    batch_size=self.settings.batch_size,
+                    batch_size=self.settings.ingest.batch_size,
                     progress=progress,
                     # Drafts citing a changed document go as each batch is verified.
                     on_changed=self._purge_drafts,
@@ -390,7 +390,7 @@ class Application:
         self._require_index_server()
         if item_size < 1:
             raise RequestError("item_size", f"must be at least 1, got {item_size}")
-        seconds = self.settings.ingest_deadline
+        seconds = self.settings.ingest.deadline
         # Workers on other machines bound each item by the run's deadline: a time on the
         # wall clock, which the machines share (their monotonic clocks they do not).
         deadline_at = None if seconds is None else self.clock() + seconds
@@ -534,7 +534,7 @@ class Application:
                         embedder=embedder,
                         sparse_encoder=sparse_encoder,
                         index=index,
-                        batch_size=self.settings.batch_size,
+                        batch_size=self.settings.ingest.batch_size,
                         phase_hook=phase_hook,
                     )
             finally:
@@ -550,13 +550,15 @@ class Application:
         """A work item's deadline: its run's (``deadline_at`` on the wall clock) or this
         worker's ``RAGWRIGHT_INGEST_DEADLINE`` from now, whichever ends first."""
         deadlines = [] if deadline_at is None else [Deadline.after(deadline_at - self.clock())]
-        if self.settings.ingest_deadline is not None:
-            deadlines.append(Deadline.after(self.settings.ingest_deadline))
+        if self.settings.ingest.deadline is not None:
+            deadlines.append(Deadline.after(self.settings.ingest.deadline))
         return min(deadlines, key=lambda deadline: deadline.expires_at, default=None)
 
     def _require_index_server(self) -> None:
-        location = self.settings.qdrant_location or ""
-        if self.settings.backend != "qdrant" or not location.startswith(("http://", "https://")):
+        location = self.settings.index.qdrant_location or ""
+        if self.settings.index.backend != "qdrant" or not location.startswith(
+            ("http://", "https://")
+        ):
             raise ConfigError(
                 "RAGWRIGHT_BACKEND",
                 "queued ingestion needs a Qdrant server (RAGWRIGHT_BACKEND=qdrant and an "
@@ -686,7 +688,7 @@ class Application:
                 )
             )
         return StatusResult(
-            collection=self.settings.collection,
+            collection=self.settings.index.collection,
             embedding_profile=contract.profile_id,
             dimensions=contract.dimensions,
             distance=contract.distance,
@@ -725,7 +727,7 @@ class Application:
         finally:
             index.close()
         return VerifyResult(
-            collection=self.settings.collection,
+            collection=self.settings.index.collection,
             committed_points=committed,
             points=held,
             checked=checked,
@@ -834,7 +836,7 @@ class Application:
             )
         if request.history and "+history=" not in policy:
             policy = f"{policy}+history={DEFAULT_HISTORY_SHARE:g}"
-        deadline_seconds = request.deadline_seconds or self.settings.answer_deadline
+        deadline_seconds = request.deadline_seconds or self.settings.answers.deadline
         deadline = Deadline.after(deadline_seconds)
         counter = self.components.token_counter()
         profiles = self.components.chat_profiles()
@@ -872,13 +874,13 @@ class Application:
                     deadline=deadline,
                     preview=request.preview,
                     support_check=(
-                        self.settings.answer_support_check
+                        self.settings.answers.support_check
                         if request.check_support is None
                         else request.check_support
                     ),
                     thresholds=limits,
                     schema_style=profiles[0].schema_style,
-                    temperature=self.settings.chat_temperature,
+                    temperature=self.settings.chat.temperature,
                     style=style,
                     answerability_threshold=answerability_threshold,
                     on_evidence=on_evidence,
@@ -924,7 +926,7 @@ class Application:
             result,
             options,
             template=select_template(templates, request.question) if degraded else None,
-            evidence_allowed=self.settings.evidence_only_on_model_failure,
+            evidence_allowed=self.settings.answers.evidence_only_on_model_failure,
             draft=shown,
             provenance={
                 "provider": result.provider,
@@ -952,7 +954,9 @@ class Application:
         """Drafts are kept and shown for plain questions only: with drafts turned off
         (``draft_max_age`` 0), a preview, or conversation history (the answer depended
         on the conversation, which the question key does not hold), none is."""
-        return self.settings.draft_max_age > 0 and not request.preview and not request.history
+        return (
+            self.settings.answers.draft_max_age > 0 and not request.preview and not request.history
+        )
 
     def _keep_draft(self, request: AnswerRequest, outcome: AnswerOutcome) -> None:
         """Store a generated answer as the draft for (tenant, question). A store that
@@ -1008,7 +1012,7 @@ class Application:
         scope = CallerScope(tenant=request.tenant, allowed_documents=request.allowed_documents)
         for draft in drafts:
             age = now - draft.created_at
-            if age > self.settings.draft_max_age:
+            if age > self.settings.answers.draft_max_age:
                 break  # newest first: every later one is older still
             revisions = _current_revisions(
                 index, eligibility, scope, sorted({d for d, _ in draft.cited})
@@ -1028,7 +1032,7 @@ class Application:
     def _purge_drafts(self, changed: Sequence[tuple[str | None, str]]) -> None:
         """Delete drafts citing documents an ingestion changed or deleted, per tenant.
         Best effort: a draft left behind still fails its revision check at lookup."""
-        if not changed or self.settings.draft_max_age <= 0:
+        if not changed or self.settings.answers.draft_max_age <= 0:
             return
         by_tenant: dict[str | None, set[str]] = {}
         for tenant, document_id in changed:
@@ -1130,7 +1134,7 @@ class Application:
     def templates(self) -> tuple[ApprovedTemplate, ...]:
         """The approved templates ``RAGWRIGHT_TEMPLATES`` names (read once, validated)."""
         if self._templates is None:
-            self._templates = load_templates(self.settings.templates)
+            self._templates = load_templates(self.settings.answers.templates)
         return self._templates
 
     # --- evaluation -----------------------------------------------------------------
@@ -1148,7 +1152,7 @@ class Application:
         """
         if not request.ks or any(k <= 0 for k in request.ks):
             raise EvaluationError(f"cutoffs must be positive, got {list(request.ks)}")
-        earlier = load_run(request.compare, self.settings.home) if request.compare else None
+        earlier = load_run(request.compare, self.settings.storage.home) if request.compare else None
         cases = self._cases(request.dataset)
         applied = self.thresholds(request.thresholds)
         config = EvalConfig(
@@ -1177,11 +1181,11 @@ class Application:
                     "model_digest": profile.artifact_digest,
                     "lexical_profile": self.components.sparse_encoder().profile.profile_id,
                     "chunking_version": config.eligibility.chunking_version,
-                    "rrf_k": self.settings.rrf_k,
-                    "rrf_weights": list(self.settings.rrf_weights),
-                    "reranker": self.settings.reranker,
+                    "rrf_k": self.settings.retrieval.rrf_k,
+                    "rrf_weights": list(self.settings.retrieval.rrf_weights),
+                    "reranker": self.settings.retrieval.reranker,
                     "score_kind": score_kind(request.mode, reranked=retriever.reranker is not None),
-                    "collection": self.settings.collection,
+                    "collection": self.settings.index.collection,
                     "code_revision": self.components.code_revision(),
                     **applied.origin.to_dict(),
                 },
@@ -1191,7 +1195,7 @@ class Application:
         if request.answers:
             rows = asyncio.run(self._answer_cases(cases, request, config, progress))
             attach_answers(record, cases, rows, style=self.answer_style(request.style))
-        directory = save_run(record, self.settings.home)
+        directory = save_run(record, self.settings.storage.home)
         report_path = None
         if request.report:
             report_path = directory / "report.html"
@@ -1427,7 +1431,7 @@ class Application:
         return CalibrationRecord(
             calibrated_at=datetime.now(UTC).replace(microsecond=0),
             code_revision=self.components.code_revision(),
-            collection=self.settings.collection,
+            collection=self.settings.index.collection,
             embedding_profile=self.components.embedding_profile().profile_id,
             lexical_profile=self.components.sparse_encoder().profile.profile_id,
             chunking_version=config.eligibility.chunking_version,
@@ -1491,7 +1495,7 @@ class Application:
 
     def compare(self, request: CompareRequest) -> CompareResult:
         """Per-case regressions and improvements between two persisted runs."""
-        home = self.settings.home
+        home = self.settings.storage.home
         regressions, improvements, notes = compare_runs(
             load_run(request.before, home),
             load_run(request.after, home),
@@ -1511,7 +1515,7 @@ class Application:
     def report(self, request: ReportRequest) -> ReportResult:
         """Write report.html for a persisted run, compared with ``request.compare`` when
         given."""
-        home = self.settings.home
+        home = self.settings.storage.home
         data = load_run(request.run, home)
         earlier = load_run(request.compare, home) if request.compare else None
         target = home / "evaluations" / data["execution_id"] / "report.html"
@@ -1530,7 +1534,7 @@ class Application:
             RequestError: naming ``types`` when a type is not one of the configured
                 document types (a key for it would see nothing).
         """
-        known = self.settings.document_types
+        known = self.settings.index.document_types
         for document_type in request.types:
             if document_type not in known:
                 raise RequestError(
@@ -1691,10 +1695,10 @@ class Application:
         ``generated`` for every other provider."""
         if requested is not None:
             return requested
-        configured = self.settings.answer_style
+        configured = self.settings.answers.style
         if configured != "auto":
             return configured
-        return "quoted" if self.settings.chat_provider == "local" else "generated"
+        return "quoted" if self.settings.chat.provider == "local" else "generated"
 
     def answerability_threshold(self) -> tuple[float | None, str]:
         """The answerability threshold and where it came from: the
@@ -1704,8 +1708,8 @@ class Application:
         Raises:
             CalibrationError: the persisted calibration is damaged.
         """
-        if self.settings.answerability_threshold is not None:
-            return self.settings.answerability_threshold, "settings"
+        if self.settings.answers.answerability_threshold is not None:
+            return self.settings.answers.answerability_threshold, "settings"
         record = self.calibration()
         if record is not None and record.answerability is not None:
             self._check_calibration_profiles(record)
@@ -1722,7 +1726,7 @@ class Application:
                 another embedding or lexical profile than the settings select while it
                 supplies a stage.
         """
-        s = self.settings
+        s = self.settings.retrieval
         configured = {
             "dense": s.threshold_dense,
             "sparse": s.threshold_sparse,
@@ -1803,7 +1807,9 @@ class Application:
 
     def _evaluation_retriever(self, index: VectorIndex, config: EvalConfig) -> Retriever:
         # Document-level scoring ranks chunks deeper than the largest cutoff.
-        depth = max(self.settings.hybrid_candidates, max(config.ks) * config.document_depth_factor)
+        depth = max(
+            self.settings.retrieval.hybrid_candidates, max(config.ks) * config.document_depth_factor
+        )
         return self.components.retriever(index, candidates=depth)
 
 

@@ -140,7 +140,7 @@ def create_app(
     settings = application.settings
     state = ServiceState(
         application,
-        Admission(settings.serve_concurrency, settings.serve_tenant_concurrency),
+        Admission(settings.service.concurrency, settings.service.tenant_concurrency),
         ModelHealth(recheck_seconds=model_recheck),
     )
     tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer("ragwright.service")
@@ -168,16 +168,16 @@ def create_app(
                     )
             rechecking = asyncio.create_task(state.model.recheck(application.probe_model))
             stack.push_async_callback(cancelled, rechecking)
-            if settings.job_workers > 0:
+            if settings.jobs.workers > 0:
                 await stack.enter_async_context(application.chat_kept_open("batch"))
                 stop = asyncio.Event()
                 runner = JobRunner(
                     application,
                     application.jobs(),
-                    concurrency=settings.job_workers,
-                    limits=BatchLimits(settings.batch_capacity, settings.batch_tenant_capacity),
-                    lease_seconds=settings.job_lease,
-                    deadline_seconds=settings.job_deadline,
+                    concurrency=settings.jobs.workers,
+                    limits=BatchLimits(settings.jobs.capacity, settings.jobs.tenant_capacity),
+                    lease_seconds=settings.jobs.lease,
+                    deadline_seconds=settings.jobs.deadline,
                 )
                 state.runner = runner
                 # Names the worker in the process log, so a job's lease owner (in the
@@ -239,9 +239,9 @@ def create_app(
     app.add_middleware(
         BodyGate,
         authenticate=lambda token: authenticated(application, token),
-        default=(settings.serve_max_body, "RAGWRIGHT_SERVE_MAX_BODY"),
+        default=(settings.service.max_body, "RAGWRIGHT_SERVE_MAX_BODY"),
         limits={
-            path: (settings.serve_max_ingest_body, "RAGWRIGHT_SERVE_MAX_INGEST_BODY")
+            path: (settings.service.max_ingest_body, "RAGWRIGHT_SERVE_MAX_INGEST_BODY")
             for path in ("/v1/ingestions", "/v1/ingestions/files")
         },
     )
@@ -260,7 +260,7 @@ def create_app(
         """Seconds left of the request's budget, which started at the edge (EdgeClock):
         time spent before the handler (authentication, a slow key store) counts."""
         spent = time.monotonic() - float(request.state.arrived)
-        left = settings.answer_deadline - spent
+        left = settings.answers.deadline - spent
         if left <= 0:
             raise unavailable(
                 "request_deadline_exceeded",
@@ -437,7 +437,7 @@ def create_app(
                 "version": __version__,
                 "admission": state.admission.describe(),
                 "model_capacity": application.capacity(),
-                "answer_deadline_seconds": settings.answer_deadline,
+                "answer_deadline_seconds": settings.answers.deadline,
                 "model": state.model.problem or "ok",
                 "degraded_mode": degraded_mode(application),
             },
@@ -464,7 +464,12 @@ def create_app(
         # while health checks and other requests must go on.
         raw, content_type = await request.body(), request.headers.get("content-type")
         body, documents = await asyncio.to_thread(
-            state.ingestion_reader, raw, content_type, key.tenant, grant, settings.document_types
+            state.ingestion_reader,
+            raw,
+            content_type,
+            key.tenant,
+            grant,
+            settings.index.document_types,
         )
         result = await run_ingestion(
             documents,
@@ -479,7 +484,7 @@ def create_app(
         """An ingestion body already parsed (the page's upload form): validated within
         the key's grant off the event loop, then run as the JSON route runs it."""
         documents = await asyncio.to_thread(
-            documents_of, body, key.tenant, write_grant_for(key), settings.document_types
+            documents_of, body, key.tenant, write_grant_for(key), settings.index.document_types
         )
         return await run_ingestion(
             documents,
@@ -656,7 +661,7 @@ def ingestion_input_problem(
 
 def degraded_mode(application: Application) -> str:
     """What answers become while the model is unavailable."""
-    if application.settings.draft_max_age > 0:
+    if application.settings.answers.draft_max_age > 0:
         return "previous_draft, else " + _without_draft_mode(application)
     return _without_draft_mode(application)
 
@@ -664,9 +669,15 @@ def degraded_mode(application: Application) -> str:
 def _without_draft_mode(application: Application) -> str:
     if application.templates():
         return "approved_template, else evidence_only" + (
-            "" if application.settings.evidence_only_on_model_failure else " (off: unavailable)"
+            ""
+            if application.settings.answers.evidence_only_on_model_failure
+            else " (off: unavailable)"
         )
-    return "evidence_only" if application.settings.evidence_only_on_model_failure else "unavailable"
+    return (
+        "evidence_only"
+        if application.settings.answers.evidence_only_on_model_failure
+        else "unavailable"
+    )
 
 
 def assembly_field(reason: str) -> tuple[str, str]:

@@ -102,7 +102,7 @@ def job_routes(
                 idempotency_key=idempotency_key,
                 input_hash=canonical_input(request),
                 request=request,
-                ttl_seconds=settings.job_ttl,
+                ttl_seconds=settings.jobs.ttl,
                 grant_digest=grant_digest(key),
             )
         except IdempotencyConflict as error:
