@@ -179,7 +179,7 @@ class AnswersSettings(Group):
 
 
 class ServiceSettings(Group):
-    """Admission and request bodies of the HTTP service (ragwright serve)."""
+    """Admission and request bodies of the HTTP service (`ragwright serve`)."""
 
     concurrency: int = setting(
         8,

@@ -91,7 +91,6 @@ class IndexSettings(Group):
     document_types: tuple[str, ...] = setting(
         DEFAULT_DOCUMENT_TYPES,
         "controlled document types (JSON list)",
-        shown='`["runbook","note"]`',
         min_length=1,
     )
 
