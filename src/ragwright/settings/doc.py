@@ -91,10 +91,11 @@ def render(document: str) -> str:
     """``document`` with every generated region written afresh."""
     for region, text in (("variables", variables()), ("fallbacks", fallbacks())):
         pattern = re.compile(re.escape(begin(region)) + r"\n.*?\n" + re.escape(end(region)), re.S)
-        if not pattern.search(document):
+        found = pattern.search(document)
+        if not found:
             raise ValueError(f"no {begin(region)!r} ... {end(region)!r} region")
         block = f"{begin(region)}\n{text}\n{end(region)}"
-        document = pattern.sub(lambda _: block, document)
+        document = document[: found.start()] + block + document[found.end() :]
     return document
 
 
