@@ -309,7 +309,7 @@ def test_serve_host_and_port_reach_the_server(
     assert (served["host"], served["port"]) == ("0.0.0.0", 8123)
     assert served["app"].state.ragwright.application is application
     # A service runs one intra-op thread per query embedding unless told otherwise.
-    assert built[0].embedding_threads == 1
+    assert built[0].embedding.threads == 1
 
 
 def test_keys_list_asks_for_every_key(invoke: Any) -> None:

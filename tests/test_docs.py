@@ -53,10 +53,18 @@ def test_readme_starts_with_the_two_commands() -> None:
 
 
 def test_every_setting_is_documented() -> None:
-    from ragwright.settings import Settings
+    from ragwright.settings.flat import FLAT, env_name
 
     documented = (REPO / "docs" / "configuration.md").read_text()
-    missing = [
-        name for name in Settings.model_fields if f"`RAGWRIGHT_{name.upper()}`" not in documented
-    ]
+    missing = [name for name in FLAT if f"`{env_name(name)}`" not in documented]
     assert not missing, f"docs/configuration.md lacks {missing}"
+
+
+def test_the_settings_tables_are_generated_from_the_models() -> None:
+    from ragwright.settings.doc import render
+
+    committed = (REPO / "docs" / "configuration.md").read_text()
+    assert render(committed) == committed, (
+        "docs/configuration.md differs from the settings models: "
+        "run python -m ragwright.settings.doc"
+    )

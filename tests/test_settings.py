@@ -10,7 +10,7 @@ from ragwright.settings import load_settings
 
 def test_defaults() -> None:
     settings = load_settings()
-    assert settings.home == Path(".ragwright")
+    assert settings.storage.home == Path(".ragwright")
     assert settings.chunking_policy().version == "section-paragraphs-80w-overlap1-v1"
     assert settings.index_path == Path(".ragwright/index/support-documents")
 
@@ -19,7 +19,7 @@ def test_environment_overrides_toml(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     (tmp_path / "ragwright.toml").write_text('max_words = 60\ncollection = "team-docs"\n')
     monkeypatch.setenv("RAGWRIGHT_MAX_WORDS", "50")
     settings = load_settings()
-    assert (settings.max_words, settings.collection) == (50, "team-docs")
+    assert (settings.index.max_words, settings.index.collection) == (50, "team-docs")
 
 
 def test_explicit_config_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -91,7 +91,7 @@ def test_answer_options_follow_the_provider(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     settings = load_settings()
-    assert settings.chat_temperature == temperature
+    assert settings.chat.temperature == temperature
     assert answer_schema_style(settings) == style
 
 
@@ -104,7 +104,7 @@ def test_chat_fallbacks_from_toml_tables(tmp_path: Path, monkeypatch: pytest.Mon
         "[[chat_fallbacks]]\n"
         'provider = "ollama"\nmodel = "qwen2.5:0.5b"\nname = "tiny"\n'
     )
-    fallbacks = load_settings().chat_fallbacks
+    fallbacks = load_settings().chat.fallbacks
     assert [(f.label, f.context_window, f.schema_style) for f in fallbacks] == [
         ("openai:gpt-small", 2048, "object"),
         ("tiny", 4096, "auto"),

@@ -202,7 +202,7 @@ def test_a_replica_that_missed_the_purge_still_refuses_the_changed_draft(
     app, components = answered_once
     write_doc(corpus, "acme", "Refunds are paid as store credit from now on.")
     # Another process ingests without purging (drafts off there): the draft stays stored.
-    elsewhere, _ = application(components.settings.home, clock, draft_max_age=0)
+    elsewhere, _ = application(components.settings.storage.home, clock, draft_max_age=0)
     elsewhere.ingest(IngestRequest(sources=(corpus,)))
     assert len(components.draft_store().find("acme", question_key(QUESTION))) == 1
     outcome = ask(app)

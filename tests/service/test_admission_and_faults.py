@@ -305,7 +305,7 @@ def test_provider_down_degrades_to_evidence_and_readiness_says_why(
         "local",
         2,
     )
-    assert pools["batch/openai"]["limit"] == application.settings.batch_capacity
+    assert pools["batch/openai"]["limit"] == application.settings.jobs.capacity
     assert ready["ready"] is True  # a declared degradation mode keeps it serving
     assert ready["checks"]["model"]["detail"].startswith("transient")
     assert "does not answer" in caplog.text

@@ -939,7 +939,7 @@ def test_finished_jobs_are_deleted_after_the_retention_setting_and_free_their_ke
 
 
 def test_the_default_retention_is_a_week() -> None:
-    assert load_settings().job_retention == 7 * 24 * 3600
+    assert load_settings().jobs.retention == 7 * 24 * 3600
 
 
 class SubmitDown:

@@ -293,7 +293,7 @@ def test_status_shows_only_the_callers_tenant(
     body = client_for(service).get("/v1/status", headers=bearer(acme)).json()
     assert body["documents"]
     assert {d["tenant"] for d in body["documents"]} == {"acme"}
-    assert body["service"]["admission"]["limit"] == service.application.settings.serve_concurrency
+    assert body["service"]["admission"]["limit"] == service.application.settings.service.concurrency
 
 
 def test_status_shows_only_the_documents_of_the_keys_allowlist(

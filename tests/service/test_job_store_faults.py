@@ -35,7 +35,9 @@ def test_a_full_disk_while_publishing_loses_nothing_and_the_backlog_drains_witho
     model = RecordingModel(ANSWER, hold=True)
     service = make_service(model, job_workers=1, job_lease=2.0)
     disk = DiskFull()
-    store = SqliteJobStore(service.application.settings.home / "jobs.sqlite3", factory=disk.factory)
+    store = SqliteJobStore(
+        service.application.settings.storage.home / "jobs.sqlite3", factory=disk.factory
+    )
     service.components._jobs = store
     secret = service.key("alice")
     client = client_for(service)  # starts the runner

@@ -33,7 +33,7 @@ def test_the_status_page_shows_the_index_model_capacity_and_recent_refusals(
     expect(page.locator("#documents")).to_contain_text("worker-shutdown")
     expect(page.locator("main")).to_contain_text("section-paragraphs-80w-overlap1-v1")
     expect(page.locator("#check-model")).to_have_text("answering")
-    limit = site.application.settings.serve_concurrency
+    limit = site.application.settings.service.concurrency
     expect(page.locator("#capacity")).to_contain_text(f"0 of {limit} requests")
     refusals = page.locator("#refusals")
     expect(refusals).to_contain_text("insufficient")

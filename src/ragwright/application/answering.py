@@ -176,7 +176,7 @@ class Answering:
         policy = request.policy
         if request.history and "+history=" not in policy:
             policy = f"{policy}+history={DEFAULT_HISTORY_SHARE:g}"
-        deadline_seconds = request.deadline_seconds or self.settings.answer_deadline
+        deadline_seconds = request.deadline_seconds or self.settings.answers.deadline
         return _Inputs(
             eligibility,
             applied,
@@ -222,13 +222,13 @@ class Answering:
                 deadline=deadline,
                 preview=request.preview,
                 support_check=(
-                    self.settings.answer_support_check
+                    self.settings.answers.support_check
                     if request.check_support is None
                     else request.check_support
                 ),
                 thresholds=limits,
                 schema_style=profiles[0].schema_style,
-                temperature=self.settings.chat_temperature,
+                temperature=self.settings.chat.temperature,
                 style=style,
                 answerability_threshold=answerability_threshold,
                 on_evidence=on_evidence,
@@ -271,7 +271,7 @@ class Answering:
             result,
             options,
             template=select_template(templates, request.question) if degraded else None,
-            evidence_allowed=self.settings.evidence_only_on_model_failure,
+            evidence_allowed=self.settings.answers.evidence_only_on_model_failure,
             draft=shown,
             provenance=AnswerProvenance.of(result, inputs.eligibility.chunking_version, contract),
         )

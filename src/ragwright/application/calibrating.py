@@ -186,7 +186,7 @@ class Calibrating:
         return CalibrationRecord(
             calibrated_at=datetime.now(UTC).replace(microsecond=0),
             code_revision=self.parts.code_revision(),
-            collection=self.settings.collection,
+            collection=self.settings.index.collection,
             embedding_profile=self.parts.embedding_profile().profile_id,
             lexical_profile=self.parts.sparse_encoder().profile.profile_id,
             chunking_version=config.eligibility.chunking_version,

@@ -118,7 +118,7 @@ class Corpus:
         """Bring the index in line with ``request.sources`` within the run's tenants,
         within ``RAGWRIGHT_INGEST_DEADLINE`` when set (no embedding attempt, retry or
         backoff outlives it; the run stops as ``deadline_exhausted``)."""
-        seconds = self.settings.ingest_deadline
+        seconds = self.settings.ingest.deadline
         run_deadline = None if seconds is None else Deadline.after(seconds)
         policy = self.parts.chunking_policy(request.chunking)
         documents, stream = self.parts.sources.open(request, policy.version)
@@ -137,7 +137,7 @@ class Corpus:
                     prune=request.prune,
                     tenants=() if request.tenant is None else (request.tenant,),
                     prune_within=() if request.grant is None else request.grant.prune_filter(),
-                    batch_size=self.settings.batch_size,
+                    batch_size=self.settings.ingest.batch_size,
                     progress=progress,
                     # Drafts citing a changed document go as each batch is verified.
                     on_changed=self.parts.purge_drafts,
@@ -176,7 +176,7 @@ class Corpus:
                 )
             )
         return StatusResult(
-            collection=self.settings.collection,
+            collection=self.settings.index.collection,
             embedding_profile=contract.profile_id,
             dimensions=contract.dimensions,
             distance=contract.distance,

@@ -76,7 +76,7 @@ class Decisions:
         ``generated`` for every other provider."""
         if requested is not None:
             return requested
-        configured = self.settings.answer_style
+        configured = self.settings.answers.style
         if configured != "auto":
             return configured
-        return "quoted" if self.settings.chat_provider == "local" else "generated"
+        return "quoted" if self.settings.chat.provider == "local" else "generated"

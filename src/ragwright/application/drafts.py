@@ -166,7 +166,9 @@ class DraftPolicy:
         """Drafts are kept and shown for plain questions only: with drafts turned off
         (``draft_max_age`` 0), a preview, or conversation history (the answer depended
         on the conversation, which the question key does not hold), none is."""
-        return self.settings.draft_max_age > 0 and not request.preview and not request.history
+        return (
+            self.settings.answers.draft_max_age > 0 and not request.preview and not request.history
+        )
 
     def keep(self, request: AnswerRequest, outcome: _AnswerBody) -> None:
         """Store a generated answer as the draft for (tenant, question). A store that
@@ -220,7 +222,7 @@ class DraftPolicy:
         scope = CallerScope(tenant=request.tenant, allowed_documents=request.allowed_documents)
         for draft in drafts:
             age = now - draft.created_at
-            if age > self.settings.draft_max_age:
+            if age > self.settings.answers.draft_max_age:
                 break  # newest first: every later one is older still
             revisions = current_revisions(
                 index, eligibility, scope, sorted({d for d, _ in draft.cited})
@@ -240,7 +242,7 @@ class DraftPolicy:
     def purge(self, changed: Sequence[tuple[str | None, str]]) -> None:
         """Delete drafts citing documents an ingestion changed or deleted, per tenant.
         Best effort: a draft left behind still fails its revision check at lookup."""
-        if not changed or self.settings.draft_max_age <= 0:
+        if not changed or self.settings.answers.draft_max_age <= 0:
             return
         by_tenant: dict[str | None, set[str]] = {}
         for tenant, document_id in changed:

@@ -71,7 +71,9 @@ class LabelledParts:
     def deep_retriever(self, index: VectorIndex, config: EvalConfig) -> Retriever:
         """A retriever for scoring: document-level scoring ranks chunks deeper than the
         largest cutoff."""
-        depth = max(self.settings.hybrid_candidates, max(config.ks) * config.document_depth_factor)
+        depth = max(
+            self.settings.retrieval.hybrid_candidates, max(config.ks) * config.document_depth_factor
+        )
         return self.retriever(index, candidates=depth)
 
     def open_index_for(self, config: EvalConfig) -> VectorIndex:
@@ -111,7 +113,7 @@ class Evaluation:
         """
         if not request.ks or any(k <= 0 for k in request.ks):
             raise EvaluationError(f"cutoffs must be positive, got {list(request.ks)}")
-        earlier = load_run(request.compare, self.settings.home) if request.compare else None
+        earlier = load_run(request.compare, self.settings.storage.home) if request.compare else None
         cases = self.parts.cases(request.dataset)
         applied = self.thresholds.thresholds(request.thresholds)
         config = EvalConfig(
@@ -139,7 +141,7 @@ class Evaluation:
             rows = asyncio.run(self._answer_cases(cases, request, config, progress))
             style = self.decisions.answer_style(request.style)
             attach_answers(record, cases, rows, style=style)
-        directory = save_run(record, self.settings.home)
+        directory = save_run(record, self.settings.storage.home)
         report_path = None
         if request.report:
             report_path = directory / "report.html"
@@ -172,11 +174,11 @@ class Evaluation:
             "model_digest": profile.artifact_digest,
             "lexical_profile": self.parts.sparse_encoder().profile.profile_id,
             "chunking_version": config.eligibility.chunking_version,
-            "rrf_k": self.settings.rrf_k,
-            "rrf_weights": list(self.settings.rrf_weights),
-            "reranker": self.settings.reranker,
+            "rrf_k": self.settings.retrieval.rrf_k,
+            "rrf_weights": list(self.settings.retrieval.rrf_weights),
+            "reranker": self.settings.retrieval.reranker,
             "score_kind": score_kind(request.mode, reranked=retriever.reranker is not None),
-            "collection": self.settings.collection,
+            "collection": self.settings.index.collection,
             "code_revision": self.parts.code_revision(),
             **applied.origin.to_dict(),
         }
@@ -233,7 +235,7 @@ class Evaluation:
 
     def compare(self, request: CompareRequest) -> CompareResult:
         """Per-case regressions and improvements between two persisted runs."""
-        home = self.settings.home
+        home = self.settings.storage.home
         regressions, improvements, notes = compare_runs(
             load_run(request.before, home),
             load_run(request.after, home),
@@ -253,7 +255,7 @@ class Evaluation:
     def report(self, request: ReportRequest) -> ReportResult:
         """Write report.html for a persisted run, compared with ``request.compare`` when
         given."""
-        home = self.settings.home
+        home = self.settings.storage.home
         data = load_run(request.run, home)
         earlier = load_run(request.compare, home) if request.compare else None
         target = home / "evaluations" / data["execution_id"] / "report.html"

@@ -103,7 +103,7 @@ class Application:
         self._build_corpus(c, settings)
         self._build_questions(c, settings)
         self.access = Access(
-            settings.document_types,
+            settings.index.document_types,
             key_store=c.key_store,
             eligibility=self.decisions.eligibility,
             open_index=c.open_index,
@@ -126,7 +126,7 @@ class Application:
         )
         self.queued = QueuedIngest(settings, parts, clock=self.clock, ingest_queue=c.ingest_queue)
         self.verification = Verification(
-            settings.collection,
+            settings.index.collection,
             open_index=c.open_index,
             sparse_encoder=c.sparse_encoder,
             chunking_version=lambda: self.decisions.chunking_policy().version,

@@ -139,7 +139,7 @@ class JobRunner:
         self.events = events or (lambda _event: None)
         self.ramp = ramp or DispatchRamp(concurrency)
         self.retention_seconds = (
-            application.settings.job_retention if retention_seconds is None else retention_seconds
+            application.settings.jobs.retention if retention_seconds is None else retention_seconds
         )
         self.sweep_seconds = sweep_seconds
         # What a lease is measured with (claim and renewal times); tests pass a manual one.

@@ -81,7 +81,7 @@ class QueuedIngest:
         self._require_index_server()
         if item_size < 1:
             raise RequestError("item_size", f"must be at least 1, got {item_size}")
-        seconds = self.settings.ingest_deadline
+        seconds = self.settings.ingest.deadline
         # Workers on other machines bound each item by the run's deadline: a time on the
         # wall clock, which the machines share (their monotonic clocks they do not).
         deadline_at = None if seconds is None else self.clock() + seconds
@@ -146,7 +146,7 @@ class QueuedIngest:
                     embedder=embedder,
                     sparse_encoder=sparse_encoder,
                     index=index,
-                    batch_size=self.settings.batch_size,
+                    batch_size=self.settings.ingest.batch_size,
                     phase_hook=phase_hook,
                 )
         finally:
@@ -157,13 +157,15 @@ class QueuedIngest:
         """A work item's deadline: its run's (``deadline_at`` on the wall clock) or this
         worker's ``RAGWRIGHT_INGEST_DEADLINE`` from now, whichever ends first."""
         deadlines = [] if deadline_at is None else [Deadline.after(deadline_at - self.clock())]
-        if self.settings.ingest_deadline is not None:
-            deadlines.append(Deadline.after(self.settings.ingest_deadline))
+        if self.settings.ingest.deadline is not None:
+            deadlines.append(Deadline.after(self.settings.ingest.deadline))
         return min(deadlines, key=lambda deadline: deadline.expires_at, default=None)
 
     def _require_index_server(self) -> None:
-        location = self.settings.qdrant_location or ""
-        if self.settings.backend != "qdrant" or not location.startswith(("http://", "https://")):
+        location = self.settings.index.qdrant_location or ""
+        if self.settings.index.backend != "qdrant" or not location.startswith(
+            ("http://", "https://")
+        ):
             raise ConfigError(
                 "RAGWRIGHT_BACKEND",
                 "queued ingestion needs a Qdrant server (RAGWRIGHT_BACKEND=qdrant and an "

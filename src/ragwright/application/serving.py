@@ -103,7 +103,7 @@ class Readiness:
     def templates(self) -> tuple[ApprovedTemplate, ...]:
         """The approved templates ``RAGWRIGHT_TEMPLATES`` names (read once, validated)."""
         if self._templates is None:
-            self._templates = load_templates(self.settings.templates)
+            self._templates = load_templates(self.settings.answers.templates)
         return self._templates
 
     def check_serving(self) -> list[str]:

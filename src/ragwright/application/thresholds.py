@@ -63,8 +63,8 @@ class ThresholdResolver:
         Raises:
             CalibrationError: the persisted calibration is damaged.
         """
-        if self.settings.answerability_threshold is not None:
-            return self.settings.answerability_threshold, "settings"
+        if self.settings.answers.answerability_threshold is not None:
+            return self.settings.answers.answerability_threshold, "settings"
         record = self.calibration()
         if record is not None and record.answerability is not None:
             self.check_profiles(record)
@@ -81,7 +81,7 @@ class ThresholdResolver:
                 another embedding or lexical profile than the settings select while it
                 supplies a stage.
         """
-        s = self.settings
+        s = self.settings.retrieval
         configured = {
             "dense": s.threshold_dense,
             "sparse": s.threshold_sparse,

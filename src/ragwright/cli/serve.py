@@ -51,7 +51,7 @@ def serve(
     # A long-lived process keeps its own model in-process (no background process whose
     # idle timeout it would have to keep feeding).
     settings = load_settings().with_overrides(chat_keep_warm=0)
-    if settings.embedding_threads is None:
+    if settings.embedding.threads is None:
         # Concurrent requests use the cores better than one request's intra-op threads,
         # and a free core keeps the event loop's refusals fast (benchmarks/service_load.py).
         settings = settings.with_overrides(embedding_threads=1)
@@ -60,7 +60,7 @@ def serve(
         print(f"warning: {warning}", file=sys.stderr)
     # Without a declared degradation mode every answer would be unavailable: the model
     # must answer before the service listens, and that probe is the service's first.
-    probed = not settings.evidence_only_on_model_failure and not app_.templates()
+    probed = not settings.answers.evidence_only_on_model_failure and not app_.templates()
     if probed and (problem := asyncio.run(app_.probe_model())) is not None:
         raise ConfigError(
             "RAGWRIGHT_CHAT_PROVIDER",
@@ -107,7 +107,7 @@ def worker(
 
     app_ = application(load_settings().with_overrides(chat_keep_warm=0))
     settings = app_.settings
-    concurrency = jobs or settings.job_workers or 1
+    concurrency = jobs or settings.jobs.workers or 1
     if app_.index_state().error == "IndexBusy":
         # Every job would fail to read the index and go back to the queue: refuse now.
         raise IndexBusy(str(settings.index_path))
@@ -121,9 +121,9 @@ def worker(
             app_,
             app_.jobs(),
             concurrency=concurrency,
-            limits=BatchLimits(settings.batch_capacity, settings.batch_tenant_capacity),
-            lease_seconds=settings.job_lease,
-            deadline_seconds=settings.job_deadline,
+            limits=BatchLimits(settings.jobs.capacity, settings.jobs.tenant_capacity),
+            lease_seconds=settings.jobs.lease,
+            deadline_seconds=settings.jobs.deadline,
         )
         print(
             f"ragwright worker {runner.worker_id}: up to {concurrency} jobs at once",

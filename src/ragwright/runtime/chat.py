@@ -48,11 +48,11 @@ class ProviderSpec(NamedTuple):
 
 
 def _local(settings: Settings, spec: ProviderSpec) -> tuple[ChatModel, Close]:
-    if settings.chat_keep_warm > 0:
+    if settings.chat.keep_warm > 0:
         from ragwright.adapters.chatmodels.resident import BackgroundLocalModel
 
         warm = BackgroundLocalModel(
-            model_cache(settings), idle_timeout=settings.chat_keep_warm, name=spec.name
+            model_cache(settings), idle_timeout=settings.chat.keep_warm, name=spec.name
         )
         return warm, warm.close
     from ragwright.adapters.chatmodels.local import OnDemandLocalModel
@@ -110,10 +110,10 @@ def open_chat_provider(settings: Settings) -> tuple[ChatModel, Close]:
     The local model starts on its first call, so a question that ends without eligible
     evidence never starts it.
     """
-    key = settings.chat_api_key.get_secret_value() if settings.chat_api_key else None
-    kind = settings.chat_provider
+    key = settings.chat.api_key.get_secret_value() if settings.chat.api_key else None
+    kind = settings.chat.provider
     spec = ProviderSpec(
-        kind, settings.chat_model, settings.chat_base_url, key, kind, "RAGWRIGHT_CHAT"
+        kind, settings.chat.model, settings.chat.base_url, key, kind, "RAGWRIGHT_CHAT"
     )
     return CHAT_PROVIDERS[kind](settings, spec)
 
@@ -128,7 +128,7 @@ def open_chat_providers(settings: Settings) -> tuple[list[ChatModel], Close]:
     """
     primary, close_primary = open_chat_provider(settings)
     providers, closers = [primary], [close_primary]
-    for index, fallback in enumerate(settings.chat_fallbacks):
+    for index, fallback in enumerate(settings.chat.fallbacks):
         setting = f"RAGWRIGHT_CHAT_FALLBACKS[{index}]"
         if fallback.label == primary.name:
             raise ConfigError(f"{setting}.name", f"{fallback.label!r} is the primary's name")
@@ -155,7 +155,7 @@ def open_chat_providers(settings: Settings) -> tuple[list[ChatModel], Close]:
 
 def model_cache(settings: Settings) -> Path:
     """Where the local model's verified file (and its background process's record) live."""
-    return settings.home / "models"
+    return settings.storage.home / "models"
 
 
 def background_model(settings: Settings) -> ResidentModel | None:
@@ -182,11 +182,11 @@ def chat_profiles(settings: Settings) -> tuple[ModelProfile, ...]:
     from ragwright.adapters.chatmodels.local import MODEL_ID as _LOCAL_MODEL
 
     primary = ModelProfile(
-        name=settings.chat_provider,
-        system=settings.chat_provider,
-        model=_LOCAL_MODEL if settings.chat_provider == "local" else settings.chat_model,
-        context_window=settings.chat_context_window,
-        output_limit=settings.chat_output_limit,
+        name=settings.chat.provider,
+        system=settings.chat.provider,
+        model=_LOCAL_MODEL if settings.chat.provider == "local" else settings.chat.model,
+        context_window=settings.chat.context_window,
+        output_limit=settings.chat.output_limit,
         schema_style=answer_schema_style(settings),
     )
     return (
@@ -201,14 +201,14 @@ def chat_profiles(settings: Settings) -> tuple[ModelProfile, ...]:
                 schema_style=_schema_style(f.schema_style, f.provider),
                 token_ratio=f.token_ratio,
             )
-            for f in settings.chat_fallbacks
+            for f in settings.chat.fallbacks
         ),
     )
 
 
 def answer_schema_style(settings: Settings) -> SchemaStyle:
     """The answer schema style for the primary provider (``chat_schema_style``)."""
-    return _schema_style(settings.chat_schema_style, settings.chat_provider)
+    return _schema_style(settings.chat.schema_style, settings.chat.provider)
 
 
 def _schema_style(configured: str, kind: str) -> SchemaStyle:

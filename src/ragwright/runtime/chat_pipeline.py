@@ -25,13 +25,13 @@ def configure_telemetry(settings: Settings) -> TelemetryExport | None:
     Pass the result to :func:`build_chat_pipeline` (``telemetry=``) and call its
     ``shutdown()`` before exiting so buffered spans are sent.
     """
-    if settings.telemetry_exporter == "none":
+    if settings.telemetry.exporter == "none":
         return None
     return export_telemetry(
-        settings.telemetry_exporter,
-        endpoint=settings.telemetry_endpoint,
-        service_name=settings.telemetry_service_name,
-        capture_content=settings.telemetry_capture_content,
+        settings.telemetry.exporter,
+        endpoint=settings.telemetry.endpoint,
+        service_name=settings.telemetry.service_name,
+        capture_content=settings.telemetry.capture_content,
     )
 
 
@@ -64,7 +64,7 @@ def build_chat_pipeline(
         if profiles is not None
         else tuple(
             ModelProfile(
-                name=p.name, system=p.name, model=(settings.chat_model if i == 0 else "") or p.name
+                name=p.name, system=p.name, model=(settings.chat.model if i == 0 else "") or p.name
             )
             for i, p in enumerate(providers)
         )
@@ -93,7 +93,7 @@ def build_chat_pipeline(
                 lambda inner: CapacityGate(
                     inner,
                     shared.pools[provider.name],
-                    cooldown=settings.chat_throttle_cooldown,
+                    cooldown=settings.chat.throttle_cooldown,
                     # A model server goes on with a call its caller left: keep its lease.
                     drain=getattr(provider, "outlives_cancellation", False),
                 )
@@ -111,20 +111,20 @@ def build_chat_pipeline(
         .use(
             lambda inner: MessageGuard(
                 inner,
-                max_messages=settings.chat_max_messages,
-                max_input_tokens=settings.chat_max_input_tokens,
+                max_messages=settings.chat.max_messages,
+                max_input_tokens=settings.chat.max_input_tokens,
                 counter=counter,
             )
         )
-        .use(lambda inner: Budgeted(inner, attempts=settings.chat_max_attempts))
+        .use(lambda inner: Budgeted(inner, attempts=settings.chat.max_attempts))
         .use(lambda inner: traced(inner, "call", primary, described))
         .use(lambda inner: Probe(inner, name="call", events=sink))
         .use(
             lambda inner: ResponseCache(
-                inner, shared.store, ttl=settings.chat_cache_ttl, events=sink
+                inner, shared.store, ttl=settings.chat.cache_ttl, events=sink
             )
         )
-        .use(lambda inner: Retry(inner, max_attempts=settings.chat_retries, events=sink))
+        .use(lambda inner: Retry(inner, max_attempts=settings.chat.retries, events=sink))
         .build()
     )
 

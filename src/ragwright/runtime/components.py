@@ -111,7 +111,7 @@ class RuntimeComponents:
         server collection, so each use opens its own client as before. Nested use
         holds the index once.
         """
-        backend = self.settings.backend
+        backend = self.settings.index.backend
         if not INDEX_BACKENDS[backend].held or self._held is not None:
             yield
             return
@@ -132,7 +132,7 @@ class RuntimeComponents:
         """
         if self._held is not None:
             return self._held.state()
-        backend = self.settings.backend
+        backend = self.settings.index.backend
         location = INDEX_BACKENDS[backend].location(self.settings)
         try:
             index = self.open_index(
@@ -222,7 +222,7 @@ class RuntimeComponents:
     def token_counter(self) -> TokenCounter:
         with self._lock:
             if self._counter is None:
-                self._counter = O200kCounter(self.settings.home / "tokenizers")
+                self._counter = O200kCounter(self.settings.storage.home / "tokenizers")
             return self._counter
 
     def chat_profiles(self) -> tuple[ModelProfile, ...]:
@@ -269,7 +269,7 @@ class RuntimeComponents:
             document_type=document_type,
             publication_state=publication_state,
             tenant=tenant,
-            document_types=self.settings.document_types,
+            document_types=self.settings.index.document_types,
         )
         return SourceStream(paths, defaults, skip_invalid=skip_invalid)
 

@@ -37,8 +37,8 @@ BUNDLED_PROFILES: dict[str, EmbeddingProfile] = {"onnx": MINILM_PROFILE, "e5": E
 BUNDLED_EMBEDDERS: Registry[Callable[[Settings], Embedder]] = Registry(
     SETTING,
     {
-        "onnx": lambda settings: OnnxEmbedder(batch_size=32, threads=settings.embedding_threads),
-        "e5": lambda settings: E5Embedder(threads=settings.embedding_threads),
+        "onnx": lambda settings: OnnxEmbedder(batch_size=32, threads=settings.embedding.threads),
+        "e5": lambda settings: E5Embedder(threads=settings.embedding.threads),
     },
 )
 """Embedders run in this process (no retry, no capacity gate)."""
@@ -46,7 +46,7 @@ BUNDLED_EMBEDDERS: Registry[Callable[[Settings], Embedder]] = Registry(
 
 def embedding_profile(settings: Settings) -> EmbeddingProfile:
     """The profile the settings describe (a bundled one for ``onnx`` and ``e5``)."""
-    bundled = BUNDLED_PROFILES.get(settings.embedding_provider)
+    bundled = BUNDLED_PROFILES.get(settings.embedding.provider)
     if bundled is not None:
         return bundled
     missing = [
@@ -62,18 +62,18 @@ def embedding_profile(settings: Settings) -> EmbeddingProfile:
     if missing:
         raise ConfigError(
             f"RAGWRIGHT_{missing[0].upper()}",
-            f"required when RAGWRIGHT_EMBEDDING_PROVIDER={settings.embedding_provider}",
+            f"required when RAGWRIGHT_EMBEDDING_PROVIDER={settings.embedding.provider}",
         )
     return EmbeddingProfile(
-        profile_id=str(settings.embedding_profile_id),
-        provider=settings.embedding_provider,
-        model=str(settings.embedding_model),
-        artifact_digest=str(settings.embedding_digest),
-        dimensions=int(settings.embedding_dimensions or 0),
+        profile_id=str(settings.embedding.profile_id),
+        provider=settings.embedding.provider,
+        model=str(settings.embedding.model),
+        artifact_digest=str(settings.embedding.digest),
+        dimensions=int(settings.embedding.dimensions or 0),
         distance="cosine",
-        document_format=settings.embedding_document_format,
-        query_format=settings.embedding_query_format,
-        max_input_tokens=settings.embedding_max_input_tokens,
+        document_format=settings.embedding.document_format,
+        query_format=settings.embedding.query_format,
+        max_input_tokens=settings.embedding.max_input_tokens,
     )
 
 
@@ -87,7 +87,7 @@ def open_embedder(
     ``embedding_in_flight`` batches in flight. ``closers`` (when given) receives what
     releases the provider's HTTP client and the pool's Redis client.
     """
-    kind = settings.embedding_provider
+    kind = settings.embedding.provider
     if kind in BUNDLED_EMBEDDERS:
         return BUNDLED_EMBEDDERS[kind](settings)
     provider = _open_remote_embedder(settings)
@@ -97,10 +97,10 @@ def open_embedder(
         EmbeddingCapacityGate(
             provider,
             pool or open_embedding_pool(settings, closers=closers),
-            cooldown=settings.chat_throttle_cooldown,
+            cooldown=settings.chat.throttle_cooldown,
         ),
-        policy=RetryPolicy(settings.remote_call_attempts),
-        call_budget=settings.remote_call_budget,
+        policy=RetryPolicy(settings.remote.call_attempts),
+        call_budget=settings.remote.call_budget,
     )
 
 
@@ -118,16 +118,16 @@ def open_embedding_pool(
     after ``retry_interval`` seconds. A lease outlives a dead holder by at most the
     remote call budget. ``closers`` (when given) receives the Redis client's ``close``.
     """
-    limit = settings.embedding_in_flight
-    if not settings.redis_url:
+    limit = settings.embedding.in_flight
+    if not settings.storage.redis_url:
         return LocalCapacityPool(limit)
-    client = connect(settings.redis_url)
+    client = connect(settings.storage.redis_url)
     if closers is not None:
         closers.add(client.close)
-    outage = redis_outage(settings.redis_url, retry_interval)
+    outage = redis_outage(settings.storage.redis_url, retry_interval)
     outage.check(client)
     shared = RedisCapacityPool(
-        client, EMBEDDING_POOL, limit=limit, lease_ttl=settings.remote_call_budget + 10.0
+        client, EMBEDDING_POOL, limit=limit, lease_ttl=settings.remote.call_budget + 10.0
     )
     return ResilientCapacityPool(shared, outage, fallback=LocalCapacityPool(limit))
 
@@ -136,22 +136,22 @@ def _ollama(settings: Settings, profile: EmbeddingProfile) -> RemoteEmbedder:
     from ragwright.adapters.embedders.remote import OllamaEmbedder
 
     return OllamaEmbedder(
-        profile, base_url=settings.ollama_url, in_flight=settings.embedding_in_flight
+        profile, base_url=settings.embedding.ollama_url, in_flight=settings.embedding.in_flight
     )
 
 
 def _azure_openai(settings: Settings, profile: EmbeddingProfile) -> RemoteEmbedder:
     from ragwright.adapters.embedders.remote import OpenAIEmbedder
 
-    if not settings.azure_deployment:
+    if not settings.embedding.azure_deployment:
         raise ConfigError("RAGWRIGHT_AZURE_DEPLOYMENT", "required for azure-openai")
     return OpenAIEmbedder(
         profile,
         api_key=_openai_key(settings),
-        base_url=settings.openai_base_url,
-        azure_deployment=settings.azure_deployment,
-        azure_api_version=settings.azure_api_version,
-        in_flight=settings.embedding_in_flight,
+        base_url=settings.embedding.openai_base_url,
+        azure_deployment=settings.embedding.azure_deployment,
+        azure_api_version=settings.embedding.azure_api_version,
+        in_flight=settings.embedding.in_flight,
     )
 
 
@@ -161,14 +161,18 @@ def _openai(settings: Settings, profile: EmbeddingProfile) -> RemoteEmbedder:
     return OpenAIEmbedder(
         profile,
         api_key=_openai_key(settings),
-        base_url=settings.openai_base_url,
-        in_flight=settings.embedding_in_flight,
-        verify_listed_model=settings.embedding_verify_model,
+        base_url=settings.embedding.openai_base_url,
+        in_flight=settings.embedding.in_flight,
+        verify_listed_model=settings.embedding.verify_model,
     )
 
 
 def _openai_key(settings: Settings) -> str | None:
-    return settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    return (
+        settings.embedding.openai_api_key.get_secret_value()
+        if settings.embedding.openai_api_key
+        else None
+    )
 
 
 REMOTE_EMBEDDERS: Registry[Callable[[Settings, EmbeddingProfile], RemoteEmbedder]] = Registry(
@@ -179,4 +183,4 @@ REMOTE_EMBEDDERS: Registry[Callable[[Settings, EmbeddingProfile], RemoteEmbedder
 
 def _open_remote_embedder(settings: Settings) -> RemoteEmbedder:
     profile = embedding_profile(settings)
-    return REMOTE_EMBEDDERS[settings.embedding_provider](settings, profile)
+    return REMOTE_EMBEDDERS[settings.embedding.provider](settings, profile)

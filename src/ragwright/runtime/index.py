@@ -52,15 +52,17 @@ def _open_edge(settings: Settings, contract: CollectionContract, how: OpenOption
 
 
 def _open_qdrant(settings: Settings, contract: CollectionContract, how: OpenOptions) -> VectorIndex:
-    if not settings.qdrant_location:
+    if not settings.index.qdrant_location:
         raise ConfigError("RAGWRIGHT_QDRANT_LOCATION", "required when RAGWRIGHT_BACKEND=qdrant")
     from ragwright.adapters.qdrant import QdrantIndex  # the client loads only when used
 
     return QdrantIndex(
-        settings.qdrant_location,
-        settings.collection,
+        settings.index.qdrant_location,
+        settings.index.collection,
         contract,
-        api_key=settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None,
+        api_key=settings.index.qdrant_api_key.get_secret_value()
+        if settings.index.qdrant_api_key
+        else None,
         add_chunking_version=how.add_chunking_version,
         create=how.create,
         rebuild=how.rebuild,
@@ -69,10 +71,10 @@ def _open_qdrant(settings: Settings, contract: CollectionContract, how: OpenOpti
 
 
 def _qdrant_location(settings: Settings) -> str:
-    location = settings.qdrant_location or ""
+    location = settings.index.qdrant_location or ""
     if location.startswith(("http://", "https://")):
         location = without_credentials(location)
-    return f"{location} collection {settings.collection}"
+    return f"{location} collection {settings.index.collection}"
 
 
 INDEX_BACKENDS: Registry[IndexBackend] = Registry(
@@ -86,7 +88,7 @@ INDEX_BACKENDS: Registry[IndexBackend] = Registry(
 
 def lexical_profile(settings: Settings) -> LexicalProfile:
     """BM25 parameters from the settings (part of the collection contract)."""
-    return LexicalProfile(k1=settings.bm25_k1, b=settings.bm25_b)
+    return LexicalProfile(k1=settings.index.bm25_k1, b=settings.index.bm25_b)
 
 
 def open_sparse_encoder(settings: Settings) -> Bm25Encoder:
@@ -117,7 +119,7 @@ def open_index(
     if any_chunking_version:
         contract = dataclasses.replace(contract, chunking_versions=())
     how = OpenOptions(add_chunking_version, create=write, rebuild=rebuild, verify=verify)
-    return INDEX_BACKENDS[settings.backend].open(settings, contract, how)
+    return INDEX_BACKENDS[settings.index.backend].open(settings, contract, how)
 
 
 def open_held_edge(
@@ -149,15 +151,17 @@ def _bi_encoder(settings: Settings, embedder: Embedder, closers: Closers | None)
 def _http(settings: Settings, embedder: Embedder, closers: Closers | None) -> Reranker:
     from ragwright.adapters.rerankers import HttpReranker
 
-    if not settings.reranker_url:
+    if not settings.retrieval.reranker_url:
         raise ConfigError("RAGWRIGHT_RERANKER_URL", "required when RAGWRIGHT_RERANKER=http")
-    reranker = HttpReranker(settings.reranker_url, model=settings.reranker_model)
+    reranker = HttpReranker(
+        settings.retrieval.reranker_url, model=settings.retrieval.reranker_model
+    )
     if closers is not None:
         closers.add(reranker.close)
     return RetryingReranker(
         reranker,
-        policy=RetryPolicy(settings.remote_call_attempts),
-        call_budget=settings.remote_call_budget,
+        policy=RetryPolicy(settings.remote.call_attempts),
+        call_budget=settings.remote.call_budget,
     )
 
 
@@ -170,7 +174,7 @@ def open_reranker(
     settings: Settings, embedder: Embedder, *, closers: Closers | None = None
 ) -> Reranker | None:
     """The configured reranker, or ``None``; ``closers`` receives its HTTP client's close."""
-    return RERANKERS[settings.reranker](settings, embedder, closers)
+    return RERANKERS[settings.retrieval.reranker](settings, embedder, closers)
 
 
 def open_retriever(
@@ -189,7 +193,7 @@ def open_retriever(
         embedder,
         open_sparse_encoder(settings),
         reranker=reranker if reranker is not None else open_reranker(settings, embedder),
-        rrf_k=settings.rrf_k,
-        rrf_weights=settings.rrf_weights,
-        candidates=candidates or settings.hybrid_candidates,
+        rrf_k=settings.retrieval.rrf_k,
+        rrf_weights=settings.retrieval.rrf_weights,
+        candidates=candidates or settings.retrieval.hybrid_candidates,
     )

@@ -85,18 +85,18 @@ def open_shared_state(
     if not names:
         raise ValueError("names must list at least the primary provider")
     prefix, limit = (
-        ("chat", settings.chat_capacity)
+        ("chat", settings.chat.capacity)
         if workload == "interactive"
-        else ("batch", settings.batch_capacity)
+        else ("batch", settings.jobs.capacity)
     )
-    if not settings.redis_url:
+    if not settings.storage.redis_url:
         return SharedState(
-            store=MemoryCacheStore(max_entries=settings.chat_cache_max_entries),
+            store=MemoryCacheStore(max_entries=settings.chat.cache_max_entries),
             pools={name: LocalCapacityPool(limit) for name in names},
             workload=workload,
         )
-    client = connect(settings.redis_url)
-    outage = redis_outage(settings.redis_url, retry_interval)
+    client = connect(settings.storage.redis_url)
+    outage = redis_outage(settings.storage.redis_url, retry_interval)
     outage.check(client)
     pools: dict[str, CapacityPool] = {}
     for index, name in enumerate(names):

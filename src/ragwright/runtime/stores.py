@@ -25,7 +25,7 @@ StoreFactory = Callable[[Settings], S]
 
 
 def _database_url(settings: Settings) -> str:
-    url = settings.database_url
+    url = settings.storage.database_url
     if url is None:
         raise ConfigError(SETTING, "required for a PostgreSQL store")
     return url.get_secret_value()
@@ -41,14 +41,14 @@ KEY_STORES: Registry[StoreFactory[KeyStore]] = Registry(
 JOB_STORES: Registry[StoreFactory[JobStore]] = Registry(
     SETTING,
     {
-        "sqlite": lambda settings: SqliteJobStore(settings.home / "jobs.sqlite3"),
+        "sqlite": lambda settings: SqliteJobStore(settings.storage.home / "jobs.sqlite3"),
         "postgres": lambda settings: PostgresJobStore(_database_url(settings)),
     },
 )
 DRAFT_STORES: Registry[StoreFactory[DraftStore]] = Registry(
     SETTING,
     {
-        "sqlite": lambda settings: SqliteDraftStore(settings.home / "drafts.sqlite3"),
+        "sqlite": lambda settings: SqliteDraftStore(settings.storage.home / "drafts.sqlite3"),
         "postgres": lambda settings: PostgresDraftStore(_database_url(settings)),
     },
 )
@@ -56,7 +56,7 @@ DRAFT_STORES: Registry[StoreFactory[DraftStore]] = Registry(
 
 def store_engine(settings: Settings) -> str:
     """``postgres`` when ``RAGWRIGHT_DATABASE_URL`` is set, else ``sqlite``."""
-    return "sqlite" if settings.database_url is None else "postgres"
+    return "sqlite" if settings.storage.database_url is None else "postgres"
 
 
 class HasSettings(Protocol):
@@ -109,7 +109,7 @@ class LazyStore(Generic[S]):
 
 def open_ingest_queue(settings: Settings) -> IngestQueue:
     """The queue of ingest work items in PostgreSQL (the caller closes it)."""
-    url = settings.database_url
+    url = settings.storage.database_url
     if url is None:
         raise ConfigError(
             SETTING,
@@ -118,4 +118,4 @@ def open_ingest_queue(settings: Settings) -> IngestQueue:
         )
     from ragwright.adapters.ingest_queue import PgQueuerIngestQueue  # loads pgqueuer
 
-    return PgQueuerIngestQueue(url.get_secret_value(), lease=settings.ingest_lease)
+    return PgQueuerIngestQueue(url.get_secret_value(), lease=settings.ingest.lease)

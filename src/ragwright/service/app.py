@@ -78,7 +78,7 @@ def create_app(
     )
     state = ServiceState(
         application,
-        Admission(settings.serve_concurrency, settings.serve_tenant_concurrency),
+        Admission(settings.service.concurrency, settings.service.tenant_concurrency),
         AnswerRecorder(tracer, outcomes, Activity()),
         ModelHealth(recheck_seconds=model_recheck),
         job_persisted=on_job_persisted,
@@ -95,9 +95,9 @@ def create_app(
     app.add_middleware(
         BodyGate,
         authenticate=lambda token: authenticated(application, token),
-        default=(settings.serve_max_body, "RAGWRIGHT_SERVE_MAX_BODY"),
+        default=(settings.service.max_body, "RAGWRIGHT_SERVE_MAX_BODY"),
         limits={
-            path: (settings.serve_max_ingest_body, "RAGWRIGHT_SERVE_MAX_INGEST_BODY")
+            path: (settings.service.max_ingest_body, "RAGWRIGHT_SERVE_MAX_INGEST_BODY")
             for path in ("/v1/ingestions", "/v1/ingestions/files")
         },
     )
@@ -130,7 +130,7 @@ async def serving(state: ServiceState, *, probe_model: bool) -> AsyncIterator[No
                 )
         rechecking = asyncio.create_task(state.model.recheck(application.probe_model))
         stack.push_async_callback(cancelled, rechecking)
-        if application.settings.job_workers > 0:
+        if application.settings.jobs.workers > 0:
             await stack.enter_async_context(application.chat_kept_open("batch"))
             await start_runner(state, stack)
         yield
@@ -145,10 +145,10 @@ async def start_runner(state: ServiceState, stack: AsyncExitStack) -> None:
     runner = JobRunner(
         application,
         application.jobs(),
-        concurrency=settings.job_workers,
-        limits=BatchLimits(settings.batch_capacity, settings.batch_tenant_capacity),
-        lease_seconds=settings.job_lease,
-        deadline_seconds=settings.job_deadline,
+        concurrency=settings.jobs.workers,
+        limits=BatchLimits(settings.jobs.capacity, settings.jobs.tenant_capacity),
+        lease_seconds=settings.jobs.lease,
+        deadline_seconds=settings.jobs.deadline,
     )
     state.runner = runner
     # Names the worker in the process log, so a job's lease owner (in the store) can be

@@ -149,7 +149,7 @@ class Budget:
 
 
 def budget(request: Request, application: App) -> Budget:
-    return Budget(request, application.settings.answer_deadline)
+    return Budget(request, application.settings.answers.deadline)
 
 
 RequestBudget = Annotated[Budget, Depends(budget)]

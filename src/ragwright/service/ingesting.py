@@ -115,7 +115,7 @@ class Ingesting:
             body,
             key.tenant,
             write_grant_for(key),
-            self.application.settings.document_types,
+            self.application.settings.index.document_types,
         )
         return await self.run_body(body, documents, key)
 

@@ -54,7 +54,7 @@ async def status_of(state: ServiceState, key: ApiKey) -> dict[str, Any]:
             "version": __version__,
             "admission": state.admission.describe(),
             "model_capacity": await on_io_thread(application.capacity),  # may ask Redis
-            "answer_deadline_seconds": application.settings.answer_deadline,
+            "answer_deadline_seconds": application.settings.answers.deadline,
             "model": state.model.problem or "ok",
             "degraded_mode": degraded_mode(application),
         },
@@ -63,7 +63,7 @@ async def status_of(state: ServiceState, key: ApiKey) -> dict[str, Any]:
 
 def degraded_mode(application: Application) -> str:
     """What answers become while the model is unavailable."""
-    if application.settings.draft_max_age > 0:
+    if application.settings.answers.draft_max_age > 0:
         return "previous_draft, else " + _without_draft_mode(application)
     return _without_draft_mode(application)
 
@@ -71,6 +71,12 @@ def degraded_mode(application: Application) -> str:
 def _without_draft_mode(application: Application) -> str:
     if application.templates():
         return "approved_template, else evidence_only" + (
-            "" if application.settings.evidence_only_on_model_failure else " (off: unavailable)"
+            ""
+            if application.settings.answers.evidence_only_on_model_failure
+            else " (off: unavailable)"
         )
-    return "evidence_only" if application.settings.evidence_only_on_model_failure else "unavailable"
+    return (
+        "evidence_only"
+        if application.settings.answers.evidence_only_on_model_failure
+        else "unavailable"
+    )

@@ -40,7 +40,7 @@ async def ingest_files(
 ) -> JSONResponse:
     """Ingest files of the caller's tenant (see the module docs); returns the run's
     summary with the files left out and where each document's metadata came from."""
-    document_types = key.types or application.settings.document_types
+    document_types = key.types or application.settings.index.document_types
     with tempfile.TemporaryDirectory(prefix="ragwright-upload-") as folder:
         root = Path(folder)
         await uploads.save_files(files, root)

@@ -40,7 +40,7 @@ async def ingestions(
         content_type,
         key.tenant,
         grant,
-        state.application.settings.document_types,
+        state.application.settings.index.document_types,
     )
     result = await ingesting.run_body(body, documents, key)
     return JSONResponse(ingestion_summary(result))

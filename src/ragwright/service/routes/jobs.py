@@ -104,7 +104,7 @@ async def submit(
             idempotency_key=token,
             input_hash=canonical_input(request),
             request=request,
-            ttl_seconds=application.settings.job_ttl,
+            ttl_seconds=application.settings.jobs.ttl,
             grant_digest=grant_digest(key),
         )
     except IdempotencyConflict as error:
