@@ -401,7 +401,9 @@ def test_report_renders_in_headless_chromium(index: EdgeIndex, tmp_path: Path) -
     assert f"{record['summary']['K']['1']['recall']:.3f}" in dom
     assert "Unsupported questions" in dom
     assert "mode differs: dense → hybrid" in dom and dom.count("<svg") == 3
-    assert dom.count("<details") == len(record["cases"])
+    # One folded block per case, and the run's configuration folded at the end.
+    assert dom.count("<details") == len(record["cases"]) + 1
+    assert dom.count('<details id="configuration">') == 1
 
 
 def test_a_case_that_cannot_be_scored_fails_the_run(index: EdgeIndex) -> None:

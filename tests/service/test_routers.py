@@ -59,7 +59,8 @@ def test_the_jobs_router_alone_persists_then_calls_the_hook_then_answers_202(
         persisted.append((job.id, store.get(job.id) is not None))
 
     application = SimpleNamespace(
-        settings=SimpleNamespace(job_ttl=3600.0), check_question_tokens=lambda _q: None
+        settings=SimpleNamespace(jobs=SimpleNamespace(ttl=3600.0)),
+        check_question_tokens=lambda _q: None,
     )
     app = bare(
         jobs.router,

@@ -51,17 +51,12 @@ def embedding_profile(settings: Settings) -> EmbeddingProfile:
         return bundled
     missing = [
         name
-        for name in (
-            "embedding_profile_id",
-            "embedding_model",
-            "embedding_digest",
-            "embedding_dimensions",
-        )
-        if getattr(settings, name) is None
+        for name in ("profile_id", "model", "digest", "dimensions")
+        if getattr(settings.embedding, name) is None
     ]
     if missing:
         raise ConfigError(
-            f"RAGWRIGHT_{missing[0].upper()}",
+            f"RAGWRIGHT_EMBEDDING_{missing[0].upper()}",
             f"required when RAGWRIGHT_EMBEDDING_PROVIDER={settings.embedding.provider}",
         )
     return EmbeddingProfile(
