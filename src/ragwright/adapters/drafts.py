@@ -104,20 +104,7 @@ class SqliteDraftStore(SqliteFile, _SqlDraftStore):
         self._open(path, busy_timeout, "foreign_keys = ON", factory=factory)
 
     def _migrate(self) -> None:
-        with self._write() as db:
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version == 0:
-                if db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-                    raise StorageError(str(self.path), "holds other tables: not a draft store")
-                for statement in self._q.create:
-                    db.execute(statement)
-                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            elif version != SCHEMA_VERSION:
-                raise StorageError(
-                    str(self.path),
-                    f"draft store schema version {version}, this ragwright reads "
-                    f"{SCHEMA_VERSION}; use the ragwright that wrote it",
-                )
+        self._create_versioned(self._q.create, SCHEMA_VERSION, "a draft store")
 
 
 class PostgresDraftStore(PooledStore, _SqlDraftStore):

@@ -181,22 +181,7 @@ class SqliteKeyStore(SqliteFile, _SqlKeyStore):
         self._open(path, busy_timeout, factory=factory)
 
     def _migrate(self) -> None:
-        with self._write() as db:
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version == 0:
-                # A new file, or one that is no key store: never add a table to a
-                # database something else owns (a mistyped RAGWRIGHT_KEYS_PATH).
-                if db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-                    raise StorageError(str(self.path), "holds other tables: not an API key store")
-                for statement in self._q.create:
-                    db.execute(statement)
-                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            elif version != SCHEMA_VERSION:
-                raise StorageError(
-                    str(self.path),
-                    f"API key store schema version {version}, this ragwright reads "
-                    f"{SCHEMA_VERSION}; use the ragwright that wrote it",
-                )
+        self._create_versioned(self._q.create, SCHEMA_VERSION, "an API key store")
 
 
 class PostgresKeyStore(PooledStore, _SqlKeyStore):

@@ -17,7 +17,7 @@ import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ragwright.adapters.queries.dialect import Session
@@ -84,6 +84,29 @@ class SqliteFile:
 
     def _migrate(self) -> None:
         raise NotImplementedError
+
+    def _create_versioned(self, create: Sequence[str], version: int, what: str) -> None:
+        """Create the tables of a new file under ``PRAGMA user_version`` = ``version``, or
+        check an existing file's version. A new file that already holds tables is someone
+        else's database (a mistyped path): nothing is added to it.
+
+        Raises:
+            StorageError: the file holds other tables, or another schema version.
+        """
+        with self._write() as db:
+            found = db.execute("PRAGMA user_version").fetchone()[0]
+            if found == 0:
+                if db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                    raise StorageError(str(self.path), f"holds other tables: not {what}")
+                for statement in create:
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version = {version}")
+            elif found != version:
+                raise StorageError(
+                    str(self.path),
+                    f"{what.split(' ', 1)[1]} schema version {found}, this ragwright reads "
+                    f"{version}; use the ragwright that wrote it",
+                )
 
     def close(self) -> None:
         with self._lock:
