@@ -8,8 +8,8 @@ arguments in ``sys.argv``, its environment in ``os.environ`` and its output capt
 ``python -m ragwright`` does; what it does not pay is a new interpreter and the imports
 (several seconds a command on a loaded 2-core machine). What a fresh process would
 start with is set for the call and restored after it: the environment, logging going
-to stderr as Python's last-resort handler sends it (pytest's capture handlers are set
-aside), and Python's default warning filters (not the suite's "error").
+to stderr as Python's last-resort handler sends it (pytest's capture handlers and any
+handler an earlier command added are set aside), and Python's default warning filters (not the suite's "error").
 """
 
 from __future__ import annotations
@@ -110,6 +110,14 @@ def _fresh_process_state() -> Iterator[None]:
     handlers, level = root.handlers[:], root.level
     root.handlers.clear()  # with no handler, records go to logging.lastResort: stderr
     root.setLevel(logging.WARNING)
+    # A command such as `serve` or `ingest-worker` adds its own handler and level to the
+    # "ragwright" logger; a fresh process starts without them, and the next command run
+    # here (or a service a later test runs in this process) must not write its lines
+    # into that command's captured stderr.
+    own = logging.getLogger("ragwright")
+    own_handlers, own_level = own.handlers[:], own.level
+    own.handlers.clear()
+    own.setLevel(logging.NOTSET)
     try:
         with warnings.catch_warnings():
             warnings.resetwarnings()
@@ -119,6 +127,8 @@ def _fresh_process_state() -> Iterator[None]:
     finally:
         root.handlers[:] = handlers
         root.setLevel(level)
+        own.handlers[:] = own_handlers
+        own.setLevel(own_level)
 
 
 def copy_home(source: Path, target: Path) -> Path:
