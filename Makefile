@@ -98,7 +98,7 @@ PYTEST_WORKERS ?= 3
 
 pytest: $(STAMP) test-deps
 	RAGWRIGHT_TEST_REDIS_URL=redis://127.0.0.1:$(REDIS_PORT)/15 \
-	  RAGWRIGHT_TEST_POSTGRES_URL=$(POSTGRES_URL) $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	  RAGWRIGHT_TEST_POSTGRES_URL=$(POSTGRES_URL) $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 test: lint typecheck pytest
 
