@@ -9,7 +9,8 @@ arguments in ``sys.argv``, its environment in ``os.environ`` and its output capt
 (several seconds a command on a loaded 2-core machine). What a fresh process would
 start with is set for the call and restored after it: the environment, logging going
 to stderr as Python's last-resort handler sends it (pytest's capture handlers and any
-handler an earlier command added are set aside), and Python's default warning filters (not the suite's "error").
+handler an earlier command added are set aside), and Python's default warning filters
+(not the suite's "error").
 """
 
 from __future__ import annotations
