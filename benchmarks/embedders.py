@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from ragwright.adapters.datasets import load_beir_cases
-from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.adapters.embedders.e5 import E5Embedder
 from ragwright.adapters.embedders.onnx import OnnxEmbedder
 from ragwright.adapters.lexical import Bm25Encoder

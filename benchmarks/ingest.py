@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.adapters.embedders.onnx import OnnxEmbedder
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.adapters.sources import SourceDefaults, load_sources

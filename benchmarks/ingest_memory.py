@@ -203,7 +203,7 @@ def _maxrss_mib() -> float:
 def run_child(kind: str, size: int, workdir: Path) -> dict[str, Any]:
     if kind == "throughput":
         return _throughput(workdir / "corpus.jsonl")
-    from ragwright.adapters.edge import EdgeIndex
+    from ragwright.adapters.edge.index import EdgeIndex
     from ragwright.adapters.lexical import Bm25Encoder
     from ragwright.adapters.sources import SourceDefaults, SourceStream
     from ragwright.core.contracts import contract_for

@@ -144,8 +144,8 @@ class Timers:
 
 
 def instrument(timers: Timers) -> None:
-    from ragwright.adapters import edge
-    from ragwright.adapters.edge import EdgeIndex
+    from ragwright.adapters.edge import files
+    from ragwright.adapters.edge.index import EdgeIndex
     from ragwright.adapters.lexical import Bm25Encoder
     from ragwright.core import keysets
     from ragwright.pipeline import ingest, writing
@@ -173,7 +173,7 @@ def instrument(timers: Timers) -> None:
         (EdgeIndex, "_compact", "index: seal check and seals"),
         (EdgeIndex, "_commit_manifest", "index: manifest commit"),
         (EdgeIndex, "facet", "index: facet"),
-        (edge, "_require_free_space", "index: free-space checks"),
+        (files, "require_free_space", "index: free-space checks"),
         (keysets, "key_digest", "key digests"),
         (keysets.KeySet, "_merge", "key set merges"),
     ):
@@ -187,7 +187,7 @@ def _cpu() -> float:
 
 
 def run_child(size: int, *, steps: bool) -> dict[str, Any]:
-    from ragwright.adapters.edge import EdgeIndex
+    from ragwright.adapters.edge.index import EdgeIndex
     from ragwright.adapters.lexical import Bm25Encoder
     from ragwright.core.contracts import contract_for
     from ragwright.core.lexical import LexicalProfile

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ragwright.adapters.chatmodels.local import OnDemandLocalModel
-from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.adapters.sources import load_sources
 from ragwright.chat.contract import (

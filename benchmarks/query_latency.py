@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ragwright.adapters.datasets import load_beir_cases
-from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.adapters.embedders.onnx import MINILM_PROFILE, OnnxEmbedder
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.core.contracts import contract_for

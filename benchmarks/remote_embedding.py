@@ -66,7 +66,7 @@ from pathlib import Path
 import httpx
 
 from ragwright.adapters.chatmodels.local import GGUF_SHA256, assemble_model
-from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.adapters.embedders.onnx import OnnxEmbedder
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.adapters.sources import SourceDefaults, load_sources

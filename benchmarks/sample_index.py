@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.adapters.embedders.onnx import OnnxEmbedder
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.adapters.sources import load_sources

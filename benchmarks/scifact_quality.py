@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ragwright.adapters.datasets import load_beir_cases
-from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.adapters.embedders.onnx import OnnxEmbedder
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.adapters.sources import SourceDefaults, load_sources

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from ragwright.adapters.datasets import load_beir_cases
-from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.adapters.embedders.onnx import OnnxEmbedder
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.core.contracts import contract_for

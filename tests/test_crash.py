@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.adapters.embedders.onnx import MINILM_PROFILE
 from ragwright.adapters.sources import load_sources
 from ragwright.core.chunking import build_chunks

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import qdrant_edge as qe
 
-from ragwright.adapters import edge
-from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.edge import engine
+from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.core.contracts import contract_for
 from ragwright.errors import ContractMismatch, IndexBusy
 from ragwright.testing.conformance import VERSION, VectorIndexConformance
@@ -58,7 +58,7 @@ def test_second_process_gets_index_busy(tmp_path: Path) -> None:
     with EdgeIndex(tmp_path, contract):
         code = (
             "import sys; from pathlib import Path\n"
-            "from ragwright.adapters.edge import EdgeIndex\n"
+            "from ragwright.adapters.edge.index import EdgeIndex\n"
             "from ragwright.core.contracts import contract_for\n"
             "from ragwright.errors import IndexBusy\n"
             "from ragwright.testing.fakes import HASHING_PROFILE\n"
@@ -136,17 +136,17 @@ def test_a_full_appendable_segment_is_sealed_and_reads_the_same(
     # Sealing is what bounds the embedded index's memory (docs/ingestion.md, "Memory"):
     # writes past the threshold move into immutable, memory-mapped segments, and every
     # read answers as before.
-    monkeypatch.setattr(edge, "_MAX_SEGMENT_POINTS", 200)
+    monkeypatch.setattr(engine, "MAX_SEGMENT_POINTS", 200)
     contract = contract_for(HASHING_PROFILE, VERSION)
     points = _sealing_points(900)
     query = list(points[5].vector)
-    monkeypatch.setattr(edge, "_SEAL_POINTS", 10**9)
+    monkeypatch.setattr(engine, "SEAL_POINTS", 10**9)
     with EdgeIndex(tmp_path / "plain", contract) as plain:  # never sealed
         plain.upsert(points)
         expected = [p.point_id for p in plain.search(query, PointFilter(), limit=20)]
         expected_terms = plain.facet("lexical_terms")
         assert plain.seals == 0
-    monkeypatch.setattr(edge, "_SEAL_POINTS", 100)
+    monkeypatch.setattr(engine, "SEAL_POINTS", 100)
     with EdgeIndex(tmp_path / "sealed", contract) as sealed:
         for start in range(0, len(points), 50):
             sealed.upsert(points[start : start + 50])

@@ -14,8 +14,8 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from ragwright.adapters import edge
-from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.edge import files
+from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.core.contracts import contract_for
 from ragwright.errors import StorageError
 from ragwright.testing.fakes import HASHING_PROFILE
@@ -88,7 +88,7 @@ def test_a_replaced_json_file_is_fsynced_and_so_is_its_directory(
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", recording_fsync)
-    edge._write_json_atomically(tmp_path / "manifest.json", {"state": "writing"})
+    files.write_json_atomically(tmp_path / "manifest.json", {"state": "writing"})
     assert synced == ["file", "directory"]  # the bytes, then the rename
     assert json.loads((tmp_path / "manifest.json").read_text("utf-8")) == {"state": "writing"}
     assert not (tmp_path / "manifest.tmp").exists()

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from ragwright.application import Application, IngestRequest, SearchRequest
-from ragwright.application.requests import ChunkingOptions
+from ragwright.application.requests.corpus import ChunkingOptions
 from ragwright.errors import ContractMismatch, IndexBusy, IndexDamaged, IndexNotFound, RequestError
 from ragwright.protocols import VectorIndex
 from ragwright.types import PointFilter, StoredPoint

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import qdrant_edge as qe
 
-from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.application import IngestRequest, VerifyRequest
 from ragwright.core.contracts import contract_for
 from ragwright.errors import IndexDamaged, SourceError

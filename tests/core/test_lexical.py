@@ -7,7 +7,7 @@ from pathlib import Path
 import bm25s
 import pytest
 
-from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.core.contracts import contract_for
 from ragwright.core.lexical import LexicalProfile, analyze, document_vector, query_vector

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.adapters.sources import load_sources
 from ragwright.core.contracts import contract_for

@@ -5,7 +5,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from ragwright.adapters.datasets import load_cases
-from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.core.eligibility import Eligibility
 from ragwright.errors import EvaluationError

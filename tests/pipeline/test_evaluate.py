@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ragwright.adapters.datasets import load_beir_cases, load_cases
-from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.adapters.sources import SourceDefaults, load_sources
 from ragwright.core.contracts import contract_for

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from ragwright.adapters import edge
-from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.edge import files
+from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.core.contracts import contract_for
 from ragwright.core.documents import validate_document
@@ -110,13 +110,13 @@ def test_the_free_space_check_walks_the_shard_once_per_few_mib_written(
     index: EdgeIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     walks: list[Path] = []
-    original = edge._shard_holes
+    original = files.shard_holes
 
     def counted(shard: Path) -> int | None:
         walks.append(shard)
         return original(shard)
 
-    monkeypatch.setattr(edge, "_shard_holes", counted)
+    monkeypatch.setattr(files, "shard_holes", counted)
     run(index, [doc(n) for n in range(40)], document_batch=4)
     writes = 40 // 4 * 2  # at least an upsert and a switch per batch
     assert 1 <= len(walks) < writes / 4

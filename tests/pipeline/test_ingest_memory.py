@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.application import Application, IngestRequest
 from ragwright.core import keysets

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.adapters.rerankers import HttpReranker
 from ragwright.core.documents import validate_document

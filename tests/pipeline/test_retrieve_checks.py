@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.core.eligibility import CallerScope, Eligibility
 from ragwright.errors import PayloadError

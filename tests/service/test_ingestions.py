@@ -16,7 +16,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.application import IngestRequest, StatusRequest
 from ragwright.protocols import Embedder
 from ragwright.service.client import document_body

@@ -1,6 +1,6 @@
 """Held mode: one process keeps the embedded index open and every request shares it.
 
-qdrant-edge lets one process open a shard path, and :class:`~.edge.EdgeIndex` takes an
+qdrant-edge lets one process open a shard path, and :class:`~.edge.index.EdgeIndex` takes an
 ``flock`` so the second opener gets :class:`IndexBusy`. A command that opens the index
 per use is fine for the command line, but while ``ragwright ingest`` runs every query of
 another process fails. A service (``ragwright serve``) therefore owns the index: it
@@ -14,7 +14,7 @@ holds one :class:`HeldIndex` for its lifetime, and each request gets a
   fails (damaged, another contract, another process holds it) is tried again by the next
   request, and :meth:`HeldIndex.state` reports it as one line instead of raising.
 * **Writes commit on the view's close.** Closing a writer's view flushes the shard and
-  records the manifest (:meth:`~.edge.EdgeIndex.commit`) but keeps the index open, so
+  records the manifest (:meth:`~.edge.index.EdgeIndex.commit`) but keeps the index open, so
   after each ingestion a fresh open (another process, after the service stopped) still
   verifies clean. One writer at a time: a second ingestion of the same process gets
   :class:`IndexBusy` naming it (two would interleave their BM25 statistics and commits).
@@ -54,7 +54,7 @@ REBUILD_REFUSED = (
 
 
 class SharedIndex(VectorIndex, Protocol):
-    """An index one process can keep open across requests (:class:`~.edge.EdgeIndex`)."""
+    """An index one process can keep open across requests (:class:`~.edge.index.EdgeIndex`)."""
 
     def commit(self) -> None:
         """Make what was written durable and committed, keeping the index open."""

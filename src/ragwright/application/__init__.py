@@ -9,48 +9,54 @@ from ragwright.application.components import ChatSession, Components, LoadedSour
 from ragwright.application.facade import Application
 from ragwright.application.keys import SCOPES, ApiKey, KeyStore
 from ragwright.application.outcomes import AnswerOutcome
-from ragwright.application.requests import (
-    DEFAULT_ELIGIBLE_STATES,
-    DEFAULT_ELIGIBLE_TYPES,
-    AddKeyRequest,
-    AddKeyResult,
+from ragwright.application.requests.calibration import (
     AnswerabilityFigures,
     AnswerabilityResult,
-    AnswerRequest,
-    AppliedThresholds,
     CalibrateRequest,
     CalibrateResult,
-    CalibrationStamp,
+    ClearCalibrationRequest,
+    ClearCalibrationResult,
+    HeldOutResult,
+)
+from ragwright.application.requests.corpus import (
     ChunkingOptions,
     ChunksRequest,
     ChunksResult,
-    ClearCalibrationRequest,
-    ClearCalibrationResult,
+    IngestRequest,
+    IngestResult,
+    SkippedFile,
+    StatusRequest,
+    StatusResult,
+    VerifyProblem,
+    VerifyRequest,
+    VerifyResult,
+)
+from ragwright.application.requests.evaluation import (
     CompareRequest,
     CompareResult,
     Dataset,
     EvaluateRequest,
     EvaluateResult,
-    EvidenceFilter,
-    HeldOutResult,
-    IngestRequest,
-    IngestResult,
-    ListKeysResult,
     ReportRequest,
     ReportResult,
-    RevokeKeyRequest,
-    RevokeKeyResult,
-    SearchRequest,
-    SearchResult,
-    SkippedFile,
-    StatusRequest,
-    StatusResult,
+)
+from ragwright.application.requests.evidence import (
+    DEFAULT_ELIGIBLE_STATES,
+    DEFAULT_ELIGIBLE_TYPES,
+    AppliedThresholds,
+    CalibrationStamp,
+    EvidenceFilter,
     ThresholdOrigin,
     ThresholdOverrides,
-    VerifyProblem,
-    VerifyRequest,
-    VerifyResult,
 )
+from ragwright.application.requests.keys import (
+    AddKeyRequest,
+    AddKeyResult,
+    ListKeysResult,
+    RevokeKeyRequest,
+    RevokeKeyResult,
+)
+from ragwright.application.requests.questions import AnswerRequest, SearchRequest, SearchResult
 from ragwright.chat.contract import ChatMessage
 
 __all__ = [

@@ -11,10 +11,10 @@ from ragwright.application.callers import evidence_for
 from ragwright.application.components import OpenIndex
 from ragwright.application.keys import ApiKey, KeyStore
 from ragwright.application.outcomes import AnswerOutcome
-from ragwright.application.requests import (
+from ragwright.application.requests.evidence import EvidenceFilter
+from ragwright.application.requests.keys import (
     AddKeyRequest,
     AddKeyResult,
-    EvidenceFilter,
     ListKeysResult,
     RevokeKeyRequest,
     RevokeKeyResult,

@@ -12,9 +12,9 @@ from ragwright.application.components import ChatSession, MakeRetriever, OpenInd
 from ragwright.application.decisions import Decisions
 from ragwright.application.drafts import DraftPolicy, ShownDraft
 from ragwright.application.outcomes import AnswerOutcome, AnswerProvenance, RequestOptions
-from ragwright.application.requests import (
+from ragwright.application.requests.evidence import AppliedThresholds
+from ragwright.application.requests.questions import (
     AnswerRequest,
-    AppliedThresholds,
     ScoreKind,
     SearchHit,
     SearchRequest,

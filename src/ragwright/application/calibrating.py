@@ -21,7 +21,7 @@ from ragwright.application.calibration import (
     write_calibration,
 )
 from ragwright.application.evaluation import LabelledParts, dataset_digest
-from ragwright.application.requests import (
+from ragwright.application.requests.calibration import (
     AnswerabilityFigures,
     AnswerabilityResult,
     CalibrateRequest,

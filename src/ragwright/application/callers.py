@@ -12,7 +12,8 @@ import json
 from collections.abc import Sequence
 
 from ragwright.application.keys import ApiKey
-from ragwright.application.requests import AnswerRequest, EvidenceFilter, SearchRequest
+from ragwright.application.requests.evidence import EvidenceFilter
+from ragwright.application.requests.questions import AnswerRequest, SearchRequest
 from ragwright.chat.contract import ChatMessage, Role
 from ragwright.errors import RagwrightError
 

@@ -21,7 +21,7 @@ from ragwright.application.drafts import DraftStore
 from ragwright.application.ingest_queue import IngestQueue
 from ragwright.application.jobs import JobStore
 from ragwright.application.keys import KeyStore
-from ragwright.application.requests import SkippedFile
+from ragwright.application.requests.corpus import SkippedFile
 from ragwright.chat.contract import ChatModel, ModelProfile
 from ragwright.pipeline.retrieve import Retriever
 from ragwright.protocols import Embedder, SparseEncoder, TokenCounter, VectorIndex

@@ -16,8 +16,7 @@ from ragwright.application.components import (
     ReadSources,
 )
 from ragwright.application.grants import check_stored
-from ragwright.application.requests import (
-    CalibrationStamp,
+from ragwright.application.requests.corpus import (
     ChunkingOptions,
     ChunkRow,
     ChunksRequest,
@@ -30,6 +29,7 @@ from ragwright.application.requests import (
     StatusResult,
     VersionStatus,
 )
+from ragwright.application.requests.evidence import CalibrationStamp
 from ragwright.application.sources import Sources
 from ragwright.core.assembly import cite_location
 from ragwright.core.chunking import build_chunks

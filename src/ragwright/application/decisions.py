@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ragwright.application.requests import ChunkingOptions, EvidenceFilter
+from ragwright.application.requests.corpus import ChunkingOptions
+from ragwright.application.requests.evidence import EvidenceFilter
 from ragwright.core.answers import AnswerStyle
 from ragwright.core.eligibility import Eligibility
 from ragwright.core.points import format_query_input

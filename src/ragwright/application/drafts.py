@@ -32,7 +32,7 @@ from ragwright.errors import StorageError
 from ragwright.types import FieldMatch
 
 if TYPE_CHECKING:
-    from ragwright.application.requests import AnswerRequest
+    from ragwright.application.requests.questions import AnswerRequest
     from ragwright.core.assembly import AssembledContext
     from ragwright.protocols import VectorIndex
     from ragwright.settings import Settings

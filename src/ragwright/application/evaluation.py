@@ -15,9 +15,7 @@ from ragwright.application.answering import score_kind
 from ragwright.application.components import MakeRetriever, OpenIndex
 from ragwright.application.decisions import Decisions
 from ragwright.application.outcomes import AnswerOutcome
-from ragwright.application.requests import (
-    AnswerRequest,
-    AppliedThresholds,
+from ragwright.application.requests.evaluation import (
     CaseChangeResult,
     CompareRequest,
     CompareResult,
@@ -27,6 +25,8 @@ from ragwright.application.requests import (
     ReportRequest,
     ReportResult,
 )
+from ragwright.application.requests.evidence import AppliedThresholds
+from ragwright.application.requests.questions import AnswerRequest
 from ragwright.application.thresholds import ThresholdResolver
 from ragwright.core.eligibility import CallerScope
 from ragwright.errors import AnswerContractError, ChatError, EvaluationError

@@ -32,38 +32,44 @@ from ragwright.application.jobs import JobStore
 from ragwright.application.keys import ApiKey
 from ragwright.application.outcomes import AnswerOutcome
 from ragwright.application.queued import QueuedIngest
-from ragwright.application.requests import (
-    AddKeyRequest,
-    AddKeyResult,
-    AnswerRequest,
-    AppliedThresholds,
+from ragwright.application.requests.calibration import (
     CalibrateRequest,
     CalibrateResult,
+    ClearCalibrationRequest,
+    ClearCalibrationResult,
+)
+from ragwright.application.requests.corpus import (
     ChunkingOptions,
     ChunksRequest,
     ChunksResult,
-    ClearCalibrationRequest,
-    ClearCalibrationResult,
+    IngestRequest,
+    IngestResult,
+    StatusRequest,
+    StatusResult,
+    VerifyRequest,
+    VerifyResult,
+)
+from ragwright.application.requests.evaluation import (
     CompareRequest,
     CompareResult,
     EvaluateRequest,
     EvaluateResult,
-    EvidenceFilter,
-    IngestRequest,
-    IngestResult,
-    ListKeysResult,
     ReportRequest,
     ReportResult,
+)
+from ragwright.application.requests.evidence import (
+    AppliedThresholds,
+    EvidenceFilter,
+    ThresholdOverrides,
+)
+from ragwright.application.requests.keys import (
+    AddKeyRequest,
+    AddKeyResult,
+    ListKeysResult,
     RevokeKeyRequest,
     RevokeKeyResult,
-    SearchRequest,
-    SearchResult,
-    StatusRequest,
-    StatusResult,
-    ThresholdOverrides,
-    VerifyRequest,
-    VerifyResult,
 )
+from ragwright.application.requests.questions import AnswerRequest, SearchRequest, SearchResult
 from ragwright.application.serving import ChatSessions, Readiness
 from ragwright.application.sources import Sources
 from ragwright.application.thresholds import ThresholdResolver

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from ragwright.application.drafts import ShownDraft
-from ragwright.application.requests import ThresholdOrigin
+from ragwright.application.requests.evidence import ThresholdOrigin
 from ragwright.core.answers import AnswerStyle
 from ragwright.core.templates import ApprovedTemplate
 from ragwright.pipeline.answer import AnswerResult

@@ -21,7 +21,7 @@ from ragwright.application.ingest_queue import (
     read_item_body,
     wait_for_results,
 )
-from ragwright.application.requests import IngestRequest, IngestResult
+from ragwright.application.requests.corpus import IngestRequest, IngestResult
 from ragwright.deadline import Deadline, deadline_bound
 from ragwright.errors import ConfigError, ContractMismatch, IngestItemFailed, RequestError
 from ragwright.pipeline.ingest import RunPlan, batched, finish_run, prepare_run

@@ -18,7 +18,7 @@ from ragwright.application.components import (
     OpenIndex,
     ReadSources,
 )
-from ragwright.application.requests import IngestRequest
+from ragwright.application.requests.corpus import IngestRequest
 from ragwright.errors import (
     ContractMismatch,
     IndexDamaged,

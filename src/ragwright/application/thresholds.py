@@ -13,7 +13,7 @@ from ragwright.application.calibration import (
     calibration_path,
     read_calibration,
 )
-from ragwright.application.requests import (
+from ragwright.application.requests.evidence import (
     STAGES,
     AppliedThresholds,
     CalibrationStamp,

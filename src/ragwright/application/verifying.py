@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ragwright.application.components import OpenIndex
-from ragwright.application.requests import VerifyProblem, VerifyRequest, VerifyResult
+from ragwright.application.requests.corpus import VerifyProblem, VerifyRequest, VerifyResult
 from ragwright.core.points import read_payload
 from ragwright.errors import IndexDamaged, PayloadError
 from ragwright.protocols import IndexPart, SparseEncoder, VectorIndex

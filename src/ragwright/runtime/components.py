@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ragwright import __version__
 from ragwright.adapters.datasets import load_beir_cases, load_cases
-from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.adapters.held import HeldIndex
 from ragwright.adapters.sources import SourceDefaults, SourceStream
 from ragwright.adapters.tokenizer import O200kCounter

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import NamedTuple
 
-from ragwright.adapters.edge import EdgeIndex
+from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.core.contracts import contract_for
 from ragwright.core.lexical import LexicalProfile

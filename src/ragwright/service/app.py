@@ -45,7 +45,7 @@ from ragwright.service.readiness import degraded_mode
 from ragwright.service.recording import AnswerRecorder
 from ragwright.service.routes import ROUTERS
 from ragwright.service.state import ServiceState, nothing
-from ragwright.web.routes import web_routes
+from ragwright.web import routes as page
 
 logger = logging.getLogger("ragwright.service")
 
@@ -104,7 +104,7 @@ def create_app(
     app.add_middleware(EdgeClock)
     for router in ROUTERS:
         app.include_router(router)
-    app.include_router(web_routes())
+    app.include_router(page.router)
     return app
 
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from ragwright.application.requests import MAX_QUESTION_CHARS, control_character
+from ragwright.application.requests.questions import MAX_QUESTION_CHARS, control_character
 
 
 def _plain(text: str) -> str:

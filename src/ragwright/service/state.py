@@ -1,7 +1,8 @@
 """What every request of one process shares: the application, admission, the model's
-health, the job runner, the recent activity and the hooks tests set. ``create_app``
-puts one :class:`ServiceState` on ``app.state.ragwright``; routes reach its parts through
-the dependencies of :mod:`ragwright.service.dependencies`, never through a closure."""
+health, the job runner, the recent activity, the page's sessions and the hooks tests
+set. ``create_app`` puts one :class:`ServiceState` on ``app.state.ragwright``; routes
+reach its parts through the dependencies of :mod:`ragwright.service.dependencies`,
+never through a closure."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from ragwright.service.model_health import ModelHealth
 from ragwright.service.recording import AnswerRecorder
 from ragwright.service.schemas import IngestBody
 from ragwright.types import SourceDocument
+from ragwright.web.sessions import SessionStore
 
 
 def nothing(_job: AnswerJob) -> None:
@@ -46,6 +48,8 @@ class ServiceState:
     # Called once a submitted answer job is durable, before its 202 is sent: the crash
     # tests end the process here (tests/failpoints.py); nothing in production.
     job_persisted: Callable[[AnswerJob], None] = nothing
+    # The page's signed-in sessions (ragwright.web), in this process's memory.
+    sessions: SessionStore = field(default_factory=SessionStore)
 
     @property
     def activity(self) -> Activity:

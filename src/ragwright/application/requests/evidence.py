@@ -1,0 +1,109 @@
+"""Which evidence a request may use, and under which thresholds: the one place of the
+default eligibility, per-request threshold overrides, and where each stage's threshold
+came from (request, setting or persisted calibration)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from ragwright.pipeline.retrieve import Mode, Thresholds
+
+# The one place the default eligibility lives: published runbooks. Requests that name no
+# type or state get these; an entry point never repeats them.
+DEFAULT_ELIGIBLE_TYPES: tuple[str, ...] = ("runbook",)
+DEFAULT_ELIGIBLE_STATES: tuple[str, ...] = ("published",)
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceFilter:
+    """Which indexed evidence a request may use (applied inside every engine query).
+
+    Empty ``types``/``states`` mean the defaults (published runbooks); ``documents``
+    restricts to those ids; ``chunking_version`` ``None`` means the version the settings'
+    chunking policy produces.
+    """
+
+    types: tuple[str, ...] = ()
+    states: tuple[str, ...] = ()
+    documents: tuple[str, ...] = ()
+    chunking_version: str | None = None
+
+    @property
+    def effective_types(self) -> tuple[str, ...]:
+        return self.types or DEFAULT_ELIGIBLE_TYPES
+
+    @property
+    def effective_states(self) -> tuple[str, ...]:
+        return self.states or DEFAULT_ELIGIBLE_STATES
+
+
+@dataclass(frozen=True, slots=True)
+class ThresholdOverrides:
+    """Per-stage minimum scores given with a request; ``None`` keeps the configured one
+    (``RAGWRIGHT_THRESHOLD_*``, else the persisted calibration's)."""
+
+    dense: float | None = None
+    sparse: float | None = None
+    fusion: float | None = None
+    rerank: float | None = None
+
+
+# Where a stage's threshold came from, highest precedence first; "none": not thresholded.
+ThresholdSource = Literal["request", "settings", "calibration", "none"]
+STAGES: tuple[str, ...] = ("dense", "sparse", "fusion", "rerank")
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationStamp:
+    """Which persisted calibration (``calibration.json``) this is: when it was made, on
+    which dataset (path and SHA-256), under which mode and K, and its thresholds."""
+
+    path: str
+    calibrated_at: str
+    dataset: str
+    dataset_sha256: str
+    mode: Mode
+    k: int
+    threshold_dense: float | None
+    threshold_sparse: float | None
+    answerability_threshold: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class ThresholdOrigin:
+    """Where each stage's threshold came from (request option > setting > persisted
+    calibration > none) and, when the calibration supplied any, which one it was."""
+
+    sources: Mapping[str, ThresholdSource] = field(
+        default_factory=lambda: dict.fromkeys(STAGES, "none")
+    )
+    calibration: CalibrationStamp | None = None
+
+    @property
+    def source(self) -> str:
+        """The one source of every thresholded stage, ``none`` when no stage is
+        thresholded, or ``mixed`` when stages came from different sources."""
+        used = {s for s in self.sources.values() if s != "none"}
+        if not used:
+            return "none"
+        return used.pop() if len(used) == 1 else "mixed"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "thresholds_source": self.source,
+            "thresholds_sources": dict(self.sources),
+            "calibration": self.calibration.to_dict() if self.calibration else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedThresholds:
+    """The thresholds a query applies and where they came from."""
+
+    thresholds: Thresholds
+    origin: ThresholdOrigin = ThresholdOrigin()
