@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from ragwright.application.grants import WriteGrant
 from ragwright.application.keys import ApiKey, check_grant
+from ragwright.application.left_out import LeftOut, VersionSource
 from ragwright.chat.contract import ChatMessage
 from ragwright.core.answers import ANSWER_STYLES, AnswerStyle
 from ragwright.errors import RequestError
@@ -71,14 +72,23 @@ class EvidenceFilter:
     """Which indexed evidence a request may use (applied inside every engine query).
 
     Empty ``types``/``states`` mean the defaults (published runbooks); ``documents``
-    restricts to those ids; ``chunking_version`` ``None`` means the version the settings'
-    chunking policy produces.
+    restricts to those ids; ``chunking_version`` ``None`` means the only version holding
+    chunks the caller may see, else the one the settings' chunking policy produces
+    (:mod:`ragwright.application.left_out`).
+
+    ``also_visible_types``/``also_visible_states`` are trusted context, like a request's
+    tenant: the other types and states the caller may see, within which a result counts
+    the chunks the default types and states left out. Empty (the default, and an API
+    key's caller, whose grant is exactly its filter): none are counted; ``None``: every
+    one (the operator's command line).
     """
 
     types: tuple[str, ...] = ()
     states: tuple[str, ...] = ()
     documents: tuple[str, ...] = ()
     chunking_version: str | None = None
+    also_visible_types: tuple[str, ...] | None = ()
+    also_visible_states: tuple[str, ...] | None = ()
 
     @property
     def effective_types(self) -> tuple[str, ...]:
@@ -489,8 +499,10 @@ class SearchHit:
 
 @dataclass(frozen=True, slots=True)
 class SearchResult:
-    """Ranked eligible evidence; ``excluded_versions`` counts live chunks of other
-    chunking versions the query could not see (by version only)."""
+    """Ranked eligible evidence; ``chunking_version_source`` says why the query read its
+    chunking version; ``excluded_versions``, ``excluded_types`` and ``excluded_states``
+    count live chunks the query could not see by their chunking version, document type or
+    publication state only (:class:`~ragwright.application.left_out.LeftOut`)."""
 
     question: str
     mode: Mode
@@ -500,6 +512,9 @@ class SearchResult:
     thresholds: Thresholds
     excluded_versions: Mapping[str, int] = field(default_factory=dict)
     threshold_origin: ThresholdOrigin = ThresholdOrigin()
+    chunking_version_source: VersionSource = "default"
+    excluded_types: Mapping[str, int] = field(default_factory=dict)
+    excluded_states: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def no_eligible_evidence(self) -> bool:
@@ -511,10 +526,13 @@ class SearchResult:
             "mode": self.mode,
             "score_kind": self.score_kind,
             "chunking_version": self.chunking_version,
+            "chunking_version_source": self.chunking_version_source,
             "thresholds": asdict(self.thresholds),
             **self.threshold_origin.to_dict(),
             "no_eligible_evidence": self.no_eligible_evidence,
             "excluded_versions": dict(self.excluded_versions),
+            "excluded_types": dict(self.excluded_types),
+            "excluded_states": dict(self.excluded_states),
             "hits": [asdict(h) for h in self.hits],
         }
 
@@ -617,6 +635,8 @@ class EvaluateResult:
     thresholds: Thresholds = Thresholds()
     threshold_origin: ThresholdOrigin = ThresholdOrigin()
     answers: Mapping[str, Any] | None = None
+    chunking_version: str | None = None
+    left_out: LeftOut = field(default_factory=LeftOut)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -629,6 +649,8 @@ class EvaluateResult:
             "categories": dict(self.categories),
             "unsupported": {k: v for k, v in self.unsupported.items() if k != "results"},
             "answers": dict(self.answers) if self.answers is not None else None,
+            "chunking_version": self.chunking_version,
+            **self.left_out.to_dict(),
         }
 
 
