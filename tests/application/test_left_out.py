@@ -73,6 +73,8 @@ def test_a_query_reads_the_only_chunking_version_the_index_holds(blocks_home: Pa
         BLOCKS,
         "index",
     )
+    # status marks the version such a query reads.
+    assert [v.chunking_version for v in app.status().versions if v.queried] == [BLOCKS]
 
 
 def test_a_requested_version_or_a_chunking_setting_is_honoured(blocks_home: Path) -> None:

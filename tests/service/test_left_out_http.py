@@ -55,9 +55,11 @@ def test_what_a_key_is_told_was_left_out_stays_inside_its_grant(
     operator = service.application.search(SearchRequest(QUESTION, evidence=OPERATOR))
     assert operator.excluded_types["note"] > 0 and operator.excluded_states["draft"] > 0
     client = client_for(service)
+    # A key made without types or states reads published runbooks: that is its grant.
+    plain = service.key("plain", scopes=("search", "answer"))
     runbooks = service.key("runbooks", scopes=("search", "answer"), types=("runbook",))
     narrow = service.key("narrow", scopes=("search", "answer"), documents=("worker-shutdown",))
-    for secret in (runbooks, narrow):
+    for secret in (plain, runbooks, narrow):
         for path in ("/v1/search", "/v1/answers"):
             body = _post(client, path, secret)
             assert (body["excluded_types"], body["excluded_states"]) == ({}, {}), path
