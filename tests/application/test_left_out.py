@@ -174,3 +174,18 @@ def test_left_out_counts_stay_within_the_callers_grant(blocks_home: Path) -> Non
     )
     assert 0 < one_note[0]["note"] < notes
     assert left_out(SearchRequest(QUESTION, evidence=OPERATOR, allowed_documents=())) == ({}, {})
+
+
+def test_a_chunking_setting_counts_as_given_from_the_environment_or_the_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from ragwright.settings import load_settings
+
+    assert not load_settings().chunking_configured
+    # serve's own overrides leave the chunking settings unset.
+    assert not load_settings().with_overrides(chat_keep_warm=0).chunking_configured
+    monkeypatch.setenv("RAGWRIGHT_OVERLAP", "true")
+    assert load_settings().with_overrides(chat_keep_warm=0).chunking_configured
+    monkeypatch.delenv("RAGWRIGHT_OVERLAP")
+    (tmp_path / "ragwright.toml").write_text('chunking = "section-paragraphs"\n', "utf-8")
+    assert load_settings().chunking_configured
