@@ -95,7 +95,13 @@ OPTIONS: list[tuple[tuple[str, ...], str, str, Any]] = [
     (("ingest", "a.md", "--tenant", "acme"), "ingest", "tenant", "acme"),
     (("chunks", "c.jsonl", "--skip-invalid"), "chunks", "skip_invalid", True),
     # search
-    (("search", "q?"), "search", "evidence", EvidenceFilter()),
+    # The operator may see every type and state: a result counts what the defaults left out.
+    (
+        ("search", "q?"),
+        "search",
+        "evidence",
+        EvidenceFilter(also_visible_types=None, also_visible_states=None),
+    ),
     (("search", "q?", "--k", "7"), "search", "k", 7),
     (("search", "q?", "--mode", "sparse"), "search", "mode", "sparse"),
     (

@@ -50,6 +50,10 @@ TOP = [
     "template",
     "provenance",
     "draft",
+    "chunking_version_source",
+    "excluded_versions",
+    "excluded_types",
+    "excluded_states",
 ]
 OPTIONS = [
     "k",

@@ -299,12 +299,15 @@ def test_search_json_form_is_stable(home: Path) -> None:
         "mode",
         "score_kind",
         "chunking_version",
+        "chunking_version_source",
         "thresholds",
         "thresholds_source",
         "thresholds_sources",
         "calibration",
         "no_eligible_evidence",
         "excluded_versions",
+        "excluded_types",
+        "excluded_states",
         "hits",
     }
     assert json.loads(json.dumps(data)) == data

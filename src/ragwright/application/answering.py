@@ -6,11 +6,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ragwright.application.components import ChatSession, MakeRetriever, OpenIndex, Workload
 from ragwright.application.decisions import Decisions
 from ragwright.application.drafts import DraftPolicy, ShownDraft
+from ragwright.application.left_out import LeftOut
 from ragwright.application.outcomes import AnswerOutcome, AnswerProvenance, RequestOptions
 from ragwright.application.requests.evidence import AppliedThresholds
 from ragwright.application.requests.questions import (
@@ -25,7 +26,7 @@ from ragwright.application.thresholds import ThresholdResolver
 from ragwright.chat.contract import ChatMessage, ChatOptions, ChatRequest, ModelProfile
 from ragwright.core.answers import AnswerStyle
 from ragwright.core.assembly import AssembledContext, cite_location
-from ragwright.core.eligibility import CallerScope, Eligibility, eligibility_filter
+from ragwright.core.eligibility import CallerScope, Eligibility
 from ragwright.core.templates import ApprovedTemplate, select_template
 from ragwright.deadline import Deadline, deadline_scope
 from ragwright.errors import ChatError, FailureCategory
@@ -58,6 +59,7 @@ class _Inputs:
     deadline: Deadline
     counter: TokenCounter
     profiles: tuple[ModelProfile, ...]
+    left_out: LeftOut = field(default_factory=LeftOut)
 
 
 class Answering:
@@ -91,26 +93,21 @@ class Answering:
     def search(self, request: SearchRequest) -> SearchResult:
         """The ``k`` best eligible chunks for the question (never relaxed to fill)."""
         self.decisions.check_question_tokens(request.question)
-        eligibility = self.decisions.eligibility(request.evidence)
         applied = self.thresholds.thresholds(request.thresholds)
         limits = applied.thresholds
-        index = self._open_index(
-            eligibility.chunking_version, write=False, any_chunking_version=True
-        )
+        scope = CallerScope(tenant=request.tenant, allowed_documents=request.allowed_documents)
+        index = self._open_for_queries()
         try:
+            chosen = self.decisions.evidence_scope(index, request.evidence, scope)
+            eligibility, left_out = chosen.eligibility, chosen.left_out
             retriever = self._retriever(index)
             result = retriever.search(
                 request.question,
                 eligibility,
-                CallerScope(tenant=request.tenant, allowed_documents=request.allowed_documents),
+                scope,
                 k=request.k,
                 mode=request.mode,
                 thresholds=limits,
-            )
-            excluded = _excluded_versions(
-                index,
-                eligibility,
-                CallerScope(tenant=request.tenant, allowed_documents=request.allowed_documents),
             )
         finally:
             index.close()
@@ -123,8 +120,17 @@ class Answering:
             chunking_version=eligibility.chunking_version,
             hits=hits,
             thresholds=limits,
-            excluded_versions=excluded,
+            excluded_versions=left_out.versions,
             threshold_origin=applied.origin,
+            chunking_version_source=left_out.version_source,
+            excluded_types=left_out.types,
+            excluded_states=left_out.states,
+        )
+
+    def _open_for_queries(self) -> VectorIndex:
+        """The index, open for reading under whichever chunking version a query picks."""
+        return self._open_index(
+            self.decisions.chunking_policy().version, write=False, any_chunking_version=True
         )
 
     async def answer(
@@ -140,8 +146,14 @@ class Answering:
         self.decisions.check_question_tokens(request.question)
         templates = self._templates()  # a broken file fails now, not during an outage
         inputs = self._inputs(request)
-        index = self._open_index(
-            inputs.eligibility.chunking_version, write=False, any_chunking_version=True
+        index = self._open_for_queries()
+        try:
+            chosen = self.decisions.evidence_scope(index, request.evidence, _scope(request))
+        except BaseException:
+            index.close()
+            raise
+        inputs = dataclasses.replace(
+            inputs, eligibility=chosen.eligibility, left_out=chosen.left_out
         )
         style = self.decisions.answer_style(request.style)
         answerability_threshold, answerability_source = self.thresholds.answerability_threshold()
@@ -171,6 +183,8 @@ class Answering:
         return outcome
 
     def _inputs(self, request: AnswerRequest) -> _Inputs:
+        """What the answer runs under; its eligibility is replaced by the one chosen once
+        the index is open (its deadline starts now)."""
         eligibility = self.decisions.eligibility(request.evidence)
         applied = self.thresholds.thresholds(request.thresholds)
         policy = request.policy
@@ -207,9 +221,7 @@ class Answering:
                 request.question,
                 retriever=self._retriever(index),
                 eligibility=eligibility,
-                scope=CallerScope(
-                    tenant=request.tenant, allowed_documents=request.allowed_documents
-                ),
+                scope=_scope(request),
                 chat=session.model if session else None,
                 counter=counter,
                 k=request.k,
@@ -274,6 +286,7 @@ class Answering:
             evidence_allowed=self.settings.answers.evidence_only_on_model_failure,
             draft=shown,
             provenance=AnswerProvenance.of(result, inputs.eligibility.chunking_version, contract),
+            left_out=inputs.left_out,
         )
 
     async def probe_model(self, timeout: float = 30.0) -> str | None:
@@ -386,18 +399,6 @@ def _search_hit(rank: int, hit: Hit, kind: ScoreKind) -> SearchHit:
     )
 
 
-def _excluded_versions(
-    index: VectorIndex, eligibility: Eligibility, scope: CallerScope
-) -> dict[str, int]:
-    """Live chunks the query could not see only because of their chunking version, counted
-    within the caller's tenant and allowlist (the count is a hint about what is stored)."""
-    others = [v for v in index.contract.chunking_versions if v != eligibility.chunking_version]
-    if not others:
-        return {}
-    counts = {}
-    for version in others:
-        other = dataclasses.replace(eligibility, chunking_version=version)
-        count = index.count(eligibility_filter(other, scope))
-        if count:
-            counts[version] = count
-    return counts
+def _scope(request: AnswerRequest) -> CallerScope:
+    """What the caller may see, from the request's trusted context."""
+    return CallerScope(tenant=request.tenant, allowed_documents=request.allowed_documents)

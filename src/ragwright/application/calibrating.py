@@ -86,14 +86,17 @@ class Calibrating:
         cases = self.parts.cases(request.dataset)
         unsupported = _count_unsupported(cases, request)
         holdout = self.parts.cases(request.holdout) if request.holdout is not None else None
-        config = EvalConfig(
-            eligibility=self.decisions.eligibility(request.evidence),
-            scope=CallerScope(tenant=request.tenant),
-            mode=request.mode,
-            ks=(request.k,),
-        )
-        index = self.parts.open_index_for(config)
+        scope = CallerScope(tenant=request.tenant)
+        index = self.parts.open_for_queries()
         try:
+            config = EvalConfig(
+                eligibility=self.decisions.evidence_scope(
+                    index, request.evidence, scope
+                ).eligibility,
+                scope=scope,
+                mode=request.mode,
+                ks=(request.k,),
+            )
             result = calibrate(
                 cases,
                 self.parts.deep_retriever(index, config),

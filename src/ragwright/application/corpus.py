@@ -162,19 +162,25 @@ class Corpus:
                 key=lambda r: (r["chunking_version"], r["document_id"], r["tenant"] or ""),
             )
         )
-        versions = []
+        live: dict[str, tuple[int, int]] = {}
         for version in sorted(
             {*contract.chunking_versions, *(d.chunking_version for d in documents)}
         ):
             held = [d for d in documents if d.chunking_version == version]
-            versions.append(
-                VersionStatus(
-                    chunking_version=version,
-                    documents=len(held),
-                    live_chunks=sum(d.live_chunks for d in held),
-                    queried=version == query_version,
-                )
+            live[version] = (len(held), sum(d.live_chunks for d in held))
+        holding = [version for version, (_, chunks) in live.items() if chunks]
+        if not self.settings.chunking_configured and len(holding) == 1:
+            # What a query left to the defaults reads (application/left_out.py).
+            query_version = holding[0]
+        versions = [
+            VersionStatus(
+                chunking_version=version,
+                documents=held,
+                live_chunks=chunks,
+                queried=version == query_version,
             )
+            for version, (held, chunks) in live.items()
+        ]
         return StatusResult(
             collection=self.settings.index.collection,
             embedding_profile=contract.profile_id,

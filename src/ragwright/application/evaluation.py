@@ -4,6 +4,7 @@ two persisted runs, and write a run's HTML report."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import time
 from collections.abc import Awaitable, Callable
@@ -13,7 +14,7 @@ from typing import Any
 
 from ragwright.application.answering import score_kind
 from ragwright.application.components import MakeRetriever, OpenIndex
-from ragwright.application.decisions import Decisions
+from ragwright.application.decisions import Decisions, QueryEvidence
 from ragwright.application.outcomes import AnswerOutcome
 from ragwright.application.requests.evaluation import (
     CaseChangeResult,
@@ -76,10 +77,11 @@ class LabelledParts:
         )
         return self.retriever(index, candidates=depth)
 
-    def open_index_for(self, config: EvalConfig) -> VectorIndex:
-        """The index read under ``config``'s chunking version."""
+    def open_for_queries(self) -> VectorIndex:
+        """The index, open for reading under whichever chunking version the run picks
+        (:meth:`Decisions.evidence_scope`)."""
         return self.open_index(
-            config.eligibility.chunking_version, write=False, any_chunking_version=True
+            self.decisions.chunking_policy().version, write=False, any_chunking_version=True
         )
 
 
@@ -116,24 +118,26 @@ class Evaluation:
         earlier = load_run(request.compare, self.settings.storage.home) if request.compare else None
         cases = self.parts.cases(request.dataset)
         applied = self.thresholds.thresholds(request.thresholds)
-        config = EvalConfig(
-            eligibility=self.decisions.eligibility(request.evidence),
-            scope=CallerScope(tenant=request.tenant),
-            mode=request.mode,
-            ks=request.ks,
-            thresholds=applied.thresholds,
-            with_text=request.with_text,
-        )
+        scope = CallerScope(tenant=request.tenant)
         profile = self.parts.embedding_profile()
-        index = self.parts.open_index_for(config)
+        index = self.parts.open_for_queries()
         try:
+            chosen = self.decisions.evidence_scope(index, request.evidence, scope)
+            config = EvalConfig(
+                eligibility=chosen.eligibility,
+                scope=scope,
+                mode=request.mode,
+                ks=request.ks,
+                thresholds=applied.thresholds,
+                with_text=request.with_text,
+            )
             retriever = self.parts.deep_retriever(index, config)
             record = run_evaluation(
                 cases,
                 retriever,
                 config,
                 eligible_corpus(index, config.eligibility, config.scope),
-                run_config=self._run_config(request, config, profile, retriever, applied),
+                run_config=self._run_config(request, chosen, profile, retriever, applied),
             )
         finally:
             index.close()
@@ -156,12 +160,14 @@ class Evaluation:
             thresholds=applied.thresholds,
             threshold_origin=applied.origin,
             answers=record.answers,
+            chunking_version=config.eligibility.chunking_version,
+            left_out=chosen.left_out,
         )
 
     def _run_config(
         self,
         request: EvaluateRequest,
-        config: EvalConfig,
+        chosen: QueryEvidence,
         profile: EmbeddingProfile,
         retriever: Retriever,
         applied: AppliedThresholds,
@@ -173,7 +179,8 @@ class Evaluation:
             "embedding_profile": profile.profile_id,
             "model_digest": profile.artifact_digest,
             "lexical_profile": self.parts.sparse_encoder().profile.profile_id,
-            "chunking_version": config.eligibility.chunking_version,
+            "chunking_version": chosen.eligibility.chunking_version,
+            "chunking_version_source": chosen.left_out.version_source,
             "rrf_k": self.settings.retrieval.rrf_k,
             "rrf_weights": list(self.settings.retrieval.rrf_weights),
             "reranker": self.settings.retrieval.reranker,
@@ -214,7 +221,11 @@ class Evaluation:
                     AnswerRequest(
                         case.question,
                         mode=request.mode,
-                        evidence=request.evidence,
+                        # The version the retrieval run read, whatever the index holds.
+                        evidence=dataclasses.replace(
+                            request.evidence,
+                            chunking_version=config.eligibility.chunking_version,
+                        ),
                         tenant=request.tenant,
                         thresholds=request.thresholds,
                         style=request.style,

@@ -30,10 +30,11 @@ degraded traffic) and otherwise one of :data:`REASONS`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from ragwright.application.drafts import ShownDraft
+from ragwright.application.left_out import LeftOut
 from ragwright.application.requests.evidence import ThresholdOrigin
 from ragwright.core.answers import AnswerStyle
 from ragwright.core.templates import ApprovedTemplate
@@ -173,6 +174,8 @@ class AnswerOutcome:
     ``draft`` is the earlier answer shown because the model was unavailable: it takes
     precedence over ``template``, and ``to_dict`` then carries the draft's answer,
     citations, quotes, sources and provenance (who wrote it), with ``draft`` saying when.
+    ``left_out`` ends it: why the query read its chunking version and the live chunks
+    its versions, types and states left out (:mod:`ragwright.application.left_out`).
     """
 
     result: AnswerResult
@@ -181,6 +184,7 @@ class AnswerOutcome:
     evidence_allowed: bool = True
     provenance: AnswerProvenance | None = None
     draft: ShownDraft | None = None
+    left_out: LeftOut = field(default_factory=LeftOut)
 
     @property
     def status(self) -> str:
@@ -237,6 +241,7 @@ class AnswerOutcome:
         if self.mode == "unavailable":
             # Nothing the system stands behind: no evidence, no selection.
             out["quotes"], out["citations"] = [], []
+        out.update(self.left_out.to_dict())
         return out
 
     def public_dict(self) -> dict[str, Any]:

@@ -111,7 +111,8 @@ ChunkingVersion = Annotated[
     typer.Option(
         "--chunking-version",
         metavar="VERSION",
-        help="Query this chunking version (default: the one the chunking settings produce; "
+        help="Query this chunking version (default: the one the chunking settings produce "
+        "when set, else the only one holding chunks, else the default policy's; "
         "'ragwright status' lists those indexed).",
     ),
 ]
@@ -202,7 +203,8 @@ def evidence_filter(
     documents: list[str] | None = None,
     chunking_version: str | None = None,
 ) -> EvidenceFilter:
-    """The request's evidence filter from the shared eligibility options."""
+    """The request's evidence filter from the shared eligibility options. The operator
+    may see every type and state, so a result counts what the defaults left out."""
     from ragwright.application import EvidenceFilter
 
     return EvidenceFilter(
@@ -210,7 +212,58 @@ def evidence_filter(
         states=tuple(states or ()),
         documents=tuple(documents or ()),
         chunking_version=chunking_version,
+        also_visible_types=None,
+        also_visible_states=None,
     )
+
+
+_VERSION_REASONS = {
+    "request": "as asked",
+    "settings": "the one the chunking settings produce",
+    "index": "the only one holding chunks",
+    "default": "the default policy's, as the index holds chunks under several",
+}
+
+
+def left_out_notes(
+    data: dict[str, Any], chunking_version: str, *, eligibility: bool = True
+) -> list[str]:
+    """What a query's conditions left out, as ``note:`` lines, from a result's JSON form
+    (``chunking_version_source``, ``excluded_versions``, ``excluded_types``,
+    ``excluded_states``; types and states are counted only where the defaults applied).
+    ``eligibility`` false leaves out the line about types and states."""
+    from ragwright.application.requests.evidence import (
+        DEFAULT_ELIGIBLE_STATES,
+        DEFAULT_ELIGIBLE_TYPES,
+    )
+
+    notes = []
+    versions = data.get("excluded_versions") or {}
+    if versions:
+        why = _VERSION_REASONS.get(str(data.get("chunking_version_source")), "")
+        counts = ", ".join(f"{plural(n, 'chunk')} under {v}" for v, n in sorted(versions.items()))
+        notes.append(
+            f"note: only chunking version {chunking_version} was searched"
+            f"{f' ({why})' if why else ''}; the index also holds {counts} meeting the same "
+            "type, state and tenant conditions (pass --chunking-version VERSION to search "
+            "those instead)."
+        )
+    types, states = data.get("excluded_types") or {}, data.get("excluded_states") or {}
+    if eligibility and (types or states):
+        counts = ", ".join(
+            [f"{plural(n, 'chunk')} of type {t}" for t, n in sorted(types.items())]
+            + [f"{plural(n, 'chunk')} in state {s}" for s, n in sorted(states.items())]
+        )
+        options = " or ".join(
+            option for option, left in (("--type", types), ("--state", states)) if left
+        )
+        notes.append(
+            f"note: only {' or '.join(DEFAULT_ELIGIBLE_STATES)} "
+            f"{' or '.join(DEFAULT_ELIGIBLE_TYPES)} documents were searched (the default "
+            f"eligibility); the index also holds {counts} meeting the other conditions "
+            f"(pass {options}, repeatable, to search those too)."
+        )
+    return notes
 
 
 def threshold_overrides(

@@ -132,7 +132,7 @@ def eval_run(
     progress bar (count, rate, time left), --progress prints a line every few seconds
     elsewhere."""
     from ragwright.application import EvaluateRequest
-    from ragwright.cli.common import application, thresholds_line
+    from ragwright.cli.common import application, left_out_notes, thresholds_line
     from ragwright.cli.progress import ProgressDisplay
 
     check_choice(mode, MODES, "--mode")
@@ -175,7 +175,10 @@ def eval_run(
             f"  unsupported: {unsupported['accepted']}/{unsupported['cases']} accepted "
             f"(false-acceptance rate {unsupported['false_acceptance_rate']:.3f})"
         )
-    print(f"  {thresholds_line(result.to_dict())}")
+    data = result.to_dict()
+    print(f"  {thresholds_line(data)}")
+    for note in left_out_notes(data, data["chunking_version"]):
+        print(f"  {note}")
     if result.answers is not None:
         _print_answers(result.answers)
     saved = f"saved {result.path / 'run.json'}"

@@ -24,7 +24,7 @@ from ragwright.cli.common import (
     application,
     check_choice,
     evidence_filter,
-    plural,
+    left_out_notes,
     print_json,
     threshold_overrides,
     thresholds_line,
@@ -59,19 +59,6 @@ def _score_legend(result: SearchResult) -> None:
     for kind in kinds:
         if kind in SCORE_MEANINGS:
             print(f"score: {SCORE_MEANINGS[kind]}")
-
-
-def _excluded_note(result: SearchResult) -> None:
-    if not result.excluded_versions:
-        return
-    counts = ", ".join(
-        f"{plural(n, 'chunk')} under {v}" for v, n in sorted(result.excluded_versions.items())
-    )
-    print(
-        f"note: only chunking version {result.chunking_version} was searched; the index also "
-        f"holds {counts} meeting the same type, state and tenant conditions "
-        "(pass --chunking-version VERSION to search those instead)."
-    )
 
 
 @app.command()
@@ -136,7 +123,8 @@ def search(
         print(hit.text)
         print()
     _score_legend(result)
-    _excluded_note(result)
+    for note in left_out_notes(data, result.chunking_version):
+        print(note)
     print(thresholds_line(data))
 
 
@@ -374,6 +362,10 @@ def _print_answer(outcome: AnswerOutcome) -> None:
             for sentence in support["unsupported_sentences"]:
                 print(f"  no cited source supports: {sentence}")
     _print_decisions(data)
+    # What the default types and states left out matters when nothing answered.
+    answered = data["status"] == "answered"
+    for note in left_out_notes(data, data["options"]["chunking_version"], eligibility=not answered):
+        print(note)
     print(thresholds_line(data["options"]))
 
 

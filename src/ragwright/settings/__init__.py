@@ -50,12 +50,17 @@ from ragwright.settings.flat import FLAT, env_name, nest, user_name
 from ragwright.types import ChunkingPolicy
 
 __all__ = [
+    "CHUNKING_SETTINGS",
     "NOT_SETTINGS",
     "ChatFallback",
     "ChatProviderKind",
     "Settings",
     "load_settings",
 ]
+
+
+# The settings that make the chunking policy (and so its chunking version).
+CHUNKING_SETTINGS: tuple[str, ...] = ("chunking", "max_words", "max_tokens", "overlap")
 
 
 class Settings(BaseSettings):
@@ -114,10 +119,19 @@ class Settings(BaseSettings):
             max_tokens=self.index.max_tokens,
         )
 
+    @property
+    def chunking_configured(self) -> bool:
+        """Whether a chunking setting (``chunking``, ``max_words``, ``max_tokens``,
+        ``overlap``) was given (environment, ``ragwright.toml`` or a keyword) rather than
+        left to its default: queries then read the version it produces, whatever the
+        index holds."""
+        return bool(self.index.model_fields_set & set(CHUNKING_SETTINGS))
+
     def with_overrides(self, **overrides: object) -> Settings:
         """These settings with ``overrides`` (flat names) applied and validated like every
-        setting (an invalid value raises :class:`ConfigError` naming it)."""
-        return _validated(lambda: Settings(**{**self.model_dump(), **overrides}))
+        setting (an invalid value raises :class:`ConfigError` naming it). What was left
+        to its default stays so (:attr:`chunking_configured` still tells)."""
+        return _validated(lambda: Settings(**{**self.model_dump(exclude_unset=True), **overrides}))
 
     @property
     def index_path(self) -> Path:

@@ -4,10 +4,11 @@ two persisted runs, and the HTML report of one."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ragwright.application.left_out import LeftOut
 from ragwright.application.requests.evidence import (
     EvidenceFilter,
     ThresholdOrigin,
@@ -70,6 +71,8 @@ class EvaluateResult:
     thresholds: Thresholds = Thresholds()
     threshold_origin: ThresholdOrigin = ThresholdOrigin()
     answers: Mapping[str, Any] | None = None
+    chunking_version: str | None = None
+    left_out: LeftOut = field(default_factory=LeftOut)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -82,6 +85,8 @@ class EvaluateResult:
             "categories": dict(self.categories),
             "unsupported": {k: v for k, v in self.unsupported.items() if k != "results"},
             "answers": dict(self.answers) if self.answers is not None else None,
+            "chunking_version": self.chunking_version,
+            **self.left_out.to_dict(),
         }
 
 

@@ -21,14 +21,23 @@ class EvidenceFilter:
     """Which indexed evidence a request may use (applied inside every engine query).
 
     Empty ``types``/``states`` mean the defaults (published runbooks); ``documents``
-    restricts to those ids; ``chunking_version`` ``None`` means the version the settings'
-    chunking policy produces.
+    restricts to those ids; ``chunking_version`` ``None`` means the only version holding
+    chunks the caller may see, else the one the settings' chunking policy produces
+    (:mod:`ragwright.application.left_out`).
+
+    ``also_visible_types``/``also_visible_states`` are trusted context, like a request's
+    tenant: the other types and states the caller may see, within which a result counts
+    the chunks the default types and states left out. Empty (the default, and an API
+    key's caller, whose grant is exactly its filter): none are counted; ``None``: every
+    one (the operator's command line).
     """
 
     types: tuple[str, ...] = ()
     states: tuple[str, ...] = ()
     documents: tuple[str, ...] = ()
     chunking_version: str | None = None
+    also_visible_types: tuple[str, ...] | None = ()
+    also_visible_states: tuple[str, ...] | None = ()
 
     @property
     def effective_types(self) -> tuple[str, ...]:

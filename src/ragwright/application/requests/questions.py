@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from ragwright.application.left_out import VersionSource
 from ragwright.application.requests.evidence import (
     EvidenceFilter,
     ThresholdOrigin,
@@ -108,8 +109,10 @@ class SearchHit:
 
 @dataclass(frozen=True, slots=True)
 class SearchResult:
-    """Ranked eligible evidence; ``excluded_versions`` counts live chunks of other
-    chunking versions the query could not see (by version only)."""
+    """Ranked eligible evidence; ``chunking_version_source`` says why the query read its
+    chunking version; ``excluded_versions``, ``excluded_types`` and ``excluded_states``
+    count live chunks the query could not see by their chunking version, document type or
+    publication state only (:class:`~ragwright.application.left_out.LeftOut`)."""
 
     question: str
     mode: Mode
@@ -119,6 +122,9 @@ class SearchResult:
     thresholds: Thresholds
     excluded_versions: Mapping[str, int] = field(default_factory=dict)
     threshold_origin: ThresholdOrigin = ThresholdOrigin()
+    chunking_version_source: VersionSource = "default"
+    excluded_types: Mapping[str, int] = field(default_factory=dict)
+    excluded_states: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def no_eligible_evidence(self) -> bool:
@@ -130,10 +136,13 @@ class SearchResult:
             "mode": self.mode,
             "score_kind": self.score_kind,
             "chunking_version": self.chunking_version,
+            "chunking_version_source": self.chunking_version_source,
             "thresholds": asdict(self.thresholds),
             **self.threshold_origin.to_dict(),
             "no_eligible_evidence": self.no_eligible_evidence,
             "excluded_versions": dict(self.excluded_versions),
+            "excluded_types": dict(self.excluded_types),
+            "excluded_states": dict(self.excluded_states),
             "hits": [asdict(h) for h in self.hits],
         }
 
