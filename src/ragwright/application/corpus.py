@@ -36,7 +36,7 @@ from ragwright.core.chunking import build_chunks
 from ragwright.core.points import LIVE, read_payload
 from ragwright.deadline import Deadline, deadline_bound
 from ragwright.pipeline.ingest import ingest
-from ragwright.pipeline.writing import ProgressCallback, token_counter
+from ragwright.pipeline.planning import ProgressCallback, token_counter
 from ragwright.protocols import Embedder, SparseEncoder, VectorIndex
 from ragwright.settings import Settings
 from ragwright.types import ChunkingPolicy, IngestReport
@@ -139,7 +139,7 @@ class Corpus:
                     prune_within=() if request.grant is None else request.grant.prune_filter(),
                     batch_size=self.settings.ingest.batch_size,
                     progress=progress,
-                    # Drafts citing a changed document go as each batch is verified.
+                    # Drafts citing a changed document go as each slice is verified.
                     on_changed=self.parts.purge_drafts,
                 )
         finally:

@@ -72,7 +72,7 @@ from ragwright.core.answers import AnswerStyle
 from ragwright.core.assembly import AssembledContext
 from ragwright.core.eligibility import Eligibility
 from ragwright.core.templates import ApprovedTemplate
-from ragwright.pipeline.writing import ProgressCallback
+from ragwright.pipeline.planning import ProgressCallback
 from ragwright.settings import Settings
 from ragwright.types import ChunkingPolicy, IndexState
 
