@@ -3,7 +3,6 @@ status of what the collection holds."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -243,13 +242,8 @@ def ingest_result(
     and what the ``stream`` the documents came from (if any) skipped."""
     skipped = () if stream is None else tuple(SkippedFile(*s) for s in stream.skipped)
     invalid = () if stream is None else stream.invalid
-    return IngestResult(
-        # Not asdict: it would turn the nested records into dicts.
-        **{
-            f.name: getattr(report, f.name)
-            for f in dataclasses.fields(report)
-            if f.name != "changed_documents"
-        },
+    return IngestResult.of_report(
+        report,
         chunking_version=policy.version,
         embedding_profile=embedder.profile.profile_id,
         skipped_files=skipped,
