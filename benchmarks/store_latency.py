@@ -47,7 +47,7 @@ def _timed(samples: dict[str, list[float]], name: str, call: Callable[[], Any]) 
 def _child(engine: str, jobs: int, lookups: int) -> dict[str, list[float]]:
     from ragwright.adapters.jobs import PostgresJobStore, SqliteJobStore
     from ragwright.adapters.keys import PostgresKeyStore, SqliteKeyStore
-    from ragwright.application.jobs import BatchLimits
+    from ragwright.application.jobs import JobLimits
 
     samples: dict[str, list[float]] = {}
     url = os.environ.get("RAGWRIGHT_TEST_POSTGRES_URL", "")
@@ -78,7 +78,7 @@ def _child(engine: str, jobs: int, lookups: int) -> dict[str, list[float]]:
                 job = _timed(
                     samples,
                     "job_claim",
-                    lambda: job_store.claim("w", lease_seconds=60, limits=BatchLimits(4)),
+                    lambda: job_store.claim("w", lease_seconds=60, limits=JobLimits(4)),
                 )
                 _timed(
                     samples,

@@ -135,7 +135,7 @@ def test_close_releases_the_redis_clients_of_every_chat_session(tmp_path: Path) 
     before = redis_connections()
     counter = components.token_counter()
     closed = components.chat(counter)
-    components.chat(counter, "batch")  # left open by its holder
+    components.chat(counter, "jobs")  # left open by its holder
     assert redis_connections() == before + 2
     asyncio.run(closed.close())
     assert redis_connections() == before + 1

@@ -12,8 +12,8 @@ module and ``errors`` (``protocols.py`` re-exports it with the other protocols).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Protocol
 
 PUBLICATION_STATES: tuple[str, ...] = ("published", "draft")
@@ -252,9 +252,78 @@ class SharedDocumentId:
     other_tenants: tuple[str | None, ...]
 
 
+# A document's identity in the index: its tenant (None for untenanted) and its id.
+DocumentKey = tuple[str | None, str]
+
+
+def record_fields(record: Any) -> dict[str, Any]:
+    """A dataclass record's fields by name, values as they are (``asdict`` would turn
+    nested records into dicts): to build a record derived from another."""
+    return {f.name: getattr(record, f.name) for f in fields(record)}
+
+
 @dataclass(frozen=True, slots=True)
-class IngestReport:
-    """What one ingestion run did, in counts of chunks unless named otherwise.
+class SliceReport:
+    """What the writing pass did to a slice of a run's changed documents, in counts of
+    chunks unless named otherwise (JSON-able: a queued run's workers send theirs to the
+    coordinator, which sums them with :meth:`total`).
+
+    ``shared_ids`` lists written documents whose id the index also holds under other
+    tenants; ``changed_documents`` the (tenant, document id) pairs whose indexed content
+    was replaced.
+    """
+
+    chunks: int = 0
+    embedded: int = 0
+    payload_updated: int = 0
+    deleted: int = 0
+    verified: int = 0
+    documents_changed: int = 0
+    embedding_tokens: int = 0
+    shared_ids: tuple[SharedDocumentId, ...] = ()
+    changed_documents: tuple[DocumentKey, ...] = ()
+
+    @classmethod
+    def total(cls, reports: Iterable[SliceReport]) -> SliceReport:
+        """The sum of ``reports``: counts added, lists joined in order."""
+        reports = list(reports)
+        return SliceReport(
+            **{
+                f.name: sum(getattr(r, f.name) for r in reports)
+                for f in fields(SliceReport)
+                if f.type == "int"
+            },
+            shared_ids=tuple(s for r in reports for s in r.shared_ids),
+            changed_documents=tuple(k for r in reports for k in r.changed_documents),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(SliceReport) if f.type == "int"}
+        out["shared_ids"] = [
+            [s.document_id, s.tenant, list(s.other_tenants)] for s in self.shared_ids
+        ]
+        out["changed_documents"] = [list(key) for key in self.changed_documents]
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SliceReport:
+        return SliceReport(
+            **{f.name: int(data[f.name]) for f in fields(SliceReport) if f.type == "int"},
+            shared_ids=tuple(
+                SharedDocumentId(str(document_id), tenant, tuple(others))
+                for document_id, tenant, others in data["shared_ids"]
+            ),
+            changed_documents=tuple(
+                (tenant, str(doc)) for tenant, doc in data["changed_documents"]
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IngestReport(SliceReport):
+    """What one ingestion run did: its slices' :class:`SliceReport` summed (``chunks``
+    and ``deleted`` also count the run's unchanged and pruned chunks) and the run's own
+    counts.
 
     ``bm25_avgdl`` is the average length the collection's sparse vectors now carry;
     ``sparse_reencoded`` counts the points whose sparse vector was rebuilt because the
@@ -263,24 +332,15 @@ class IngestReport:
     could change or prune. ``changed_documents`` lists the (tenant, document id) pairs
     whose indexed content the run replaced or deleted, when the run was not given an
     ``on_changed`` callback (the application's runs are: they purge previous drafts
-    citing them batch by batch, and leave this empty so no run holds the whole list).
+    citing them slice by slice, and leave this empty so no run holds the whole list).
     """
 
     documents: int
-    chunks: int
-    embedded: int
     unchanged: int
-    payload_updated: int
-    deleted: int
-    verified: int
-    documents_changed: int = 0
     documents_pruned: int = 0
-    embedding_tokens: int = 0
     bm25_avgdl: float | None = None
     sparse_reencoded: int = 0
     tenants: tuple[str | None, ...] = ()
-    shared_ids: tuple[SharedDocumentId, ...] = ()
-    changed_documents: tuple[tuple[str | None, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

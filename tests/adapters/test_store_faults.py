@@ -17,7 +17,7 @@ from ragwright.adapters.drafts import SqliteDraftStore
 from ragwright.adapters.jobs import PostgresJobStore, SqliteJobStore
 from ragwright.adapters.keys import SqliteKeyStore
 from ragwright.application.drafts import Draft
-from ragwright.application.jobs import BatchLimits
+from ragwright.application.jobs import JobLimits
 from ragwright.errors import StorageError
 from tests.disk_full import DiskFull
 
@@ -47,13 +47,13 @@ def test_the_job_store_refuses_a_full_disks_commit_as_a_storage_error(tmp_path: 
     with pytest.raises(StorageError, match="database or disk is full"):
         submit(store, "k-2")
     with pytest.raises(StorageError, match="database or disk is full"):
-        store.claim("w1", lease_seconds=30, limits=BatchLimits(2))
+        store.claim("w1", lease_seconds=30, limits=JobLimits(2))
     # Reads still work, and nothing of the refused writes was kept.
     job = store.get(job_id)
     assert job is not None and job.state == "queued" and job.attempts == 0
     assert store.counts().states == {"queued": 1}
     disk.full = False
-    claimed = store.claim("w1", lease_seconds=30, limits=BatchLimits(2))
+    claimed = store.claim("w1", lease_seconds=30, limits=JobLimits(2))
     assert claimed is not None and claimed.id == job_id
     disk.full = True
     with pytest.raises(StorageError, match="database or disk is full"):
@@ -123,11 +123,11 @@ def test_the_postgres_job_store_refuses_a_full_disks_commit_as_a_storage_error()
                 f"DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {schema}.refuse()"
             )
         with pytest.raises(StorageError, match="No space left on device"):
-            store.claim("w1", lease_seconds=30, limits=BatchLimits(2))
+            store.claim("w1", lease_seconds=30, limits=JobLimits(2))
         assert store.get(job_id).state == "queued"  # type: ignore[union-attr]
         with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
             conn.execute(f"UPDATE {schema}.full SET on_ = false")
-        claimed = store.claim("w1", lease_seconds=30, limits=BatchLimits(2))
+        claimed = store.claim("w1", lease_seconds=30, limits=JobLimits(2))
         assert claimed is not None and claimed.id == job_id
 
 

@@ -1,4 +1,4 @@
-"""What an ingestion's cost per chunk depends on (issue 25): the engine writes a batch
+"""What an ingestion's cost per chunk depends on (issue 25): the engine writes a slice
 of new documents makes, the free-space check's walks of the shard, and the passes an
 unchanged re-run makes over its sources. Counts, never timings."""
 
@@ -70,7 +70,7 @@ def snapshot(index: EdgeIndex) -> list[tuple[str, str]]:
     return sorted((str(p.point_id), json.dumps(p.payload, sort_keys=True)) for p in index.scroll())
 
 
-def test_a_batch_of_new_documents_is_switched_by_one_payload_write(
+def test_a_slice_of_new_documents_is_switched_by_one_payload_write(
     index: EdgeIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     writes: list[str] = []
@@ -83,16 +83,16 @@ def test_a_batch_of_new_documents_is_switched_by_one_payload_write(
             return _f(self, *args)
 
         monkeypatch.setattr(EdgeIndex, name, counted)
-    report = run(index, [doc(n) for n in range(6)], document_batch=3)
+    report = run(index, [doc(n) for n in range(6)], slice_size=3)
     assert report.documents_changed == 6 and report.verified == report.chunks
-    assert writes == ["set_payload", "set_payload"]  # one per batch, not three per document
+    assert writes == ["set_payload", "set_payload"]  # one per slice, not three per document
     # The same as documents switched one by one: an edited corpus takes that path.
     writes.clear()
     edited = [doc(0, revision="b"), *(doc(n) for n in range(1, 6))]
-    run(index, edited, document_batch=3)
+    run(index, edited, slice_size=3)
     assert "delete" in writes
     with EdgeIndex(tmp_path / "fresh", index.contract) as fresh:
-        run(fresh, edited, document_batch=3)
+        run(fresh, edited, slice_size=3)
         assert snapshot(fresh) == snapshot(index)
 
 
@@ -117,6 +117,6 @@ def test_the_free_space_check_walks_the_shard_once_per_few_mib_written(
         return original(shard)
 
     monkeypatch.setattr(files, "shard_holes", counted)
-    run(index, [doc(n) for n in range(40)], document_batch=4)
-    writes = 40 // 4 * 2  # at least an upsert and a switch per batch
+    run(index, [doc(n) for n in range(40)], slice_size=4)
+    writes = 40 // 4 * 2  # at least an upsert and a switch per slice
     assert 1 <= len(walks) < writes / 4

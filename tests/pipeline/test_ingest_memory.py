@@ -1,4 +1,4 @@
-"""Bounded memory: ingestion holds a batch of documents at a time, never the corpus.
+"""Bounded memory: ingestion holds a slice of documents at a time, never the corpus.
 
 Wall-clock and RSS figures are in benchmarks/ingest_memory.py; this guards the property
 they rest on, cheaply: how many source documents are alive at once during a run, in one
@@ -26,9 +26,9 @@ from ragwright.application import Application, IngestRequest
 from ragwright.core import keysets
 from ragwright.core.contracts import contract_for
 from ragwright.core.documents import validate_document
-from ragwright.pipeline.ingest import DOCUMENT_BATCH as VALIDATION_BATCH
+from ragwright.pipeline.ingest import DOCUMENT_SLICE as VALIDATION_SLICE
 from ragwright.pipeline.ingest import ingest, prepare_run
-from ragwright.pipeline.writing import BATCHES_IN_FLIGHT
+from ragwright.pipeline.writing import SLICES_IN_FLIGHT
 from ragwright.settings import load_settings
 from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
 from ragwright.types import (
@@ -44,7 +44,7 @@ from tests.replicas import scratch_database
 
 POLICY = ChunkingPolicy(max_words=30)
 DOCUMENTS = 600
-DOCUMENT_BATCH = 50
+DOCUMENT_SLICE = 50
 
 
 class _TrackedDocument(SourceDocument):
@@ -99,12 +99,12 @@ def test_ingestion_holds_a_bounded_number_of_documents_at_once(tmp_path: Path) -
             embedder=HashingEmbedder(),
             sparse_encoder=Bm25Encoder(),
             index=index,
-            document_batch=DOCUMENT_BATCH,
+            slice_size=DOCUMENT_SLICE,
         )
     assert (report.documents, report.documents_changed, source.passes) == (600, 600, 2)
-    # The batch being read plus the batches being written (one switching, the next ones
+    # The slice being read plus the slices being written (one switching, the next ones
     # embedding); a run that listed the corpus would hold all 600.
-    assert 0 < source.most_alive <= (1 + BATCHES_IN_FLIGHT) * DOCUMENT_BATCH
+    assert 0 < source.most_alive <= (1 + SLICES_IN_FLIGHT) * DOCUMENT_SLICE
 
 
 class PlainSource:
@@ -231,8 +231,8 @@ def test_a_queued_run_holds_a_bounded_number_of_documents_in_the_coordinator(
     assert "error" not in outcome, outcome.get("error")
     result = outcome["result"]
     assert (result.documents, result.documents_changed, result.verified) == (600, 600, 600)
-    # A validation batch while the next one is read, later an item and the next one; a
+    # A validation slice while the next one is read, later an item and the next one; a
     # coordinator that listed the corpus would hold all 600.
-    assert 0 < source.most_alive <= 2 * max(VALIDATION_BATCH, ITEM_SIZE)
+    assert 0 < source.most_alive <= 2 * max(VALIDATION_SLICE, ITEM_SIZE)
     # Read before the index opens, validated, then queued: three passes, none kept.
     assert source.passes == 3

@@ -1,5 +1,5 @@
-"""Streaming ingestion: the validation pass, batches of documents, embedding calls in
-flight, and batches that can be run again (by another worker) after a crash."""
+"""Streaming ingestion: the validation pass, slices of documents, embedding calls in
+flight, and slices that can be run again (by another worker) after a crash."""
 
 from __future__ import annotations
 
@@ -19,10 +19,18 @@ from ragwright.core.contracts import contract_for
 from ragwright.core.documents import validate_document
 from ragwright.deadline import Deadline, current_deadline, deadline_bound, deadline_scope
 from ragwright.errors import EmbeddingProviderError, FailureCategory, InputTooLong, ReadBackError
-from ragwright.pipeline.ingest import batched, finish_run, ingest, prepare_run
-from ragwright.pipeline.writing import BatchReport, document_key, ingest_batch
+from ragwright.pipeline.ingest import finish_run, in_slices, ingest, prepare_run
+from ragwright.pipeline.planning import document_key
+from ragwright.pipeline.writing import ingest_slice
 from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
-from ragwright.types import ChunkingPolicy, FieldMatch, PointFilter, SourceDocument, SourceSection
+from ragwright.types import (
+    ChunkingPolicy,
+    FieldMatch,
+    PointFilter,
+    SliceReport,
+    SourceDocument,
+    SourceSection,
+)
 
 POLICY = ChunkingPolicy(max_words=30)
 
@@ -142,14 +150,14 @@ class RendezvousEmbedder(HashingEmbedder):
             return vectors
 
 
-def test_embedding_calls_stay_in_flight_across_document_batches(open_index: Any) -> None:
-    """Each batch of 2 documents makes 2 calls of 2 chunks; 4 calls outstanding need the
-    next batches' calls made while the current batch's return and are switched."""
+def test_embedding_calls_stay_in_flight_across_document_slices(open_index: Any) -> None:
+    """Each slice of 2 documents makes 2 calls of 2 chunks; 4 calls outstanding need the
+    next slices' calls made while the current slice's return and are switched."""
     documents = corpus(12)
-    one = run(open_index("one"), documents, HashingEmbedder(), batch_size=2, document_batch=2)
+    one = run(open_index("one"), documents, HashingEmbedder(), batch_size=2, slice_size=2)
     embedder = RendezvousEmbedder(in_flight=4)
-    report = run(open_index("four"), documents, embedder, batch_size=2, document_batch=2)
-    assert report.chunks == 24 and len(embedder.calls) == 12  # 2 calls per batch of documents
+    report = run(open_index("four"), documents, embedder, batch_size=2, slice_size=2)
+    assert report.chunks == 24 and len(embedder.calls) == 12  # 2 calls per slice of documents
     assert embedder.most_outstanding == embedder.in_flight == 4
     assert report == one
     assert snapshot(open_index("four")) == snapshot(open_index("one"))
@@ -162,7 +170,7 @@ def test_embedding_calls_on_worker_threads_spend_the_callers_deadline(open_index
     assert embedder.deadlines and all(d is deadline for d in embedder.deadlines)
 
 
-def test_bad_input_in_a_later_batch_stops_the_run_before_any_write(open_index: Any) -> None:
+def test_bad_input_in_a_later_slice_stops_the_run_before_any_write(open_index: Any) -> None:
     index = open_index("i")
     run(index, corpus(3))
     before = snapshot(index)
@@ -173,7 +181,7 @@ def test_bad_input_in_a_later_batch_stops_the_run_before_any_write(open_index: A
     embedder = HashingEmbedder(profile=small)
     documents = [*corpus(6, revision="b"), doc(99, words=28)]
     with pytest.raises(InputTooLong) as caught:
-        run(index, documents, embedder, document_batch=2)
+        run(index, documents, embedder, slice_size=2)
     assert "doc-099" in caught.value.item
     assert embedder.calls == []
     assert snapshot(index) == before
@@ -200,13 +208,13 @@ class RecordingIndex:
         return getattr(self.inner, name)
 
 
-def test_change_detection_reads_one_batch_of_documents_at_a_time(open_index: Any) -> None:
+def test_change_detection_reads_one_slice_of_documents_at_a_time(open_index: Any) -> None:
     index = RecordingIndex(open_index("i"))
     documents = corpus(10)
-    run(index, documents, document_batch=3, prune=True)
+    run(index, documents, slice_size=3, prune=True)
     index.scrolls.clear()
     index.facets.clear()
-    report = run(index, [*documents[:9], doc(9, revision="b")], document_batch=3, prune=True)
+    report = run(index, [*documents[:9], doc(9, revision="b")], slice_size=3, prune=True)
     assert report.documents_changed == 1
     by_document = [
         next(m.values for m in flt.must if m.key == "document_id")
@@ -224,12 +232,12 @@ def test_change_detection_reads_one_batch_of_documents_at_a_time(open_index: Any
     assert index.facets == ["document_id", "lexical_terms"]
 
 
-def test_a_batch_run_again_after_a_crash_gives_the_uninterrupted_summary(
+def test_a_slice_run_again_after_a_crash_gives_the_uninterrupted_summary(
     open_index: Any,
 ) -> None:
     documents = corpus(6)
     expected_index = open_index("expected")
-    expected = run(expected_index, documents, document_batch=3)
+    expected = run(expected_index, documents, slice_size=3)
 
     index = open_index("crashed")
     common: dict[str, Any] = {
@@ -238,21 +246,19 @@ def test_a_batch_run_again_after_a_crash_gives_the_uninterrupted_summary(
         "sparse_encoder": Bm25Encoder(),
         "index": index,
     }
-    plan = prepare_run(documents, **common, document_batch=3)
-    batches = list(batched((d for d in documents if document_key(d) in plan.changed), 3))
+    plan = prepare_run(documents, **common, slice_size=3)
+    slices = list(in_slices((d for d in documents if document_key(d) in plan.changed), 3))
 
     def crash_after_first_switch(document_id: str, phase: str) -> None:
         if (document_id, phase) == ("doc-004", "live"):
             raise KeyboardInterrupt("worker killed")
 
-    reports = [ingest_batch(batches[0], plan.batch_context(), **common)]
+    reports = [ingest_slice(slices[0], plan.slice_context(), **common)]
     with pytest.raises(KeyboardInterrupt):
-        ingest_batch(
-            batches[1], plan.batch_context(), **common, phase_hook=crash_after_first_switch
-        )
-    # Another worker takes the same batch again; its report is the one recorded.
-    again = ingest_batch(batches[1], plan.batch_context(), **common)
-    reports.append(BatchReport.from_json(json.loads(json.dumps(again.to_json()))))
+        ingest_slice(slices[1], plan.slice_context(), **common, phase_hook=crash_after_first_switch)
+    # Another worker takes the same slice again; its report is the one recorded.
+    again = ingest_slice(slices[1], plan.slice_context(), **common)
+    reports.append(SliceReport.from_json(json.loads(json.dumps(again.to_json()))))
     report = finish_run(plan, reports, index=index, sparse_encoder=Bm25Encoder())
 
     assert snapshot(index) == snapshot(expected_index)
@@ -262,10 +268,10 @@ def test_a_batch_run_again_after_a_crash_gives_the_uninterrupted_summary(
     assert report.embedded < expected.embedded  # the killed attempt's staged points were reused
 
 
-def test_batch_reports_survive_json(open_index: Any) -> None:
+def test_slice_reports_survive_json(open_index: Any) -> None:
     index = open_index("i")
     run(index, corpus(2))
-    report = run(index, [doc(0, revision="b"), doc(1)], document_batch=1)
+    report = run(index, [doc(0, revision="b"), doc(1)], slice_size=1)
     assert report.documents_changed == 1
     plan = prepare_run(
         [doc(0, revision="c")],
@@ -274,16 +280,16 @@ def test_batch_reports_survive_json(open_index: Any) -> None:
         sparse_encoder=Bm25Encoder(),
         index=index,
     )
-    batch = ingest_batch(
+    written = ingest_slice(
         [doc(0, revision="c")],
-        plan.batch_context(),
+        plan.slice_context(),
         policy=POLICY,
         embedder=HashingEmbedder(),
         sparse_encoder=Bm25Encoder(),
         index=index,
     )
-    assert batch.deleted > 0 and batch.embedded > 0
-    assert BatchReport.from_json(json.loads(json.dumps(batch.to_json()))) == batch
+    assert written.deleted > 0 and written.embedded > 0
+    assert SliceReport.from_json(json.loads(json.dumps(written.to_json()))) == written
 
 
 def test_a_one_shot_iterator_is_refused_before_anything_is_read(open_index: Any) -> None:
@@ -298,25 +304,25 @@ def live_documents(index: EdgeIndex) -> set[str]:
     return {str(p.payload["document_id"]) for p in index.scroll(live)}
 
 
-def test_a_failed_call_lets_the_batches_already_staged_switch_and_a_rerun_converges(
+def test_a_failed_call_lets_the_slices_already_staged_switch_and_a_rerun_converges(
     open_index: Any,
 ) -> None:
-    documents = corpus(8)  # batches of 2 documents, 2 calls each
+    documents = corpus(8)  # slices of 2 documents, 2 calls each
     failing = SlowEmbedder(in_flight=2, delay=0.0, fail_after_calls=4)
     index = open_index("i")
     with pytest.raises(RuntimeError, match="scripted"):
-        run(index, documents, failing, batch_size=2, document_batch=2)
-    # The batches already staged when the third one's call failed are switched, as they
-    # would have been one batch after another; nothing after them is live. How many the
+        run(index, documents, failing, batch_size=2, slice_size=2)
+    # The slices already staged when the third one's call failed are switched, as they
+    # would have been one slice after another; nothing after them is live. How many the
     # writer had staged by then depends on its pace beside the embedding calls (on a
-    # loaded machine only the first): whole batches, in order, never the failed one.
+    # loaded machine only the first): whole slices, in order, never the failed one.
     live = live_documents(index)
     assert live in (
         {"doc-000", "doc-001"},
         {"doc-000", "doc-001", "doc-002", "doc-003"},
     ), live
     staged = index.count(PointFilter(must=(FieldMatch("index_state", ("staged",)),)))
-    again = run(index, documents, HashingEmbedder(), batch_size=2, document_batch=2)
+    again = run(index, documents, HashingEmbedder(), batch_size=2, slice_size=2)
     assert (again.unchanged, again.embedded) == (8, 8 - staged)
     clean = run(open_index("clean"), documents, HashingEmbedder(), batch_size=2)
     assert snapshot(index) == snapshot(open_index("clean"))
@@ -346,25 +352,25 @@ class FailingWrites(RecordingIndex):
         self.inner.set_payload(*args)
 
 
-def test_a_failed_write_stops_every_write_after_it_and_its_batch_never_switches(
+def test_a_failed_write_stops_every_write_after_it_and_its_slice_never_switches(
     open_index: Any,
 ) -> None:
-    index = FailingWrites(open_index("i"), fail_at=2)  # the first batch's second write
+    index = FailingWrites(open_index("i"), fail_at=2)  # the first slice's second write
     embedder = SlowEmbedder(in_flight=4, delay=0.01)
     with pytest.raises(ReadBackError, match="scripted"):
-        run(index, corpus(8), embedder, batch_size=2, document_batch=2)
+        run(index, corpus(8), embedder, batch_size=2, slice_size=2)
     assert index.after_failure == []
     assert live_documents(index.inner) == set()
 
 
-def test_an_id_in_two_tenants_is_reported_shared_as_one_batch_after_another_would(
+def test_an_id_in_two_tenants_is_reported_shared_as_one_slice_after_another_would(
     open_index: Any,
 ) -> None:
-    """The later tenant's batch is planned while the earlier one's call is still out:
+    """The later tenant's slice is planned while the earlier one's call is still out:
     the earlier document is not written yet, and still counts as held."""
     faqs = [dataclasses.replace(doc(0), document_id="faq", tenant=t) for t in ("acme", "globex")]
     embedder = SlowEmbedder(in_flight=1, delay=0.05)
-    report = run(open_index("i"), faqs, embedder, document_batch=1)
+    report = run(open_index("i"), faqs, embedder, slice_size=1)
     assert [(s.document_id, s.tenant, s.other_tenants) for s in report.shared_ids] == [
         ("faq", "globex", ("acme",))
     ]
@@ -387,7 +393,7 @@ def test_no_embedding_call_starts_once_the_runs_deadline_passed(open_index: Any)
 @dataclasses.dataclass
 class PausedEmbedder(HashingEmbedder):
     """Waits in its first call until ``release`` is set (a worker that stalled after
-    planning its batch: a long pause, a lost lease); ``entered`` says it got there."""
+    planning its slice: a long pause, a lost lease); ``entered`` says it got there."""
 
     release: threading.Event = dataclasses.field(default_factory=threading.Event)
     entered: threading.Event = dataclasses.field(default_factory=threading.Event)
@@ -398,10 +404,10 @@ class PausedEmbedder(HashingEmbedder):
         return super().embed_documents(texts)
 
 
-def test_a_late_attempt_at_a_batch_leaves_the_points_another_attempt_switched_live(
+def test_a_late_attempt_at_a_slice_leaves_the_points_another_attempt_switched_live(
     open_index: Any,
 ) -> None:
-    """Worker A plans the batch and stalls; worker B runs the same batch to the end;
+    """Worker A plans the slice and stalls; worker B runs the same slice to the end;
     A wakes up, writes its staged points and dies before switching. B's points stay
     live: A never stages a point that is already live with its plan's digest."""
     index = open_index("i")
@@ -418,9 +424,9 @@ def test_a_late_attempt_at_a_batch_leaves_the_points_another_attempt_switched_li
 
     def worker_a() -> None:
         try:
-            ingest_batch(
+            ingest_slice(
                 documents,
-                plan.batch_context(),
+                plan.slice_context(),
                 embedder=late,
                 phase_hook=dies_before_switching,
                 **common,
@@ -430,8 +436,8 @@ def test_a_late_attempt_at_a_batch_leaves_the_points_another_attempt_switched_li
 
     a = threading.Thread(target=worker_a)
     a.start()
-    assert late.entered.wait(timeout=60)  # A has scanned the batch and is embedding
-    report = ingest_batch(documents, plan.batch_context(), embedder=HashingEmbedder(), **common)
+    assert late.entered.wait(timeout=60)  # A has scanned the slice and is embedding
+    report = ingest_slice(documents, plan.slice_context(), embedder=HashingEmbedder(), **common)
     late.release.set()
     a.join(timeout=60)
     assert [type(error) for error in died] == [KeyboardInterrupt]

@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from ragwright.application import IngestRequest, RevokeKeyRequest
 from ragwright.application.callers import grant_digest
 from ragwright.application.job_runner import DispatchRamp, JobRunner
-from ragwright.application.jobs import BatchLimits, canonical_input
+from ragwright.application.jobs import JobLimits, canonical_input
 from ragwright.errors import FailureCategory, StorageError
 from ragwright.settings import load_settings
 from ragwright.testing.scripted import Fail, ScriptedChatModel
@@ -49,7 +49,7 @@ def wait_for_state(client: TestClient, secret: str, job_id: str, *states: str) -
 def runner(service: Service, events: list[str], **kwargs: Any) -> JobRunner:
     options: dict[str, Any] = {
         "concurrency": 1,
-        "limits": BatchLimits(2),
+        "limits": JobLimits(2),
         "lease_seconds": 5.0,
         "deadline_seconds": 10.0,
         "poll_seconds": 0.05,
@@ -75,7 +75,7 @@ def test_a_job_is_accepted_with_202_and_runs_to_a_published_answer(
     assert done["result"]["mode"] == "generated"
     assert done["result"]["citations"]
     assert "request" not in done["result"]
-    assert "batch" in service.components.workloads  # its own model-capacity pools
+    assert "jobs" in service.components.workloads  # its own model-capacity pools
     # Cancelling a finished job changes nothing: 200 with its state and result as they are.
     late = client.delete(f"/v1/answer-jobs/{job['id']}", headers=bearer(secret))
     assert late.status_code == 200
@@ -325,7 +325,7 @@ def test_the_runner_survives_a_job_store_outage_and_claims_again_when_it_is_back
         service.application,
         store,  # type: ignore[arg-type]
         concurrency=1,
-        limits=BatchLimits(2),
+        limits=JobLimits(2),
         lease_seconds=5.0,
         deadline_seconds=10.0,
         poll_seconds=0.05,
@@ -639,7 +639,7 @@ class RenewalsDown:
 def job_runner_over(service: Service, store: Any, events: list[str], **kwargs: Any) -> JobRunner:
     options: dict[str, Any] = {
         "concurrency": 1,
-        "limits": BatchLimits(2),
+        "limits": JobLimits(2),
         "lease_seconds": 0.6,
         "deadline_seconds": 30.0,
         "poll_seconds": 0.05,
@@ -802,7 +802,7 @@ def test_a_result_citing_documents_of_types_or_states_the_reader_may_not_see_is_
 # --- the batch pool ----------------------------------------------------------------------
 
 
-def test_a_jobs_model_attempt_takes_its_lease_from_the_batch_pool_not_the_interactive_one(
+def test_a_jobs_model_attempt_takes_its_lease_from_the_jobs_pool_not_the_interactive_one(
     make_service: Callable[..., Service], client_for: Client
 ) -> None:
     model = RecordingModel(ANSWER, hold=True)

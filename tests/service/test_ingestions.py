@@ -229,7 +229,7 @@ def test_a_document_the_run_refuses_is_422_naming_it_and_nothing_is_written(
 
 
 class SlowEmbedder:
-    """Delegates to the hashing embedder, sleeping per document batch, so an ingestion
+    """Delegates to the hashing embedder, sleeping per embedding call (one batch), so an ingestion
     lasts long enough for queries to overlap it."""
 
     def __init__(self, inner: Embedder, delay: float) -> None:

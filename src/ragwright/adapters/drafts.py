@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ragwright.adapters.pg import PooledStore
-from ragwright.adapters.queries.dialect import POSTGRES, SQLITE, Session
+from ragwright.adapters.queries.dialect import POSTGRES, SQLITE, SqlSession
 from ragwright.adapters.queries.drafts import DraftQueries
 from ragwright.adapters.sqlite import BUSY_TIMEOUT, SqliteFile
 from ragwright.application.drafts import FIND_LIMIT, Draft
@@ -39,7 +39,7 @@ class _SqlDraftStore:
 
     def _session(
         self, doing: str = "", *, write: bool = True
-    ) -> contextlib.AbstractContextManager[Session]:
+    ) -> contextlib.AbstractContextManager[SqlSession]:
         raise NotImplementedError
 
     def put(self, draft: Draft) -> None:

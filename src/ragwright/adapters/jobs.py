@@ -17,7 +17,7 @@ other version is refused.
   collide in a unique index). ``submit`` inserts with ``ON CONFLICT DO NOTHING`` and
   then reads the row that holds the key: concurrent submits of one key make one job,
   because the constraint decides, not a check before the insert.
-- Claim: one transaction that counts the live leases (the batch pool, per tenant) and
+- Claim: one transaction that counts the live leases (the job pool, per tenant) and
   takes the oldest claimable row. SQLite serialises it with ``BEGIN IMMEDIATE``;
   PostgreSQL with ``pg_advisory_xact_lock`` on a key per schema (so two replicas never
   both see one free slot), then ``FOR UPDATE SKIP LOCKED`` on the row.
@@ -53,10 +53,10 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 
 from ragwright.adapters.pg import RecoveringPool, probe
-from ragwright.adapters.queries.dialect import POSTGRES, SQLITE, Session
+from ragwright.adapters.queries.dialect import POSTGRES, SQLITE, SqlSession
 from ragwright.adapters.queries.jobs import JobQueries
 from ragwright.adapters.sqlite import BUSY_TIMEOUT, SqliteFile
-from ragwright.application.jobs import AnswerJob, BatchLimits, JobCounts, Submitted
+from ragwright.application.jobs import AnswerJob, JobCounts, JobLimits, Submitted
 from ragwright.errors import IdempotencyConflict, JobNotFound, RequestError, StorageError
 
 logger = logging.getLogger(__name__)
@@ -124,7 +124,7 @@ class _SqlJobStore:
             raise JobNotFound(job_id)
         return self._job(rows[0])
 
-    def claim(self, worker: str, *, lease_seconds: float, limits: BatchLimits) -> AnswerJob | None:
+    def claim(self, worker: str, *, lease_seconds: float, limits: JobLimits) -> AnswerJob | None:
         if limits.pool < 1:
             raise RequestError("limits.pool", f"must be at least 1, got {limits.pool}")
         if limits.per_tenant is not None and limits.per_tenant < 1:
@@ -218,7 +218,7 @@ class _SqlJobStore:
 
     def _transaction(
         self, *, mode: _Mode
-    ) -> contextlib.AbstractContextManager[tuple[Session, Any]]:
+    ) -> contextlib.AbstractContextManager[tuple[SqlSession, Any]]:
         raise NotImplementedError
 
     def _later(self, now: Any, seconds: float) -> Any:
@@ -329,14 +329,14 @@ class SqliteJobStore(SqliteFile, _SqlJobStore):
             _check_version(db.rows(q.version), self._where)
 
     @contextlib.contextmanager
-    def _transaction(self, *, mode: _Mode) -> Iterator[tuple[Session, Any]]:
+    def _transaction(self, *, mode: _Mode) -> Iterator[tuple[SqlSession, Any]]:
         # Every write is BEGIN IMMEDIATE: it takes the write lock up front and waits for
         # it (busy_timeout) rather than failing when a read would have to upgrade; the
         # claim's count and update are then one serialised step across processes. A
         # read (a status poll) takes no lock: WAL gives it a snapshot beside writers.
         begin = "BEGIN" if mode == "read" else "BEGIN IMMEDIATE"
         with self._write("job store busy or unwritable", begin=begin) as db:
-            yield Session(db), _stamp(self._clock())
+            yield SqlSession(db), _stamp(self._clock())
 
     def _later(self, now: Any, seconds: float) -> str:
         return _stamp(self._seconds(now) + seconds)
@@ -420,7 +420,7 @@ class PostgresJobStore(_SqlJobStore):
                 "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"ragwright.ddl:{self.schema}",)
             )
             conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
-            db = Session(conn)
+            db = SqlSession(conn)
             db.rows(q.create_versions)
             rows = db.rows(q.version)
             if rows:
@@ -450,7 +450,7 @@ class PostgresJobStore(_SqlJobStore):
             raise StorageError(self._where, f"PostgreSQL refused the call: {error}") from error
 
     @contextlib.contextmanager
-    def _transaction(self, *, mode: _Mode) -> Iterator[tuple[Session, Any]]:
+    def _transaction(self, *, mode: _Mode) -> Iterator[tuple[SqlSession, Any]]:
         with self._connection() as conn:
             if mode == "claim":
                 # The claim counts live leases and takes a slot: one claim at a time per
@@ -460,7 +460,7 @@ class PostgresJobStore(_SqlJobStore):
                     (f"ragwright.claim:{self.schema}",),
                 )
             now = conn.execute("SELECT clock_timestamp()").fetchone()[0]
-            yield Session(conn), now
+            yield SqlSession(conn), now
 
     def _later(self, now: Any, seconds: float) -> datetime:
         moment: datetime = now + timedelta(seconds=seconds)

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ragwright.adapters.pg import PooledStore
-from ragwright.adapters.queries.dialect import POSTGRES, SQLITE, Session
+from ragwright.adapters.queries.dialect import POSTGRES, SQLITE, SqlSession
 from ragwright.adapters.queries.keys import KeyQueries
 from ragwright.adapters.sqlite import BUSY_TIMEOUT, SqliteFile
 from ragwright.application.keys import ApiKey, check_grant, unique
@@ -71,7 +71,7 @@ class _SqlKeyStore:
 
     def _session(
         self, doing: str = "", *, write: bool = True
-    ) -> contextlib.AbstractContextManager[Session]:
+    ) -> contextlib.AbstractContextManager[SqlSession]:
         raise NotImplementedError
 
     def add(

@@ -21,7 +21,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
 
-from ragwright.adapters.queries.dialect import Session
+from ragwright.adapters.queries.dialect import SqlSession
 from ragwright.errors import ConfigError, StorageError
 
 # The setting every PostgreSQL store's URL comes from (errors name it).
@@ -247,14 +247,14 @@ class PooledStore:
             raise
 
     @contextlib.contextmanager
-    def _session(self, doing: str = "", *, write: bool = True) -> Iterator[Session]:
+    def _session(self, doing: str = "", *, write: bool = True) -> Iterator[SqlSession]:
         """A pooled connection, one transaction (committed on a clean exit); any server
         error, the commit's included, is a :class:`StorageError` ``doing: error``."""
         if self._closed:
             raise StorageError(self._where, f"the {self.what} is closed")
         try:
             with self._pool.connection() as db:
-                yield Session(db)
+                yield SqlSession(db)
         except psycopg.Error as error:
             raise StorageError(
                 self._where, f"{doing or f'the {self.what} failed'}: {error}"

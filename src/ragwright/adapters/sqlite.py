@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from ragwright.adapters.queries.dialect import Session
+from ragwright.adapters.queries.dialect import SqlSession
 from ragwright.errors import StorageError
 
 BUSY_TIMEOUT = 5.0
@@ -146,10 +146,10 @@ class SqliteFile:
                 raise self._failed(error, doing) from error
 
     @contextlib.contextmanager
-    def _session(self, doing: str = "", *, write: bool = True) -> Iterator[Session]:
+    def _session(self, doing: str = "", *, write: bool = True) -> Iterator[SqlSession]:
         """:meth:`_write` (or :meth:`_read`) for the statements of a query module."""
         with self._write(doing) if write else self._read(doing) as db:
-            yield Session(db)
+            yield SqlSession(db)
 
     def _failed(self, error: sqlite3.Error, doing: str) -> StorageError:
         return storage_error(str(self.path), error, doing, what=self.what)

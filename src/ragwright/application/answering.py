@@ -21,7 +21,7 @@ from ragwright.application.requests.questions import (
     SearchRequest,
     SearchResult,
 )
-from ragwright.application.serving import ChatSessions
+from ragwright.application.serving import KeptChatSessions
 from ragwright.application.thresholds import ThresholdResolver
 from ragwright.chat.contract import ChatMessage, ChatOptions, ChatRequest, ModelProfile
 from ragwright.core.answers import AnswerStyle
@@ -71,7 +71,7 @@ class Answering:
         *,
         decisions: Decisions,
         thresholds: ThresholdResolver,
-        sessions: ChatSessions,
+        sessions: KeptChatSessions,
         drafts: DraftPolicy,
         templates: Callable[[], tuple[ApprovedTemplate, ...]],
         token_counter: Callable[[], TokenCounter],

@@ -50,8 +50,8 @@ from ragwright.pipeline.calibrate import (
     calibrate,
 )
 from ragwright.pipeline.evaluate import EvalConfig, eligible_corpus
+from ragwright.pipeline.planning import ProgressCallback
 from ragwright.pipeline.retrieve import Retriever, Thresholds
-from ragwright.pipeline.writing import ProgressCallback
 from ragwright.protocols import TokenCounter, VectorIndex
 from ragwright.types import EvalCase
 

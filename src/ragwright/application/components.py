@@ -35,7 +35,9 @@ from ragwright.types import (
     SourceDocument,
 )
 
-Workload = Literal["interactive", "batch"]
+# Whose answers a chat session serves: people asking (``interactive``) or answer jobs
+# (``jobs``); each has capacity pools of its own.
+Workload = Literal["interactive", "jobs"]
 _Read_co = TypeVar("_Read_co", covariant=True)
 
 
@@ -172,7 +174,7 @@ class Components(Protocol):
     def chat(self, counter: TokenCounter, workload: Workload = "interactive") -> ChatSession:
         """The configured chat pipeline over the primary and its fallbacks (providers
         start on first use; ``close`` also flushes exported telemetry). ``workload``
-        picks its capacity pools: ``batch`` (answer jobs) never takes the leases
+        picks its capacity pools: ``jobs`` (answer jobs) never takes the leases
         ``interactive`` answers need."""
         ...
 

@@ -3,7 +3,6 @@ status of what the collection holds."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from ragwright.core.chunking import build_chunks
 from ragwright.core.points import LIVE, read_payload
 from ragwright.deadline import Deadline, deadline_bound
 from ragwright.pipeline.ingest import ingest
-from ragwright.pipeline.writing import ProgressCallback, token_counter
+from ragwright.pipeline.planning import ProgressCallback, token_counter
 from ragwright.protocols import Embedder, SparseEncoder, VectorIndex
 from ragwright.settings import Settings
 from ragwright.types import ChunkingPolicy, IngestReport
@@ -139,7 +138,7 @@ class Corpus:
                     prune_within=() if request.grant is None else request.grant.prune_filter(),
                     batch_size=self.settings.ingest.batch_size,
                     progress=progress,
-                    # Drafts citing a changed document go as each batch is verified.
+                    # Drafts citing a changed document go as each slice is verified.
                     on_changed=self.parts.purge_drafts,
                 )
         finally:
@@ -249,13 +248,8 @@ def ingest_result(
     and what the ``stream`` the documents came from (if any) skipped."""
     skipped = () if stream is None else tuple(SkippedFile(*s) for s in stream.skipped)
     invalid = () if stream is None else stream.invalid
-    return IngestResult(
-        # Not asdict: it would turn the nested records into dicts.
-        **{
-            f.name: getattr(report, f.name)
-            for f in dataclasses.fields(report)
-            if f.name != "changed_documents"
-        },
+    return IngestResult.of_report(
+        report,
         chunking_version=policy.version,
         embedding_profile=embedder.profile.profile_id,
         skipped_files=skipped,

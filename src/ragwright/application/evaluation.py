@@ -40,8 +40,8 @@ from ragwright.pipeline.evaluate import (
     run_evaluation,
     save_run,
 )
+from ragwright.pipeline.planning import ProgressCallback
 from ragwright.pipeline.retrieve import Retriever
-from ragwright.pipeline.writing import ProgressCallback
 from ragwright.protocols import SparseEncoder, VectorIndex
 from ragwright.report import render_report
 from ragwright.settings import Settings

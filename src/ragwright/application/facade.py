@@ -70,7 +70,7 @@ from ragwright.application.requests.keys import (
     RevokeKeyResult,
 )
 from ragwright.application.requests.questions import AnswerRequest, SearchRequest, SearchResult
-from ragwright.application.serving import ChatSessions, Readiness
+from ragwright.application.serving import KeptChatSessions, Readiness
 from ragwright.application.sources import Sources
 from ragwright.application.thresholds import ThresholdResolver
 from ragwright.application.verifying import Verification
@@ -78,7 +78,7 @@ from ragwright.core.answers import AnswerStyle
 from ragwright.core.assembly import AssembledContext
 from ragwright.core.eligibility import Eligibility
 from ragwright.core.templates import ApprovedTemplate
-from ragwright.pipeline.writing import ProgressCallback
+from ragwright.pipeline.planning import ProgressCallback
 from ragwright.settings import Settings
 from ragwright.types import ChunkingPolicy, IndexState
 
@@ -94,7 +94,7 @@ class Application:
         self.resolver = ThresholdResolver(
             settings, embedding_profile=c.embedding_profile, sparse_encoder=c.sparse_encoder
         )
-        self.sessions = ChatSessions(c.chat, c.token_counter)
+        self.sessions = KeptChatSessions(c.chat, c.token_counter)
         self.drafts = DraftPolicy(settings, c.draft_store, clock)
         self.readiness = Readiness(
             settings,
@@ -181,7 +181,7 @@ class Application:
 
     @asynccontextmanager
     async def chat_kept_open(self, workload: Workload = "interactive") -> AsyncIterator[None]:
-        """See :meth:`ChatSessions.kept_open`: answers inside share one chat session."""
+        """See :meth:`KeptChatSessions.kept_open`: answers inside share one chat session."""
         async with self.sessions.kept_open(workload):
             yield
 
@@ -216,7 +216,7 @@ class Application:
         return self.sessions.capacity()
 
     def model_cooldown(self) -> float | None:
-        """See :meth:`ChatSessions.model_cooldown`."""
+        """See :meth:`KeptChatSessions.model_cooldown`."""
         return self.sessions.model_cooldown()
 
     async def probe_model(self, timeout: float = 30.0) -> str | None:
@@ -310,7 +310,7 @@ class Application:
         ``on_evidence`` receives the assembled context before any model call (the HTTP
         stream's ``evidence`` event). ``drafts`` false neither keeps nor shows drafts
         (an evaluation run measures the model, not earlier answers).
-        ``workload="batch"`` (answer jobs) draws model capacity from the batch pools.
+        ``workload="jobs"`` (answer jobs) draws model capacity from the jobs' own pools.
         """
         return await self.answering.answer(
             request, on_evidence=on_evidence, workload=workload, drafts=drafts

@@ -29,7 +29,7 @@ from ragwright.protocols import VectorIndex
 from ragwright.types import FieldMatch, PointFilter, SourceDocument
 
 # Stored documents read per filtered scan when checking what a write would replace.
-CHECK_BATCH = 128
+IDS_PER_CHECK = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +131,7 @@ def check_stored(
 ) -> None:
     """Refuse a write that would replace a stored document (same tenant and id, any
     chunking version) outside ``grant``: one filtered, payload-light scan per
-    ``CHECK_BATCH`` documents, before anything is written.
+    ``IDS_PER_CHECK`` documents, before anything is written.
 
     Raises:
         OutsideGrant: naming the stored document (``stored=True``).
@@ -143,7 +143,7 @@ def check_stored(
         if tenant is None
         else PointFilter(must=(FieldMatch("tenant", (tenant,)),))
     )
-    for ids in _batches(sorted({d.document_id for d in documents})):
+    for ids in _id_groups(sorted({d.document_id for d in documents})):
         points = index.scroll(
             PointFilter(
                 must=(*owner.must, FieldMatch("document_id", tuple(ids))), empty=owner.empty
@@ -162,6 +162,6 @@ def check_stored(
                 raise OutsideGrant(document_id, part, value, grant.allowed(part), stored=True)
 
 
-def _batches(ids: Sequence[str]) -> Iterator[Sequence[str]]:
-    for start in range(0, len(ids), CHECK_BATCH):
-        yield ids[start : start + CHECK_BATCH]
+def _id_groups(ids: Sequence[str]) -> Iterator[Sequence[str]]:
+    for start in range(0, len(ids), IDS_PER_CHECK):
+        yield ids[start : start + IDS_PER_CHECK]

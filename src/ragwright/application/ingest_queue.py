@@ -6,12 +6,13 @@ changed documents on the queue in items of a few documents each, waits until eve
 has a recorded result, then runs :func:`~ragwright.pipeline.ingest.finish_run` over
 those results (prune, BM25 statistics, the summary). Workers (``ragwright
 ingest-worker``), on this machine or others, take items and run
-:func:`~ragwright.pipeline.writing.ingest_batch` on them against one shared index.
+:func:`~ragwright.pipeline.writing.ingest_slice` on them (one slice of the run's changed
+documents per item) against one shared index.
 
 Exactness: a run id scopes everything; each item's result is recorded once (the first
 recorded result of ``(run id, item)`` stands, later ones are dropped), and the summary
 sums exactly those rows, so an item run twice (its worker died, or was presumed dead)
-counts once. ``ingest_batch`` is idempotent, so running an item again converges to the
+counts once. ``ingest_slice`` is idempotent, so running an item again converges to the
 same index. The queue engine (``IngestQueue``, adapters/ingest_queue.py) takes an
 item back from a worker whose heartbeat stopped. docs/ingestion.md ("Several workers").
 """
@@ -218,7 +219,7 @@ def item_body(
     deadline_at: float | None = None,
 ) -> dict[str, Any]:
     """What a worker needs to run one item, with no access to the sources: the run's
-    batch context, the chunking policy, the profiles it must share, the documents, and
+    slice context, the chunking policy, the profiles it must share, the documents, and
     the run's deadline (seconds since the epoch; ``None``: none)."""
     return {
         "format": ITEM_FORMAT,

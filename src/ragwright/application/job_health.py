@@ -31,7 +31,7 @@ WaitingReason = Literal["store_unavailable", "lease_expired", "waiting_for_worke
   store accepts writes again, without a restart.
 - ``lease_expired``: the worker that ran it stopped before publishing (it died, or the
   store refused its result); it runs again once a worker claims it.
-- ``waiting_for_worker``: queued for a free slot of the batch pool.
+- ``waiting_for_worker``: queued for a free slot of the job pool.
 """
 
 

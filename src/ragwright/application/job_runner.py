@@ -2,8 +2,8 @@
 
 One :class:`JobRunner` per process (``ragwright serve`` and ``ragwright worker`` start
 one) dispatches up to ``concurrency`` jobs at a time; the store's claim enforces the
-batch pool across every process and replica (``BatchLimits``), and model attempts draw
-from the batch capacity pools, never the interactive ones.
+job pool across every process and replica (``JobLimits``), and model attempts draw
+from the jobs' own capacity pools, never the interactive ones.
 
 Each job:
 
@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragwright.application.callers import OutsideAllowlist, answer_request_for, grant_digest
 from ragwright.application.job_health import RunnerHealth, waiting_reason
-from ragwright.application.jobs import AnswerJob, BatchLimits, JobStore
+from ragwright.application.jobs import AnswerJob, JobLimits, JobStore
 from ragwright.application.keys import ApiKey
 from ragwright.errors import AssemblyError, RagwrightError, RequestError, StorageError
 
@@ -117,7 +117,7 @@ class JobRunner:
         store: JobStore,
         *,
         concurrency: int,
-        limits: BatchLimits,
+        limits: JobLimits,
         lease_seconds: float,
         deadline_seconds: float,
         poll_seconds: float = 0.5,
@@ -276,7 +276,7 @@ class JobRunner:
         except (RequestError, OutsideAllowlist) as error:
             await self._publish_failure(job, f"invalid_request: {error}")
             return
-        answer = asyncio.ensure_future(self.application.answer(request, workload="batch"))
+        answer = asyncio.ensure_future(self.application.answer(request, workload="jobs"))
         renewing = asyncio.create_task(self._renew_until(answer, job, claimed_at))
         try:
             outcome = await answer

@@ -74,9 +74,10 @@ class Submitted:
 
 
 @dataclass(frozen=True, slots=True)
-class BatchLimits:
-    """The batch pool a claim must fit: jobs running at once across every worker of
-    every replica (``pool``), and per tenant (``per_tenant``; ``None``: no own limit)."""
+class JobLimits:
+    """The job pool a claim must fit: jobs running at once across every worker of
+    every replica (``pool``, ``RAGWRIGHT_BATCH_CAPACITY``), and per tenant
+    (``per_tenant``, ``RAGWRIGHT_BATCH_TENANT_CAPACITY``; ``None``: no own limit)."""
 
     pool: int
     per_tenant: int | None = None
@@ -131,7 +132,7 @@ class JobStore(Protocol):
         """
         ...
 
-    def claim(self, worker: str, *, lease_seconds: float, limits: BatchLimits) -> AnswerJob | None:
+    def claim(self, worker: str, *, lease_seconds: float, limits: JobLimits) -> AnswerJob | None:
         """Atomically take the oldest claimable job: queued, or running with an expired
         lease (its worker died), not past its expiry, within ``limits`` (jobs holding a
         live lease count). ``None`` when there is none or the pool is full."""
@@ -186,10 +187,10 @@ def canonical_input(request: Mapping[str, Any]) -> str:
 __all__: Sequence[str] = (
     "FINISHED",
     "AnswerJob",
-    "BatchLimits",
     "IdempotencyConflict",
     "JobCounts",
     "JobError",
+    "JobLimits",
     "JobNotFound",
     "JobState",
     "JobStore",

@@ -24,17 +24,12 @@ from ragwright.application.ingest_queue import (
 from ragwright.application.requests.corpus import IngestRequest, IngestResult
 from ragwright.deadline import Deadline, deadline_bound
 from ragwright.errors import ConfigError, ContractMismatch, IngestItemFailed, RequestError
-from ragwright.pipeline.ingest import RunPlan, batched, finish_run, prepare_run
-from ragwright.pipeline.writing import (
-    BatchContext,
-    BatchReport,
-    ProgressCallback,
-    document_key,
-    ingest_batch,
-)
+from ragwright.pipeline.ingest import RunPlan, finish_run, in_slices, prepare_run
+from ragwright.pipeline.planning import ProgressCallback, document_key
+from ragwright.pipeline.writing import SliceContext, ingest_slice
 from ragwright.protocols import Embedder, SparseEncoder
 from ragwright.settings import Settings
-from ragwright.types import ChunkingPolicy, SourceDocument
+from ragwright.types import ChunkingPolicy, SliceReport, SourceDocument
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +97,7 @@ class QueuedIngest:
     ) -> WorkerStats:
         """Run ingestion work items from the shared queue into the configured index
         until ``stop`` is set (or no item was queued or held for ``idle_exit``
-        seconds). Each item runs ``ingest_batch`` on its documents with the run's
+        seconds). Each item runs ``ingest_slice`` on its documents with the run's
         chunking policy and context, within its run's deadline and this worker's
         ``RAGWRIGHT_INGEST_DEADLINE`` from the item's start (whichever ends first); its
         report is recorded once per item."""
@@ -139,9 +134,9 @@ class QueuedIngest:
         index = self.parts.open_index(body.policy.version, write=True)
         try:
             with deadline_bound(item_deadline):
-                report = ingest_batch(
+                report = ingest_slice(
                     body.documents,
-                    BatchContext.from_json(dict(body.context)),
+                    SliceContext.from_json(dict(body.context)),
                     policy=body.policy,
                     embedder=embedder,
                     sparse_encoder=sparse_encoder,
@@ -249,10 +244,10 @@ class _QueuedRun:
         size."""
         items = 0
         changed = (d for d in documents if document_key(d) in run.changed)
-        for number, item in enumerate(batched(changed, self.item_size)):
+        for number, item in enumerate(in_slices(changed, self.item_size)):
             body = item_body(
                 item,
-                context=run.batch_context().to_json(),
+                context=run.slice_context().to_json(),
                 policy=policy,
                 embedding_profile=embedder.profile.profile_id,
                 lexical_profile=sparse_encoder.profile.profile_id,
@@ -264,10 +259,10 @@ class _QueuedRun:
         logger.info("ingest run %s: %d work items queued", run_id, items)
         return items
 
-    def _gather(self, run_id: str, items: int, poll: float) -> dict[int, BatchReport]:
+    def _gather(self, run_id: str, items: int, poll: float) -> dict[int, SliceReport]:
         """Each item's report, without its changed documents (purged on arrival): the
         coordinator holds counts per item, not a list of every document."""
-        reports: dict[int, BatchReport] = {}
+        reports: dict[int, SliceReport] = {}
         notify = self.progress or (lambda _event, _count: None)
 
         def received(result: ItemResult) -> None:
@@ -275,7 +270,7 @@ class _QueuedRun:
                 raise IngestItemFailed(
                     run_id, result.number, result.worker, result.error or "no report"
                 )
-            item = BatchReport.from_json(dict(result.report))
+            item = SliceReport.from_json(dict(result.report))
             self.owner.parts.purge_drafts(item.changed_documents)
             reports[result.number] = dataclasses.replace(item, changed_documents=())
             notify("embedded", item.chunks)

@@ -18,8 +18,8 @@ from ragwright.settings import Settings
 from ragwright.types import IndexState
 
 
-class ChatSessions:
-    """The chat sessions kept open for a process (one interactive, one batch)."""
+class KeptChatSessions:
+    """The chat sessions kept open for a process (one interactive, one for answer jobs)."""
 
     def __init__(
         self,
@@ -42,7 +42,7 @@ class ChatSessions:
     async def kept_open(self, workload: Workload = "interactive") -> AsyncIterator[None]:
         """Answers made inside share one chat session — one warm local model instead of a
         start per answer — closed on exit (evaluation runs, benchmarks, a service).
-        ``workload="batch"`` keeps the session answer jobs use (its own capacity pools)."""
+        ``workload="jobs"`` keeps the session answer jobs use (its own capacity pools)."""
         if workload in self._kept:
             yield
             return
@@ -55,11 +55,11 @@ class ChatSessions:
             await session.close()
 
     def capacity(self) -> dict[str, dict[str, Any]]:
-        """The model-capacity pools of the kept chat sessions (interactive and batch), by
+        """The model-capacity pools of the kept chat sessions (interactive and jobs), by
         pool name (backend, limit, leases in use, cooldown, degradation); empty outside
         ``chat_kept_open``."""
         pools: dict[str, dict[str, Any]] = {}
-        for session in (self._kept.get("interactive"), self._kept.get("batch")):
+        for session in (self._kept.get("interactive"), self._kept.get("jobs")):
             if session is not None:
                 pools.update(session.capacity())
         return pools

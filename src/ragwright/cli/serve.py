@@ -97,12 +97,12 @@ def worker(
     """Run answer jobs (POST /v1/answer-jobs) without serving HTTP, until interrupted.
 
     Claims jobs from the shared job store (PostgreSQL with RAGWRIGHT_DATABASE_URL, so
-    workers on several machines share one queue), within the batch pool. With the
+    workers on several machines share one queue), within the job pool. With the
     embedded index the worker must own it: run workers beside a Qdrant server
     (RAGWRIGHT_BACKEND=qdrant), or inside 'ragwright serve' (RAGWRIGHT_JOB_WORKERS).
     """
     from ragwright.application.job_runner import JobRunner
-    from ragwright.application.jobs import BatchLimits
+    from ragwright.application.jobs import JobLimits
     from ragwright.settings import load_settings
 
     app_ = application(load_settings().with_overrides(chat_keep_warm=0))
@@ -121,7 +121,7 @@ def worker(
             app_,
             app_.jobs(),
             concurrency=concurrency,
-            limits=BatchLimits(settings.jobs.capacity, settings.jobs.tenant_capacity),
+            limits=JobLimits(settings.jobs.capacity, settings.jobs.tenant_capacity),
             lease_seconds=settings.jobs.lease,
             deadline_seconds=settings.jobs.deadline,
         )
@@ -130,7 +130,7 @@ def worker(
             file=sys.stderr,
         )
         with app_.hold_index():
-            async with app_.chat_kept_open("batch"):
+            async with app_.chat_kept_open("jobs"):
                 await runner.run(stop)
 
     log_to_stderr()

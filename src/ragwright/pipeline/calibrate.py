@@ -33,7 +33,7 @@ rate, Recall@K, nDCG@K and refused count; with ``holdout``, the recommendation o
 Fusion and rerank scores are not swept: RRF scores are functions of ranks, not of how
 well anything matches, and a reranker is optional. With a reranker, its scores are
 computed once per question and text and reused across combinations (rerankers score a
-(question, text) pair independently of the rest of the batch).
+(question, text) pair independently of the other pairs of the same call).
 """
 
 from __future__ import annotations

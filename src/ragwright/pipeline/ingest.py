@@ -1,30 +1,31 @@
-"""Ingestion: documents → chunks → batched embeddings → staged upsert → switch → verify.
+"""Ingestion: documents → chunks → embedding batches → staged upsert → switch → verify.
 
-The documents stream through two passes, a batch of :data:`DOCUMENT_BATCH` documents at a
+The documents stream through two passes, a slice of :data:`DOCUMENT_SLICE` documents at a
 time; nothing holds the corpus's texts or vectors (docs/ingestion.md, "Memory").
 
 0. **Validate** (:func:`prepare_run`) — every document is read, its (tenant, id) checked
-   unique, and the stored points of the batch's document ids read by one filtered,
+   unique, and the stored points of the slice's document ids read by one filtered,
    payload-light scroll (``document_id``, digests, ``index_state``). A document stored
    live under the same source digest is *unchanged*; any other is chunked and its
    embedding inputs measured. Bad input (a duplicate id, a chunking error, an input over
    the embedding limit) stops the run here, with the index untouched. What is kept: the
    run's document keys (for prune), the changed keys and counts (:class:`RunPlan`).
 
-Then per batch of changed documents (:mod:`ragwright.pipeline.writing`:
-:func:`~ragwright.pipeline.writing.ingest_batch`; several workers may each take batches
+Then per slice of changed documents (:mod:`ragwright.pipeline.writing`:
+:func:`~ragwright.pipeline.writing.ingest_slice`; several workers may each take slices
 from a queue):
 
-1. **Scan** — the batch's stored points again (one filtered scroll).
+1. **Scan** — the slice's stored points again (one filtered scroll).
 2. **Stage** — chunks whose stored id is absent (new or edited text) are embedded in
    length-sorted batches, up to the embedder's ``in_flight`` calls at once, and upserted
    with ``index_state="staged"``; queries only ever match ``live`` points, so staged
    points are invisible. Every written point is read back. The calls stay outstanding
-   across document batches: the next batch is scanned and planned once the current
+   across slices: the next slice is scanned and planned once the current
    one's calls are all made, and its calls go out while the current one's last ones
-   return and while it is switched and verified (at most :data:`BATCHES_IN_FLIGHT`
-   document batches held). One writer thread makes every write in order.
-3. **Switch** — once every point of the batch is staged and read back, obsolete points
+   return and while it is switched and verified (at most
+   :data:`~ragwright.pipeline.writing.SLICES_IN_FLIGHT` slices held). One writer thread
+   makes every write in order.
+3. **Switch** — once every point of the slice is staged and read back, obsolete points
    of the document are deleted, then one ``set_payload``
    sets the document-level fields (revision, metadata, digest, ``index_state="live"``) on
    all its desired points. Until the delete the visible set is the old revision; between
@@ -50,9 +51,9 @@ document, the old one staying with its tenant (reported as a shared id, never si
 A run killed at any moment leaves staged points (reused by the next run without
 re-embedding), a half-switched document (finished by the next run) or sparse vectors
 partly re-encoded (the recorded mean is still the old one, so the next run re-encodes
-again): re-running converges to the same index as one uninterrupted run. A batch run
+again): re-running converges to the same index as one uninterrupted run. A slice run
 again (by another worker, after a crash) converges the same way, and reports what an
-uninterrupted batch would, so a run's summary does not depend on who finished a batch.
+uninterrupted slice would, so a run's summary does not depend on who finished a slice.
 """
 
 from __future__ import annotations
@@ -69,9 +70,7 @@ from ragwright.core.keysets import KeySet
 from ragwright.core.lexical import AVGDL_TOLERANCE, avgdl_drifted, document_vector
 from ragwright.core.points import LEXICAL_TERMS, LIVE, DocumentPlan, lexical_text, plan_document
 from ragwright.errors import SourceError
-from ragwright.pipeline.writing import (
-    BatchContext,
-    BatchReport,
+from ragwright.pipeline.planning import (
     DocumentKey,
     PointState,
     ProgressCallback,
@@ -82,8 +81,8 @@ from ragwright.pipeline.writing import (
     scan_documents,
     tenant_order,
     token_counter,
-    write_batches,
 )
+from ragwright.pipeline.writing import SliceContext, write_slices
 from ragwright.protocols import Embedder, SparseEncoder, VectorIndex
 from ragwright.types import (
     ChunkingPolicy,
@@ -91,11 +90,13 @@ from ragwright.types import (
     IngestReport,
     LexicalStats,
     PointFilter,
+    SliceReport,
     SourceDocument,
     SparseVector,
+    record_fields,
 )
 
-_REENCODE_BATCH = 256
+_SPARSE_UPDATES_PER_CALL = 256
 
 
 def plan_documents(
@@ -147,26 +148,26 @@ class RunPlan:
     def documents(self) -> int:
         return len(self.keys)
 
-    def batch_context(self) -> BatchContext:
-        return BatchContext(self.chunking_version, self.staging_avgdl)
+    def slice_context(self) -> SliceContext:
+        return SliceContext(self.chunking_version, self.staging_avgdl)
 
 
 # Documents per change-detection scan (one filtered, payload-light scroll each) in the
-# validation pass, and per batch in the writing pass: what memory holds at once is about
-# BATCHES_IN_FLIGHT such batches with their chunks, and one embedding batch per call.
-DOCUMENT_BATCH = 128
+# validation pass, and per slice in the writing pass: what memory holds at once is about
+# SLICES_IN_FLIGHT such slices with their chunks, and one embedding batch per call.
+DOCUMENT_SLICE = 128
 
 
-def batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+def in_slices(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
     """Consecutive lists of ``size`` items (the last may be shorter)."""
-    batch: list[Any] = []
+    part: list[Any] = []
     for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+        part.append(item)
+        if len(part) == size:
+            yield part
+            part = []
+    if part:
+        yield part
 
 
 def ingest(
@@ -180,7 +181,7 @@ def ingest(
     tenants: Collection[str | None] = (),
     prune_within: tuple[FieldMatch, ...] = (),
     batch_size: int = 64,
-    document_batch: int = DOCUMENT_BATCH,
+    slice_size: int = DOCUMENT_SLICE,
     progress: ProgressCallback | None = None,
     phase_hook: Callable[[str, str], None] | None = None,
     avgdl_tolerance: float = AVGDL_TOLERANCE,
@@ -190,11 +191,11 @@ def ingest(
 
     Two passes over ``documents`` (so it must be re-iterable: a list, or a source that
     reads its files again): :func:`prepare_run` validates everything before any write,
-    then the changed documents are written ``document_batch`` at a time as
-    :func:`~ragwright.pipeline.writing.ingest_batch` writes one batch (the next batches
+    then the changed documents are written ``slice_size`` at a time as
+    :func:`~ragwright.pipeline.writing.ingest_slice` writes one slice (the next slices
     embedding while one is switched), then :func:`finish_run` prunes and refreshes the
     BM25 statistics.
-    Several workers run the same three steps with the batches on a queue
+    Several workers run the same three steps with the slices on a queue
     (docs/ingestion.md). ``progress`` and ``phase_hook`` may be called from the
     ingestion's writer thread.
 
@@ -211,14 +212,14 @@ def ingest(
         prune_within: payload conditions a stored document must also meet to be pruned
             (a caller's grant: its allowlist, types, states); the others are kept.
         batch_size: chunks per embedding call and per upsert.
-        document_batch: documents per change-detection scan and per writing batch.
+        slice_size: documents per change-detection scan and per slice of the writing pass.
         progress: receives (event, count) pairs for progress display.
         phase_hook: called as (document_id, phase) at each switch step; tests use it to
             observe what a reader sees mid-replacement.
         avgdl_tolerance: relative drift of the corpus mean length from the recorded
             ``avgdl`` that is tolerated before every sparse vector is re-encoded.
         on_changed: receives the (tenant, id) keys of the documents the run replaced
-            (each batch once it is verified) and pruned, as it goes; the report's
+            (each slice once it is verified) and pruned, as it goes; the report's
             ``changed_documents`` is then empty. Without it the report lists them all.
 
     Raises:
@@ -239,14 +240,14 @@ def ingest(
         prune=prune,
         tenants=tenants,
         prune_within=prune_within,
-        document_batch=document_batch,
+        slice_size=slice_size,
         progress=progress,
     )
     # Nothing changed (a re-run over unchanged sources): the sources are not read again.
     changed = (d for d in documents if document_key(d) in run.changed) if run.changed else ()
-    reports = write_batches(
-        batched(changed, document_batch),
-        run.batch_context(),
+    reports = write_slices(
+        in_slices(changed, slice_size),
+        run.slice_context(),
         policy=policy,
         embedder=embedder,
         sparse_encoder=sparse_encoder,
@@ -277,15 +278,15 @@ def prepare_run(
     prune: bool = False,
     tenants: Collection[str | None] = (),
     prune_within: tuple[FieldMatch, ...] = (),
-    document_batch: int = DOCUMENT_BATCH,
+    slice_size: int = DOCUMENT_SLICE,
     progress: ProgressCallback | None = None,
 ) -> RunPlan:
     """The validation pass: every document is checked before anything is written.
 
-    Streams ``documents`` in batches: unique (tenant, id) pairs, then one filtered scan
-    of the stored points of the batch's documents; a changed document is chunked and its
+    Streams ``documents`` in slices: unique (tenant, id) pairs, then one filtered scan
+    of the stored points of the slice's documents; a changed document is chunked and its
     embedding inputs measured (``ChunkingError``/``InputTooLong`` stop the run here).
-    Nothing of a batch is kept but its keys and counts.
+    Nothing of a slice is kept but its keys and counts.
     """
     notify = progress or (lambda _event, _count: None)
     require_compatible(
@@ -308,15 +309,15 @@ def prepare_run(
     shared_in_run: set[str] = set()
     unchanged = planned = 0
     terms = pending_chunks = 0
-    for batch in batched(documents, document_batch):
-        for document in batch:
+    for part in in_slices(documents, slice_size):
+        for document in part:
             seen.add(document)
             tenants_seen.add(document.tenant)
             if not ids.add(None, document.document_id):
                 shared_in_run.add(document.document_id)
-        existing = scan_documents(index, policy.version, batch)
-        candidates = dict(_changed_documents(batch, existing, policy, embedder, sparse_encoder))
-        for document in batch:
+        existing = scan_documents(index, policy.version, part)
+        candidates = dict(_changed_documents(part, existing, policy, embedder, sparse_encoder))
+        for document in part:
             key = document_key(document)
             source = candidates.get(key)
             if source is None:  # stored live under the same source digest
@@ -366,7 +367,7 @@ def prepare_run(
 
 
 def _changed_documents(
-    batch: Sequence[SourceDocument],
+    documents: Sequence[SourceDocument],
     existing: dict[DocumentKey, dict[uuid.UUID, PointState]],
     policy: ChunkingPolicy,
     embedder: Embedder,
@@ -374,7 +375,7 @@ def _changed_documents(
 ) -> Iterator[tuple[DocumentKey, str]]:
     """(key, source digest) of the documents whose stored points are not all live under
     the same source digest."""
-    for document in batch:
+    for document in documents:
         source = document_source_digest(document, policy, embedder, sparse_encoder)
         stored = existing.get(document_key(document), {})
         if not stored or not all(
@@ -386,18 +387,18 @@ def _changed_documents(
 
 def finish_run(
     run: RunPlan,
-    reports: Iterable[BatchReport],
+    reports: Iterable[SliceReport],
     *,
     index: VectorIndex,
     sparse_encoder: SparseEncoder,
     avgdl_tolerance: float = AVGDL_TOLERANCE,
     on_changed: Callable[[Sequence[DocumentKey]], None] | None = None,
 ) -> IngestReport:
-    """Prune (when asked), refresh the BM25 statistics, and sum the run's batches.
+    """Prune (when asked), refresh the BM25 statistics, and sum the run's slices.
     ``on_changed`` receives the pruned documents' keys (see :func:`ingest`)."""
-    reports = list(reports)
-    deleted = sum(r.deleted for r in reports)
-    touched = [key for r in reports for key in r.changed_documents]
+    written = SliceReport.total(reports)
+    deleted = written.deleted
+    touched = list(written.changed_documents)
     pruned_documents = 0
     if run.prune:
         for key, stale in _stale_documents(index, run).items():
@@ -412,21 +413,18 @@ def finish_run(
         index, sparse_encoder, run.encoded_avgdl, avgdl_tolerance
     )
     return IngestReport(
+        **{
+            **record_fields(written),
+            "chunks": run.unchanged_chunks + written.chunks,
+            "deleted": deleted,
+            "changed_documents": tuple(touched),
+        },
         documents=run.documents,
-        chunks=run.unchanged_chunks + sum(r.chunks for r in reports),
-        embedded=sum(r.embedded for r in reports),
         unchanged=run.unchanged_chunks,
-        payload_updated=sum(r.payload_updated for r in reports),
-        deleted=deleted,
-        verified=sum(r.verified for r in reports),
-        documents_changed=sum(r.documents_changed for r in reports),
         documents_pruned=pruned_documents,
-        embedding_tokens=sum(r.embedding_tokens for r in reports),
         bm25_avgdl=bm25_avgdl,
         sparse_reencoded=reencoded,
         tenants=run.scope,
-        shared_ids=tuple(s for r in reports for s in r.shared_ids),
-        changed_documents=tuple(touched),
     )
 
 
@@ -445,7 +443,7 @@ def _stale_documents(index: VectorIndex, run: RunPlan) -> dict[DocumentKey, list
         owner = _tenant_filter(tenant, version, *run.prune_within)
         stored = [d for d in index.facet("document_id", owner) if isinstance(d, str)]
         gone = sorted(d for d in stored if (tenant, d) not in run.keys)
-        for ids in batched(gone, DOCUMENT_BATCH):
+        for ids in in_slices(gone, DOCUMENT_SLICE):
             points = index.scroll(
                 PointFilter(
                     must=(*owner.must, FieldMatch("document_id", tuple(ids))), empty=owner.empty
@@ -501,17 +499,17 @@ def _refresh_lexical_stats(
 def _reencode(index: VectorIndex, sparse_encoder: SparseEncoder, avgdl: float) -> int:
     """Rebuild every point's sparse vector from its stored text under ``avgdl``."""
     done = 0
-    batch: list[tuple[uuid.UUID, SparseVector]] = []
+    updates: list[tuple[uuid.UUID, SparseVector]] = []
     for point in index.scroll(payload_fields=("title", "heading", "text")):
         title, heading, text = (point.payload.get(k) for k in ("title", "heading", "text"))
         if not (isinstance(title, str) and isinstance(heading, str) and isinstance(text, str)):
             continue  # not a ragwright chunk: it has no BM25 text to rebuild from
         terms = sparse_encoder.terms(lexical_text(title, heading, text))
         if terms:  # a text without terms has no sparse vector, whatever the mean
-            batch.append((point.point_id, document_vector(terms, sparse_encoder.profile, avgdl)))
-        if len(batch) >= _REENCODE_BATCH:
-            index.update_sparse(batch)
-            done += len(batch)
-            batch = []
-    index.update_sparse(batch)
-    return done + len(batch)
+            updates.append((point.point_id, document_vector(terms, sparse_encoder.profile, avgdl)))
+        if len(updates) >= _SPARSE_UPDATES_PER_CALL:
+            index.update_sparse(updates)
+            done += len(updates)
+            updates = []
+    index.update_sparse(updates)
+    return done + len(updates)

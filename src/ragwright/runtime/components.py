@@ -41,7 +41,7 @@ from ragwright.runtime.index import (
     open_sparse_encoder,
 )
 from ragwright.runtime.registry import Closers
-from ragwright.runtime.sessions import ChatSessions
+from ragwright.runtime.sessions import ChatOpener
 from ragwright.runtime.stores import (
     DRAFT_STORES,
     JOB_STORES,
@@ -73,7 +73,7 @@ class RuntimeComponents:
         self._embedder: Embedder | None = None
         self._reranker: tuple[Reranker | None] | None = None
         self._counter: O200kCounter | None = None
-        self._chats = ChatSessions(settings)
+        self._chats = ChatOpener(settings)
         self._held: HeldIndex | None = None
 
     def close(self) -> None:

@@ -80,7 +80,7 @@ def _run_to_end(close: Callable[[], Awaitable[None]]) -> None:
         raise failures[0]
 
 
-class ChatSessions:
+class ChatOpener:
     """Opens chat sessions over the configured providers and keeps the open ones."""
 
     def __init__(self, settings: Settings) -> None:

@@ -31,6 +31,11 @@ from ragwright.settings import Settings
 logger = logging.getLogger(__name__)
 
 REDIS_RETRY_INTERVAL = 30.0
+# What users see of a workload's capacity pools keeps the names from before "batch"
+# meant only an embedding call's inputs: the keys of the status's ``model_capacity``
+# (``batch/<provider>`` for answer jobs) and the Redis key prefixes.
+POOL_NAMES: dict[Workload, str] = {"interactive": "interactive", "jobs": "batch"}
+REDIS_POOL_PREFIXES: dict[Workload, str] = {"interactive": "chat", "jobs": "batch"}
 """Seconds a process skips Redis after it failed before trying it again."""
 
 
@@ -51,10 +56,10 @@ class SharedState:
     client: Closable | None = None
 
     def describe(self) -> dict[str, dict[str, Any]]:
-        """Each provider's pool as ``describe()`` reports it, by ``workload/provider``."""
-        return {
-            f"{self.workload}/{name}": dict(pool.describe()) for name, pool in self.pools.items()
-        }
+        """Each provider's pool as ``describe()`` reports it, by ``workload/provider``
+        (the workload as :data:`POOL_NAMES` shows it)."""
+        shown = POOL_NAMES[self.workload]
+        return {f"{shown}/{name}": dict(pool.describe()) for name, pool in self.pools.items()}
 
     def close(self) -> None:
         """Close the Redis client's connections (safe to call twice)."""
@@ -72,9 +77,9 @@ def open_shared_state(
     """Redis-backed cache and pools with ``RAGWRIGHT_REDIS_URL``, else in-process.
 
     ``workload`` picks the capacity pools: interactive answers use ``chat`` (and
-    ``chat:<name>`` per alternate) of ``RAGWRIGHT_CHAT_CAPACITY`` leases; answer jobs use
-    ``batch`` (``batch:<name>``) of ``RAGWRIGHT_BATCH_CAPACITY``, so a backlog of jobs
-    never takes the leases interactive answers need.
+    ``chat:<name>`` per alternate) of ``RAGWRIGHT_CHAT_CAPACITY`` leases; answer jobs
+    (``jobs``) use ``batch`` (``batch:<name>``) of ``RAGWRIGHT_BATCH_CAPACITY``, so a
+    backlog of jobs never takes the leases interactive answers need.
 
     Redis is optional even when configured: whenever it does not answer — at start or
     mid-run — the answer is still produced with the shared cache skipped (a miss) and an
@@ -84,11 +89,8 @@ def open_shared_state(
     """
     if not names:
         raise ValueError("names must list at least the primary provider")
-    prefix, limit = (
-        ("chat", settings.chat.capacity)
-        if workload == "interactive"
-        else ("batch", settings.jobs.capacity)
-    )
+    prefix = REDIS_POOL_PREFIXES[workload]
+    limit = settings.chat.capacity if workload == "interactive" else settings.jobs.capacity
     if not settings.storage.redis_url:
         return SharedState(
             store=MemoryCacheStore(max_entries=settings.chat.cache_max_entries),

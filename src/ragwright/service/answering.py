@@ -24,7 +24,7 @@ from ragwright.service.streaming import answer_stream
 
 
 @dataclass(frozen=True)
-class Answering:
+class RequestAnswering:
     """One request's answer: built from its body and key, admitted, bounded by its
     budget, recorded."""
 
@@ -100,8 +100,8 @@ class Answering:
 
 def answering(
     application: App, state: State, recorder: Recorder, admit: Admit, budget: RequestBudget
-) -> Answering:
-    return Answering(application, state.model, recorder, admit, budget.left)
+) -> RequestAnswering:
+    return RequestAnswering(application, state.model, recorder, admit, budget.left)
 
 
-Answers = Annotated[Answering, Depends(answering)]
+Answers = Annotated[RequestAnswering, Depends(answering)]

@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ragwright import __version__
 from ragwright.application import Application
 from ragwright.application.job_runner import JobRunner
-from ragwright.application.jobs import AnswerJob, BatchLimits
+from ragwright.application.jobs import AnswerJob, JobLimits
 from ragwright.service.activity import Activity
 from ragwright.service.admission import Admission
 from ragwright.service.authentication import authenticated
@@ -131,7 +131,7 @@ async def serving(state: ServiceState, *, probe_model: bool) -> AsyncIterator[No
         rechecking = asyncio.create_task(state.model.recheck(application.probe_model))
         stack.push_async_callback(cancelled, rechecking)
         if application.settings.jobs.workers > 0:
-            await stack.enter_async_context(application.chat_kept_open("batch"))
+            await stack.enter_async_context(application.chat_kept_open("jobs"))
             await start_runner(state, stack)
         yield
 
@@ -146,7 +146,7 @@ async def start_runner(state: ServiceState, stack: AsyncExitStack) -> None:
         application,
         application.jobs(),
         concurrency=settings.jobs.workers,
-        limits=BatchLimits(settings.jobs.capacity, settings.jobs.tenant_capacity),
+        limits=JobLimits(settings.jobs.capacity, settings.jobs.tenant_capacity),
         lease_seconds=settings.jobs.lease,
         deadline_seconds=settings.jobs.deadline,
     )

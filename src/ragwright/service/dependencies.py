@@ -127,7 +127,7 @@ Admit = Annotated[Admitting, Depends(admitting)]
 
 
 @dataclass(frozen=True)
-class Budget:
+class TimeBudget:
     """The request's time budget (``RAGWRIGHT_ANSWER_DEADLINE`` seconds), which started
     at the edge (``EdgeClock``): time spent before the handler (authentication, a slow
     key store) counts."""
@@ -148,11 +148,11 @@ class Budget:
         return left
 
 
-def budget(request: Request, application: App) -> Budget:
-    return Budget(request, application.settings.answers.deadline)
+def budget(request: Request, application: App) -> TimeBudget:
+    return TimeBudget(request, application.settings.answers.deadline)
 
 
-RequestBudget = Annotated[Budget, Depends(budget)]
+RequestBudget = Annotated[TimeBudget, Depends(budget)]
 
 
 async def until_disconnect(request: Request, work: Awaitable[T], permit: Permit) -> T:

@@ -223,7 +223,8 @@ class JobsSettings(Group):
     capacity: int = setting(
         2,
         "answer jobs running at once across every worker of every replica, and the size of the "
-        "batch model-capacity pool (`batch`, separate from the interactive `chat` pool)",
+        "answer jobs' model-capacity pool (named `batch`, separate from the interactive `chat` "
+        "pool)",
         gt=0,
     )
     tenant_capacity: int | None = setting(

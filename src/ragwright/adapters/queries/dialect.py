@@ -77,7 +77,7 @@ POSTGRES = Dialect(
 )
 
 
-class Session:
+class SqlSession:
     """Statements on one DB-API connection inside its transaction (``sqlite3`` or
     psycopg alike): ``rows`` runs one and returns what it returns, ``many`` runs one per
     mapping of parameters. Errors are the driver's; the store around turns them into
@@ -97,7 +97,7 @@ class Session:
         return rows
 
     def many(self, statement: str, params: Iterable[Mapping[str, Any]]) -> None:
-        batch = list(params)
-        if batch:
+        rows = list(params)
+        if rows:
             with contextlib.closing(self._db.cursor()) as cursor:
-                cursor.executemany(statement, batch)
+                cursor.executemany(statement, rows)

@@ -11,7 +11,13 @@ from typing import Any, Literal
 from ragwright.application.grants import WriteGrant
 from ragwright.application.requests.evidence import CalibrationStamp
 from ragwright.errors import RequestError
-from ragwright.types import DocumentOrigin, SharedDocumentId, SkippedDocument, SourceDocument
+from ragwright.types import (
+    DocumentOrigin,
+    IngestReport,
+    SkippedDocument,
+    SourceDocument,
+    record_fields,
+)
 
 # --- chunks -------------------------------------------------------------------------
 
@@ -131,35 +137,29 @@ class IngestRequest:
             raise RequestError("documents", "give sources or documents, not both")
 
 
-@dataclass(frozen=True, slots=True)
-class IngestResult:
-    """What an ingest run did. ``tenants`` (``None``: untenanted) and ``sources`` are
-    its scope: the only documents it could change, or prune with ``prune``.
-    ``shared_ids`` lists written documents whose id other tenants also hold (left as
-    they are), such as a document whose tenant changed."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IngestResult(IngestReport):
+    """What an ingest run did: the pipeline's :class:`~ragwright.types.IngestReport`
+    (its ``changed_documents`` left empty: the use case purges the drafts citing them as
+    the run goes) with the run's chunking version, embedding profile and what its
+    sources skipped. ``tenants`` (``None``: untenanted) and ``sources`` are its scope:
+    the only documents it could change, or prune with ``pruned``. ``shared_ids`` lists
+    written documents whose id other tenants also hold (left as they are), such as a
+    document whose tenant changed."""
 
-    documents: int
-    chunks: int
-    embedded: int
-    unchanged: int
-    payload_updated: int
-    deleted: int
-    verified: int
-    documents_changed: int
-    documents_pruned: int
-    embedding_tokens: int
-    bm25_avgdl: float | None
-    sparse_reencoded: int
     chunking_version: str
     embedding_profile: str
     skipped_files: tuple[SkippedFile, ...] = ()
     skipped_documents: tuple[SkippedDocument, ...] = ()
-    tenants: tuple[str | None, ...] = ()
-    shared_ids: tuple[SharedDocumentId, ...] = ()
     sources: tuple[str, ...] = ()
     pruned: bool = False
     metadata: tuple[DocumentOrigin, ...] = ()
     metadata_left_out: int = 0
+
+    @classmethod
+    def of_report(cls, report: IngestReport, **run: Any) -> IngestResult:
+        """``report`` with the run's own fields (``run``) added."""
+        return cls(**{**record_fields(report), "changed_documents": ()}, **run)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -171,7 +171,35 @@ class IngestResult:
         out["shared_ids"] = [
             {**asdict(s), "other_tenants": list(s.other_tenants)} for s in self.shared_ids
         ]
-        return out
+        return {name: out[name] for name in INGEST_RESULT_KEYS}
+
+
+# The JSON form of an ingest run, in the order its keys have always been printed
+# (``ragwright ingest --json``, ``POST /v1/ingestions``); not ``changed_documents``.
+INGEST_RESULT_KEYS = (
+    "documents",
+    "chunks",
+    "embedded",
+    "unchanged",
+    "payload_updated",
+    "deleted",
+    "verified",
+    "documents_changed",
+    "documents_pruned",
+    "embedding_tokens",
+    "bm25_avgdl",
+    "sparse_reencoded",
+    "chunking_version",
+    "embedding_profile",
+    "skipped_files",
+    "skipped_documents",
+    "tenants",
+    "shared_ids",
+    "sources",
+    "pruned",
+    "metadata",
+    "metadata_left_out",
+)
 
 
 # --- status -------------------------------------------------------------------------

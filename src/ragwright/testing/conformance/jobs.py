@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from ragwright.application.jobs import BatchLimits, JobStore, canonical_input
+from ragwright.application.jobs import JobLimits, JobStore, canonical_input
 from ragwright.errors import IdempotencyConflict, JobNotFound, RequestError
 
 LEASE = 0.3  # seconds: short, so a lease runs out within a test
-WIDE = BatchLimits(pool=100)
+WIDE = JobLimits(pool=100)
 
 
 def submit(
@@ -287,7 +287,7 @@ class JobStoreConformance:
     def test_the_pool_limits_jobs_running_at_once(self, store: JobStore) -> None:
         for i in range(3):
             submit(store, f"key-{i}", tenant=f"t{i}")
-        limits = BatchLimits(pool=2)
+        limits = JobLimits(pool=2)
         first = store.claim("a", lease_seconds=60, limits=limits)
         assert first is not None
         assert store.claim("b", lease_seconds=60, limits=limits) is not None
@@ -301,7 +301,7 @@ class JobStoreConformance:
         submit(store, "key-1", tenant="acme")
         submit(store, "key-2", tenant="acme")
         other = submit(store, "key-3", tenant="globex")
-        limits = BatchLimits(pool=10, per_tenant=1)
+        limits = JobLimits(pool=10, per_tenant=1)
         assert store.claim("a", lease_seconds=60, limits=limits) is not None
         taken = store.claim("b", lease_seconds=60, limits=limits)
         assert taken is not None and taken.id == other
@@ -310,7 +310,7 @@ class JobStoreConformance:
     def test_an_expired_lease_frees_its_slot(self, store: JobStore) -> None:
         submit(store, "key-1")
         submit(store, "key-2")
-        limits = BatchLimits(pool=1)
+        limits = JobLimits(pool=1)
         assert store.claim("dead", lease_seconds=LEASE, limits=limits) is not None
         assert store.claim("w", lease_seconds=60, limits=limits) is None
         self.elapse(LEASE + 0.2)
@@ -343,12 +343,12 @@ class JobStoreConformance:
         code = textwrap.dedent(
             f"""
             import json, sys, time
-            from ragwright.application.jobs import BatchLimits
+            from ragwright.application.jobs import JobLimits
             store = {self.store_expression}
             worker, out = sys.argv[1], open(sys.argv[2], "w")
             idle_since = time.monotonic()
             while time.monotonic() - idle_since < 1.5:
-                job = store.claim(worker, lease_seconds=30, limits=BatchLimits(pool={pool}))
+                job = store.claim(worker, lease_seconds=30, limits=JobLimits(pool={pool}))
                 if job is None:
                     time.sleep(0.002)
                     continue

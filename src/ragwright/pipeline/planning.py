@@ -1,0 +1,252 @@
+"""Planning a slice of documents: what the index holds of them and what to write.
+
+Both passes of an ingestion run read here: the validation pass scans each slice's
+stored points to find the changed documents (:mod:`ragwright.pipeline.ingest`), and the
+writing pass plans each slice of changed documents — chunks, stored ids and payloads,
+which points to embed (length sorted), keep and delete — before it stages them
+(:mod:`ragwright.pipeline.writing`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragwright.core.chunking import TokenCounter, build_chunks
+from ragwright.core.points import (
+    DocumentPlan,
+    PlannedPoint,
+    chunk_body,
+    format_document_input,
+    plan_document,
+    source_digest,
+)
+from ragwright.errors import InputTooLong
+from ragwright.protocols import Embedder, SparseEncoder, VectorIndex
+from ragwright.types import (
+    ChunkingPolicy,
+    DocumentKey,
+    FieldMatch,
+    PointFilter,
+    SharedDocumentId,
+    SourceDocument,
+)
+
+# Called with a phase name and a count: ("plan", total_chunks), ("embedded", n),
+# ("switched", 1) … The CLI drives its progress bar from these; tests record them.
+ProgressCallback = Callable[[str, int], None]
+
+__all__ = [
+    "DocumentKey",
+    "DocumentWork",
+    "PointState",
+    "ProgressCallback",
+    "SlicePlan",
+    "check_lengths",
+    "chunk_and_plan",
+    "document_key",
+    "document_source_digest",
+    "plan_slice",
+    "scan_documents",
+    "shared_ids",
+    "tenant_order",
+    "token_counter",
+]
+
+
+def document_key(document: SourceDocument) -> DocumentKey:
+    """The (tenant, id) pair that identifies ``document`` in the index."""
+    return (document.tenant, document.document_id)
+
+
+@dataclass(slots=True)
+class DocumentWork:
+    """One changed document of a slice: its plan, and which of its points to embed,
+    which stored ones to keep and which to delete."""
+
+    plan: DocumentPlan
+    to_embed: list[PlannedPoint] = field(default_factory=list)
+    kept: list[uuid.UUID] = field(default_factory=list)
+    obsolete: list[uuid.UUID] = field(default_factory=list)
+
+
+@dataclass(slots=True, eq=False)
+class SlicePlan:
+    """A slice of changed documents as planned: each document's work, the tenants the
+    index holds its ids under (``held``), and the inputs to embed in embedding order
+    (length sorted) with their lengths."""
+
+    work: list[DocumentWork]
+    held: dict[str, set[str | None]]
+    pending: list[PlannedPoint]
+    lengths: list[int]
+
+
+def token_counter(embedder: Embedder, document: SourceDocument) -> TokenCounter | None:
+    """Counts the model tokens of a chunk text as it will be embedded for ``document``."""
+    if not embedder.counts_tokens:
+        return None
+    profile = embedder.profile
+    title = document.title
+
+    def count(text: str) -> int:
+        # Chunk texts open with their heading; a heading equal to the title is dropped
+        # from the embedding input (see core.points.chunk_body), so count it that way.
+        heading = text.split("\n\n", 1)[0]
+        body = chunk_body(title, heading, text)
+        return embedder.count_tokens([format_document_input(profile, title, body)])[0]
+
+    return count
+
+
+def document_source_digest(
+    document: SourceDocument,
+    policy: ChunkingPolicy,
+    embedder: Embedder,
+    sparse_encoder: SparseEncoder,
+) -> str:
+    """The digest a document's points carry of its source under this run's chunking
+    and profiles: stored live under it, the document is unchanged."""
+    return source_digest(
+        document,
+        chunking_version=policy.version,
+        profile=embedder.profile,
+        lexical_profile_id=sparse_encoder.profile.profile_id,
+    )
+
+
+def chunk_and_plan(
+    document: SourceDocument, policy: ChunkingPolicy, embedder: Embedder, source: str
+) -> DocumentPlan:
+    """Chunk ``document`` (counting tokens with the embedder's tokenizer) and plan its
+    stored ids, payloads and digest."""
+    chunks = build_chunks(document, policy, count_tokens=token_counter(embedder, document))
+    return plan_document(document, chunks, embedder.profile, source=source)
+
+
+def plan_slice(
+    documents: Sequence[SourceDocument],
+    policy: ChunkingPolicy,
+    embedder: Embedder,
+    sparse_encoder: SparseEncoder,
+    index: VectorIndex,
+    earlier: dict[str, set[str | None]],
+) -> SlicePlan:
+    """Scan the slice's stored points and plan its documents: what to embed (in
+    length-sorted order), keep and delete, and which ids the index holds for other
+    tenants (``earlier``: those of earlier slices of the pass, written or not)."""
+    existing = scan_documents(index, policy.version, documents)
+    held: dict[str, set[str | None]] = {}
+    for tenant, document_id in existing:
+        held.setdefault(document_id, set()).add(tenant)
+    work: list[DocumentWork] = []
+    for document in documents:
+        if document.document_id in earlier:
+            held.setdefault(document.document_id, set()).update(earlier[document.document_id])
+        source = document_source_digest(document, policy, embedder, sparse_encoder)
+        plan = chunk_and_plan(document, policy, embedder, source)
+        stored = existing.get(document_key(document), {})
+        desired = {p.stored_id for p in plan.points}
+        work.append(
+            DocumentWork(
+                plan,
+                to_embed=[p for p in plan.points if p.stored_id not in stored],
+                kept=[p.stored_id for p in plan.points if p.stored_id in stored],
+                obsolete=[sid for sid in stored if sid not in desired],
+            )
+        )
+    pending = [p for item in work for p in item.to_embed]
+    lengths = check_lengths(embedder, pending)
+    # Padding is wasted compute: each embedding call gets inputs of similar length.
+    order = sorted(range(len(pending)), key=lambda i: lengths[i])
+    return SlicePlan(work, held, [pending[i] for i in order], [lengths[i] for i in order])
+
+
+def shared_ids(
+    work: Sequence[DocumentWork], held: dict[str, set[str | None]]
+) -> tuple[SharedDocumentId, ...]:
+    """Written documents whose id the index also held under other tenants."""
+    shared = []
+    for item in work:
+        document = item.plan.document
+        others = held.get(document.document_id, set()) - {document.tenant}
+        if others:
+            shared.append(
+                SharedDocumentId(
+                    document.document_id, document.tenant, tuple(sorted(others, key=tenant_order))
+                )
+            )
+    return tuple(shared)
+
+
+def tenant_order(tenant: str | None) -> tuple[bool, str]:
+    """Untenanted first, then tenants by name."""
+    return (tenant is not None, tenant or "")
+
+
+@dataclass(frozen=True, slots=True)
+class PointState:
+    """A stored point as change detection reads it: its document digest, source digest,
+    its document's chunk count and its index state (as stored: not validated)."""
+
+    document: Any
+    source: Any
+    count: Any
+    state: Any
+
+
+def scan_documents(
+    index: VectorIndex, version: str, documents: Sequence[SourceDocument]
+) -> dict[DocumentKey, dict[uuid.UUID, PointState]]:
+    """(tenant, document_id) → {stored id: digests, chunk count, state} for the stored
+    points of ``documents``' ids (every tenant's: shared ids are reported)."""
+    found: dict[DocumentKey, dict[uuid.UUID, PointState]] = {}
+    if not documents:
+        return found
+    ids = tuple(sorted({d.document_id for d in documents}))
+    points = index.scroll(
+        PointFilter(
+            must=(FieldMatch("chunking_version", (version,)), FieldMatch("document_id", ids))
+        ),
+        payload_fields=(
+            "document_id",
+            "document_digest",
+            "source_digest",
+            "chunk_count",
+            "index_state",
+            "tenant",
+        ),
+    )
+    for point in points:
+        p = point.payload
+        document_id, tenant = p.get("document_id"), p.get("tenant")
+        # A point without a readable document id or tenant cannot be reconciled; keep it
+        # visible to read-time validation rather than guessing which document owns it.
+        if isinstance(document_id, str) and (tenant is None or isinstance(tenant, str)):
+            found.setdefault((tenant, document_id), {})[point.point_id] = PointState(
+                p.get("document_digest"),
+                p.get("source_digest"),
+                p.get("chunk_count"),
+                p.get("index_state"),
+            )
+    return found
+
+
+def check_lengths(embedder: Embedder, pending: Sequence[PlannedPoint]) -> list[int]:
+    """Token counts of every pending input; the first over the limit stops the run."""
+    if not embedder.counts_tokens:
+        return [len(p.embedding_input) for p in pending]
+    lengths = embedder.count_tokens([p.embedding_input for p in pending])
+    limit = embedder.profile.max_input_tokens
+    for point, tokens in zip(pending, lengths, strict=True):
+        if tokens > limit:
+            raise InputTooLong(
+                f"document {point.chunk.document_id!r}, chunk {point.chunk.chunk_id!r}",
+                tokens,
+                limit,
+                document_id=point.chunk.document_id,
+                chunk_id=point.chunk.chunk_id,
+            )
+    return lengths

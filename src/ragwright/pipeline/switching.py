@@ -1,0 +1,236 @@
+"""The writer thread of the writing pass: stage points, switch documents live, verify.
+
+Every index write of a pass runs on one :class:`Writer` thread, in order: a slice's
+staged upserts (:func:`stage_points`, each read back), then its switch
+(:func:`switch_slice`: obsolete points deleted, document fields written, ``index_state``
+flipped to live, each document read back). What a crash between two of these writes
+leaves is in :mod:`ragwright.pipeline.ingest` and docs/ingestion.md.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from ragwright.core.lexical import document_vector
+from ragwright.core.points import (
+    DOCUMENT_FIELDS,
+    LEXICAL_TERMS,
+    LIVE,
+    STAGED,
+    DocumentPlan,
+    PlannedPoint,
+    read_payload,
+)
+from ragwright.errors import ReadBackError
+from ragwright.pipeline.planning import (
+    DocumentWork,
+    ProgressCallback,
+    SlicePlan,
+    document_key,
+    shared_ids,
+)
+from ragwright.protocols import SparseEncoder, VectorIndex
+from ragwright.types import IndexPoint, SliceReport, StoredPoint
+
+T = TypeVar("T")
+_READBACK_FIELDS = ("text", "document_id", "chunking_version", "document_type", "publication_state")
+
+
+class Writer:
+    """One thread that runs the writing pass's index writes in the order given.
+
+    After a task fails, the tasks after it do not run (they raise the same error), and
+    :meth:`check` raises it on the caller's thread. Leaving the block waits for the
+    tasks already given (those after a failure end at once).
+    """
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragwright-writer")
+        self._failure: BaseException | None = None
+
+    def __enter__(self) -> Writer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.shutdown(wait=True)
+
+    def submit(self, task: Callable[..., T], *args: Any) -> Future[T]:
+        def run() -> T:
+            if self._failure is not None:
+                raise self._failure
+            try:
+                return task(*args)
+            except BaseException as error:
+                self._failure = error
+                raise
+
+        return self._pool.submit(contextvars.copy_context().run, run)
+
+    def check(self) -> None:
+        """Raise the first failure of a write, if any."""
+        if self._failure is not None:
+            raise self._failure
+
+
+def switch_slice(
+    plan: SlicePlan,
+    tokens: int,
+    writes: Sequence[Future[None]],
+    index: VectorIndex,
+    notify: ProgressCallback,
+    hook: Callable[[str, str], None],
+) -> SliceReport:
+    """Switch and verify every document of a staged slice (on the writer thread), once
+    its staging ``writes`` are done; ``tokens`` is what embedding its inputs counted."""
+    for write in writes:
+        write.result()  # written before this, in order; a document switches only staged
+    payload_updated = deleted = 0
+    new = [item for item in plan.work if not item.kept and not item.obsolete]
+    verified = _switch_new(index, new, hook)
+    for item in new:
+        notify("switched", len(item.plan.points))
+    for item in plan.work:
+        if item.kept or item.obsolete:
+            payload_updated += _refresh_kept(index, item)
+            deleted += len(item.obsolete)
+            verified += _switch(index, item, hook)
+            notify("switched", len(item.plan.points))
+    return SliceReport(
+        chunks=sum(len(item.plan.points) for item in plan.work),
+        embedded=len(plan.pending),
+        payload_updated=payload_updated,
+        deleted=deleted,
+        verified=verified,
+        documents_changed=len(plan.work),
+        embedding_tokens=tokens,
+        shared_ids=shared_ids(plan.work, plan.held),
+        changed_documents=tuple(document_key(item.plan.document) for item in plan.work),
+    )
+
+
+def stage_points(
+    index: VectorIndex,
+    sparse_encoder: SparseEncoder,
+    batch: Sequence[PlannedPoint],
+    vectors: Sequence[Sequence[float]],
+    avgdl: float,
+) -> None:
+    """Upsert one embedding call's points (``batch``, with its ``vectors``) as staged,
+    their BM25 vectors encoded against ``avgdl``, and read them back."""
+    # A point's id is its content's (embedding input and BM25 text), so a point already
+    # live with the plan's document digest is this very point after its switch: another
+    # attempt at the slice switched it (a worker presumed dead after its lease that still
+    # writes) or a concurrent run did. Staging it again would hide it until its document
+    # switches again, which never comes if this attempt then dies: it is left as it is.
+    planned = {p.stored_id: p.payload["document_digest"] for p in batch}
+    switched = {
+        point.point_id
+        for point in index.retrieve(list(planned))
+        if point.payload.get("index_state") == LIVE
+        and point.payload.get("document_digest") == planned[point.point_id]
+    }
+    # BM25 encoding runs here, on the writer thread, while the model embeds the next batch.
+    points = []
+    for p, vector in zip(batch, vectors, strict=True):
+        if p.stored_id in switched:
+            continue
+        terms = sparse_encoder.terms(p.lexical_text)
+        points.append(
+            IndexPoint(
+                p.stored_id,
+                vector,
+                {**p.payload, "index_state": STAGED, LEXICAL_TERMS: len(terms)},
+                document_vector(terms, sparse_encoder.profile, avgdl),
+            )
+        )
+    if not points:
+        return
+    index.upsert(points)
+    stored = {p.point_id: p.payload for p in index.retrieve([p.point_id for p in points])}
+    for point in points:
+        payload = stored.get(point.point_id)
+        if payload is None:
+            raise ReadBackError(str(point.point_id), "not found after upsert")
+        for name in _READBACK_FIELDS:
+            if payload.get(name) != point.payload[name]:
+                raise ReadBackError(str(point.point_id), f"payload field {name!r} differs")
+
+
+def _refresh_kept(index: VectorIndex, item: DocumentWork) -> int:
+    """Bring chunk-level fields of reused points up to date (e.g. shifted positions)."""
+    if not item.kept:
+        return 0
+    wanted = {p.stored_id: p.payload for p in item.plan.points}
+    for point in index.retrieve(item.kept):
+        chunk_fields = {k: v for k, v in wanted[point.point_id].items() if k not in DOCUMENT_FIELDS}
+        if any(point.payload.get(k) != v for k, v in chunk_fields.items()):
+            index.set_payload([point.point_id], chunk_fields)
+    return len(item.kept)
+
+
+def _switch(index: VectorIndex, item: DocumentWork, hook: Callable[[str, str], None]) -> int:
+    document = item.plan.document
+    ids = [p.stored_id for p in item.plan.points]
+    hook(document.document_id, "staged")
+    index.delete(item.obsolete)
+    hook(document.document_id, "obsolete-deleted")
+    index.set_payload(ids, item.plan.document_fields)
+    # A tenant never leaves a point: it is part of the document's identity (a document
+    # under another tenant has other points), so only an optional source_uri can go.
+    absent = [k for k in ("source_uri",) if k not in item.plan.document_fields]
+    index.delete_payload_keys(ids, absent)
+    hook(document.document_id, "live")
+    return _verify(index, item.plan, ids)
+
+
+def _switch_new(
+    index: VectorIndex, work: Sequence[DocumentWork], hook: Callable[[str, str], None]
+) -> int:
+    """Switch documents none of whose points was stored before the slice: one flip.
+
+    Each such point was staged by this slice with its plan's whole payload (document
+    fields included, ``index_state`` aside) or was already live with the plan's digest,
+    so :func:`_switch` would only flip ``index_state``: one ``set_payload`` flips every
+    point of these documents at once (each document still all-or-nothing) and one
+    read-back verifies them, where a switch per document cost three writes and a read,
+    each write a free-space check and a WAL record (docs/ingestion.md).
+    """
+    ids = [p.stored_id for item in work for p in item.plan.points]
+    for phase in ("staged", "obsolete-deleted"):  # nothing obsolete to delete
+        for item in work:
+            hook(item.plan.document.document_id, phase)
+    index.set_payload(ids, {"index_state": LIVE})
+    for item in work:
+        hook(item.plan.document.document_id, "live")
+    stored = {point.point_id: point for point in index.retrieve(ids)}
+    return sum(
+        _verify_points(
+            item.plan, [stored[p.stored_id] for p in item.plan.points if p.stored_id in stored]
+        )
+        for item in work
+    )
+
+
+def _verify(index: VectorIndex, plan: DocumentPlan, ids: Iterable[uuid.UUID]) -> int:
+    return _verify_points(plan, index.retrieve(list(ids)))
+
+
+def _verify_points(plan: DocumentPlan, stored: Sequence[StoredPoint]) -> int:
+    wanted = {p.stored_id: p.payload for p in plan.points}
+    if len(stored) != len(wanted):
+        raise ReadBackError(
+            plan.document.document_id, f"{len(stored)} of {len(wanted)} points found"
+        )
+    for point in stored:
+        payload = read_payload(point.point_id, point.payload)
+        if payload.index_state != LIVE or payload.document_digest != plan.digest:
+            raise ReadBackError(
+                str(point.point_id), "not live with the planned digest after switch"
+            )
+        if payload.text != wanted[point.point_id]["text"]:
+            raise ReadBackError(str(point.point_id), "text differs after switch")
+    return len(stored)
