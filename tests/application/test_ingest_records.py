@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from ragwright.application.requests import IngestResult
+from ragwright.application.requests.corpus import IngestResult
 from ragwright.types import IngestReport, SharedDocumentId, SliceReport
 
 SHARED = SharedDocumentId("faq", "acme", (None,))
