@@ -6,8 +6,10 @@ answerable question and the on-topic one annotators saw for an unanswerable one)
 shown to the local model (llama.cpp server, temperature 0, one token) with the question:
 "Does the text state the answer to the question? Reply yes or no." The signal is
 log P("yes") - log P("no") from the first token's top log-probabilities. Reports its
-ROC AUC against the best sentence similarity of the same sentences, and writes the
-figures (no text) to ``benchmarks/results/answerability_judge.json``.
+ROC AUC against the best sentence similarity of the same sentences, and the held-out
+figures of the two combined (``answerability_signals.judged``: a logistic regression
+calibrated on one split, applied to the other), and writes the figures (no text) to
+``benchmarks/results/answerability_judge.json``.
 
     python benchmarks/answerability_judge.py [--out PATH]
 """
@@ -27,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import httpx
 import numpy as np
 
+from answerability_signals import judged
 from answers import CLAPNQ, clapnq_split
 from ragwright.adapters.chatmodels.local import LocalModelServer, assemble_model
 from ragwright.core.points import format_query_input
@@ -67,6 +70,10 @@ def yes_minus_no(http: httpx.Client, question: str, text: str) -> float:
         word = entry["token"].strip().lower()
         found[word] = max(found.get(word, -30.0), entry["logprob"])
     return found.get("yes", -30.0) - found.get("no", -30.0)
+
+
+def _as_values(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**r, "values": {"best": r["best"], "judge": r["judge"]}} for r in rows]
 
 
 def main() -> None:
@@ -126,6 +133,10 @@ def main() -> None:
         "auc": {
             "best_sentence_similarity": round(auc([r["best"] for r in rows], labels), 3),
             "model_yes_minus_no": round(auc([r["judge"] for r in rows], labels), 3),
+        },
+        "held_out": {
+            "best_sentence_similarity": judged(_as_values(rows), ["best"], 0.1),
+            "best + model_yes_minus_no": judged(_as_values(rows), ["best", "judge"], 0.1),
         },
     }
     print(json.dumps(results, indent=2))
