@@ -185,6 +185,8 @@ OPTIONS: list[tuple[tuple[str, ...], str, str, Any]] = [
     (("eval", "run", CASES, "--report", "--compare", "r0"), "evaluate", "compare", "r0"),
     (("eval", "run", CASES, "--answers"), "evaluate", "answers", True),
     (("eval", "run", CASES, "--answers", "--style", "evidence"), "evaluate", "style", "evidence"),
+    (("eval", "run", CASES, "--answers"), "evaluate", "resume", None),
+    (("eval", "run", CASES, "--answers", "--resume", "r1"), "evaluate", "resume", "r1"),
     # eval calibrate
     (("eval", "calibrate", CASES, "--mode", "dense"), "calibrate", "mode", "dense"),
     (("eval", "calibrate", CASES, "--k", "3"), "calibrate", "k", 3),
@@ -392,6 +394,7 @@ def test_progress_flag_forces_line_progress(invoke: Any, argv: tuple[str, ...]) 
         (("eval", "calibrate", CASES, "--folds", "1"), "--folds"),
         (("eval", "run", CASES, "--answers", "--style", "verbose"), "--style"),
         (("eval", "run", CASES, "--style", "quoted"), "--style"),
+        (("eval", "run", CASES, "--resume", "latest"), "--resume"),
         (("ask", "q?", "--style", "poetic"), "--style"),
         (("eval", "calibrate", CASES, "--max-answerable-loss", "2"), "--max-answerable-loss"),
         (("keys", "add", "--no-tenant", "--scope", "write"), "--scope"),

@@ -37,6 +37,8 @@ Provider failures of every kind (chat, embedding, rerank) share one base and one
     ├── AssemblyError(reason)                   context cannot be assembled as asked
     ├── AnswerContractError(reason, detail)     a model answer breaks the JSON contract
     ├── EvaluationError(reason)                 an evaluation cannot run or score a case
+    │   ├── EvaluationInterrupted(execution_id, directory, answered, cases)
+    │   │                                       an answer run was interrupted (Ctrl-C)
     │   └── MetricInputError                    a ranking or judgments cannot be scored
     ├── CalibrationError(path, field, rule)     a persisted calibration is unreadable or stale
     ├── ServiceError(url, status, detail)       a ragwright service refused or failed a call
@@ -50,6 +52,7 @@ Provider failures of every kind (chat, embedding, rerank) share one base and one
 from __future__ import annotations
 
 import enum
+from pathlib import Path
 
 
 class RagwrightError(Exception):
@@ -410,6 +413,21 @@ class EvaluationError(RagwrightError):
     def __init__(self, reason: str) -> None:
         self.reason = reason
         super().__init__(reason)
+
+
+class EvaluationInterrupted(EvaluationError):
+    """An answer run was interrupted (Ctrl-C); the answers given so far are kept in the
+    run's directory and ``eval run ... --resume`` answers the rest."""
+
+    def __init__(self, execution_id: str, directory: Path, answered: int, cases: int) -> None:
+        self.execution_id = execution_id
+        self.directory = directory
+        self.answered = answered
+        self.cases = cases
+        super().__init__(
+            f"interrupted: {answered} of {cases} cases are answered and saved in {directory};"
+            f" the same `eval run` with `--resume {execution_id}` answers the rest"
+        )
 
 
 class MetricInputError(EvaluationError):

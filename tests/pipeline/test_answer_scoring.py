@@ -71,6 +71,9 @@ def test_an_answered_case_is_scored_on_its_text() -> None:
         "latency_ms": 12.3,
         "support": "supported",
         "invalid_citations": 0,
+        "quotes": [],
+        "answerability": None,
+        "sentences": {"selected": 0, "precision": None, "recall": None},
     }
 
 
@@ -140,12 +143,55 @@ def test_summary_figures() -> None:
             "with_references": 2,
             "token_f1": {"answered": pytest.approx(0.8), "all": pytest.approx(0.4)},
             "rouge_l": {"answered": pytest.approx(0.8), "all": pytest.approx(0.4)},
+            "sentences": {"scored": 0, "precision": None, "recall": None},
         },
         "unsupported": {"cases": 2, "declined": 1, "declined_rate": 0.5},
         "invalid_citations": 1,  # S3 is not among the sources
         "support": {"supported": 1, "flagged": 0, "unsupported": 0, "not_checked": 4},
         "statuses": {"answered": 3, "insufficient": 1, "no_eligible_evidence": 1},
         "latency_ms": {"p50": 30.0, "p95": 48.0},
+    }
+
+
+def test_quotes_and_answerability_are_recorded_and_selected_sentences_scored() -> None:
+    case = EvalCase(
+        "s",
+        "c",
+        "Drain?",
+        (RelevantKey("worker", 2, "queue/p1"),),
+        reference_sentences=(("Drain the queue first.", "Then stop the worker."),),
+    )
+    evidence = {
+        **outcome(status="evidence_only", answer=""),
+        "style": "evidence",
+        "quotes": [
+            {"id": "S1.1", "source": "S1", "text": "Drain the queue first."},
+            {"id": "S1.4", "source": "S1", "text": "Refunds take ten days."},
+            {"id": "S2.1", "source": "S2", "text": "Stop the worker."},
+        ],
+        "answerability": {"score": 0.61, "best_sentence": "x", "threshold": None},
+    }
+    row = score(case, evidence)
+    assert row["quotes"] == ["S1.1", "S1.4", "S2.1"] and row["answerability"] == 0.61
+    # "Drain the queue first." matches a reference sentence; "Stop the worker." shares
+    # 2 of the 3 tokens of "Then stop the worker." (Jaccard 0.67 < 0.8): no match.
+    # Precision 1/3, recall 1/2.
+    assert row["sentences"] == {
+        "selected": 3,
+        "precision": pytest.approx(1 / 3),
+        "recall": pytest.approx(1 / 2),
+    }
+    generated = score(case, {**evidence, "style": "generated"})
+    assert generated["sentences"] is None and generated["quotes"] == ["S1.1", "S1.4", "S2.1"]
+    declined = score(UNSUPPORTED, evidence)
+    assert declined["sentences"] == {"selected": 3, "precision": None, "recall": None}
+    nothing = score(case, {**evidence, "quotes": []})
+    summary = summarise_answers([case, case, UNSUPPORTED], [row, nothing, declined], style=None)
+    # The selection that selected nothing and the unsupported case are not averaged.
+    assert summary["answerable"]["sentences"] == {
+        "scored": 1,
+        "precision": pytest.approx(1 / 3),
+        "recall": pytest.approx(1 / 2),
     }
 
 

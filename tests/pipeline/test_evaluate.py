@@ -20,6 +20,7 @@ from ragwright.core.contracts import contract_for
 from ragwright.core.eligibility import Eligibility
 from ragwright.errors import EvaluationError
 from ragwright.pipeline.evaluate import (
+    AnswerLog,
     EvalConfig,
     compare_runs,
     eligible_corpus,
@@ -275,6 +276,33 @@ def test_runs_persist_and_compare(index: EdgeIndex, tmp_path: Path) -> None:
     assert any("mode differs" in n for n in notes)
     with pytest.raises(EvaluationError):
         load_run("missing", tmp_path)
+
+
+def test_an_answer_log_keeps_each_answer_through_a_kill_until_the_run_is_saved(
+    index: EdgeIndex, tmp_path: Path
+) -> None:
+    record = evaluate(index, load_cases(DATASET))
+    log = AnswerLog.start(record, 25, tmp_path)
+    log.record("q01", {"status": "answered"})
+    log.record("q02", {"status": "insufficient"})
+    with (log.directory / "answers.jsonl").open("a") as handle:
+        handle.write('{"id": "q03", "answ')  # the line being written when killed
+    with pytest.raises(EvaluationError, match="unfinished.*--resume " + record.execution_id):
+        load_run(record.execution_id, tmp_path)
+    reopened = AnswerLog.open(record.execution_id, tmp_path)
+    assert reopened.answered == {"q01": {"status": "answered"}, "q02": {"status": "insufficient"}}
+    assert (reopened.execution_id, reopened.cases) == (record.execution_id, 25)
+    assert AnswerLog.open("latest", tmp_path).directory == log.directory
+    assert reopened.differences(record.config) == []
+    changed = {**record.config, "mode": "dense", "code_revision": "elsewhere"}
+    assert reopened.differences(changed) == ['mode: "hybrid" → "dense"']
+    directory = save_run(record, tmp_path)
+    assert sorted(p.name for p in directory.iterdir()) == ["run.json"]
+    assert load_run(record.execution_id, tmp_path)["execution_id"] == record.execution_id
+    with pytest.raises(EvaluationError, match="is finished: nothing to resume"):
+        AnswerLog.open(record.execution_id, tmp_path)
+    with pytest.raises(EvaluationError, match="no unfinished evaluation run"):
+        AnswerLog.open("latest", tmp_path)
 
 
 def test_beir_cases_collapse_chunks_to_documents(tmp_path: Path) -> None:

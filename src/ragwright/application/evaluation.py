@@ -9,7 +9,8 @@ import hashlib
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from ragwright.application.answering import score_kind
@@ -30,9 +31,15 @@ from ragwright.application.requests.evidence import AppliedThresholds
 from ragwright.application.requests.questions import AnswerRequest
 from ragwright.application.thresholds import ThresholdResolver
 from ragwright.core.eligibility import CallerScope
-from ragwright.errors import AnswerContractError, ChatError, EvaluationError
+from ragwright.errors import (
+    AnswerContractError,
+    ChatError,
+    EvaluationError,
+    EvaluationInterrupted,
+)
 from ragwright.pipeline.answer_scoring import attach_answers, error_outcome, score_answer
 from ragwright.pipeline.evaluate import (
+    AnswerLog,
     EvalConfig,
     compare_runs,
     eligible_corpus,
@@ -115,11 +122,15 @@ class Evaluation:
         """
         if not request.ks or any(k <= 0 for k in request.ks):
             raise EvaluationError(f"cutoffs must be positive, got {list(request.ks)}")
-        earlier = load_run(request.compare, self.settings.storage.home) if request.compare else None
+        home = self.settings.storage.home
+        earlier = load_run(request.compare, home) if request.compare else None
+        # The run to finish is read (and its configuration checked) before anything runs.
+        resuming = AnswerLog.open(request.resume, home) if request.resume is not None else None
         cases = self.parts.cases(request.dataset)
         applied = self.thresholds.thresholds(request.thresholds)
         scope = CallerScope(tenant=request.tenant)
         profile = self.parts.embedding_profile()
+        style = self.decisions.answer_style(request.style)
         index = self.parts.open_for_queries()
         try:
             chosen = self.decisions.evidence_scope(index, request.evidence, scope)
@@ -132,18 +143,44 @@ class Evaluation:
                 with_text=request.with_text,
             )
             retriever = self.parts.deep_retriever(index, config)
+            run_config = self._run_config(request, chosen, profile, retriever, applied)
+            if request.answers:
+                run_config["answering"] = self._answering_config(style)
+            if resuming is not None:
+                # What the run record will hold that is known before retrieval runs.
+                known = {
+                    **run_config,
+                    "mode": config.mode,
+                    "thresholds": asdict(config.thresholds),
+                    "eligibility": asdict(config.eligibility),
+                    "tenant": config.scope.tenant,
+                }
+                _check_resumable(resuming, known, partial=True)
             record = run_evaluation(
                 cases,
                 retriever,
                 config,
                 eligible_corpus(index, config.eligibility, config.scope),
-                run_config=self._run_config(request, chosen, profile, retriever, applied),
+                run_config=run_config,
             )
         finally:
             index.close()
+        resumed = None
         if request.answers:
-            rows = asyncio.run(self._answer_cases(cases, request, config, progress))
-            style = self.decisions.answer_style(request.style)
+            if resuming is None:
+                log = AnswerLog.start(record, len(cases), home)
+            else:
+                _check_resumable(resuming, record.config)
+                log = resuming
+                record.execution_id, record.created_at = log.execution_id, log.created_at
+                resumed = len(log.answered)
+                record.resumed.append({"at": datetime.now(UTC).isoformat(), "answered": resumed})
+            try:
+                rows = asyncio.run(self._answer_cases(cases, request, config, log, progress))
+            except KeyboardInterrupt:
+                raise EvaluationInterrupted(
+                    log.execution_id, log.directory, len(log.answered), len(cases)
+                ) from None
             attach_answers(record, cases, rows, style=style)
         directory = save_run(record, self.settings.storage.home)
         report_path = None
@@ -162,7 +199,21 @@ class Evaluation:
             answers=record.answers,
             chunking_version=config.eligibility.chunking_version,
             left_out=chosen.left_out,
+            resumed=resumed,
         )
+
+    def _answering_config(self, style: str) -> dict[str, Any]:
+        """What an answer run records of what shaped its answers (a resumed run must
+        match it)."""
+        threshold, origin = self.thresholds.answerability_threshold()
+        return {
+            "style": style,
+            "chat_provider": self.settings.chat.provider,
+            "chat_model": self.settings.chat.model,
+            "answerability_threshold": threshold,
+            "answerability_threshold_source": origin,
+            "support_check": self.settings.answers.support_check,
+        }
 
     def _run_config(
         self,
@@ -195,21 +246,24 @@ class Evaluation:
         cases: list[EvalCase],
         request: EvaluateRequest,
         config: EvalConfig,
+        log: AnswerLog,
         progress: ProgressCallback | None = None,
     ) -> list[dict[str, Any]]:
-        """Answer every case in turn (one local model at a time) and score the outcome;
-        a provider failure or a broken answer contract is recorded as an ``error``
-        outcome, not the run's end. ``progress`` hears ``("answers", total)`` and then
+        """Answer every case ``log`` has no answer for, in turn (one local model at a
+        time), score the outcome and record it in ``log`` before the next case; a
+        provider failure or a broken answer contract is recorded as an ``error`` outcome,
+        not the run's end. ``progress`` hears ``("answers", cases left)`` and then
         ``("answered", 1)`` per case."""
-        rows = []
+        remaining = [case for case in cases if case.case_id not in log.answered]
         if progress is not None:
-            progress("answers", len(cases))
-        async with self._chat_kept_open():
-            for case in cases:
-                rows.append(await self._answer_case(case, request, config))
-                if progress is not None:
-                    progress("answered", 1)
-        return rows
+            progress("answers", len(remaining))
+        if remaining:
+            async with self._chat_kept_open():
+                for case in remaining:
+                    log.record(case.case_id, await self._answer_case(case, request, config))
+                    if progress is not None:
+                        progress("answered", 1)
+        return [log.answered[case.case_id] for case in cases]
 
     async def _answer_case(
         self, case: EvalCase, request: EvaluateRequest, config: EvalConfig
@@ -274,6 +328,17 @@ class Evaluation:
         target.write_text(render_report(data, earlier=earlier), "utf-8")
         return ReportResult(
             data["execution_id"], target, earlier["execution_id"] if earlier else None
+        )
+
+
+def _check_resumable(log: AnswerLog, config: dict[str, Any], *, partial: bool = False) -> None:
+    """Refuse to resume ``log``'s run under ``config`` when they differ (``partial``:
+    compare only the keys ``config`` has), naming every difference."""
+    differences = log.differences(config, partial=partial)
+    if differences:
+        raise EvaluationError(
+            f"run {log.execution_id} cannot be resumed: it ran under another "
+            f"configuration ({'; '.join(differences)})"
         )
 
 

@@ -123,6 +123,16 @@ def eval_run(
             "(default: the configured one).",
         ),
     ] = None,
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            "--resume",
+            metavar="RUN",
+            help="With --answers: finish the unfinished answer run RUN (execution id, or "
+            "'latest'), answering only the questions it has no answer for; refused when "
+            "the dataset or configuration differs.",
+        ),
+    ] = None,
     progress: ShowProgress = False,
     as_json: AsJson = False,
 ) -> None:
@@ -130,7 +140,8 @@ def eval_run(
 
     With --answers the questions are answered one after another: a terminal shows a
     progress bar (count, rate, time left), --progress prints a line every few seconds
-    elsewhere."""
+    elsewhere. Each answer is saved as it completes: an interrupted run keeps them, and
+    the same command with --resume EXECUTION-ID answers the rest."""
     from ragwright.application import EvaluateRequest
     from ragwright.cli.common import application, left_out_notes, thresholds_line
     from ragwright.cli.progress import ProgressDisplay
@@ -140,6 +151,8 @@ def eval_run(
         check_choice(style, ANSWER_STYLES, "--style")
         if not answers:
             raise typer.BadParameter("applies only with --answers", param_hint="--style")
+    if resume is not None and not answers:
+        raise typer.BadParameter("applies only with --answers", param_hint="--resume")
     with ProgressDisplay(force_lines=progress) as display:
         result = application().evaluate(
             EvaluateRequest(
@@ -156,6 +169,7 @@ def eval_run(
                 compare=compare,
                 answers=answers,
                 style=cast(Any, style),
+                resume=resume,
             ),
             progress=display,
         )
@@ -163,6 +177,12 @@ def eval_run(
         print_json(result.to_dict())
         return
     summary, unsupported = result.summary, result.unsupported
+    if result.resumed is not None and result.answers is not None:
+        total = result.answers["cases"]
+        print(
+            f"resumed run {result.execution_id}: {result.resumed} of {total} cases were "
+            f"already answered, {total - result.resumed} answered now"
+        )
     print(f"evaluation {result.execution_id}: {summary['cases']} answerable cases")
     print(f"  {'K':>4} {'P@K':>7} {'R@K':>7} {'RR@K':>7} {'nDCG@K':>7}")
     for k, m in summary["K"].items():
@@ -204,6 +224,13 @@ def _print_answers(answers: Mapping[str, Any]) -> None:
         f"invalid citations {answers['invalid_citations']}, "
         f"latency p50 {_figure(latency['p50'], '.0f')} ms p95 {_figure(latency['p95'], '.0f')} ms"
     )
+    sentences = answerable["sentences"]
+    if sentences["scored"]:
+        print(
+            f"    selected sentences vs reference selections: precision "
+            f"{_figure(sentences['precision'])}, recall {_figure(sentences['recall'])} "
+            f"({sentences['scored']} answerable cases)"
+        )
     statuses = ", ".join(f"{name} {count}" for name, count in answers["statuses"].items())
     verdicts = ", ".join(f"{name} {count}" for name, count in answers["support"].items())
     print(f"    statuses: {statuses}; support: {verdicts}")

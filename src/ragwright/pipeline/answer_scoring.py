@@ -9,7 +9,9 @@ Per case (:func:`score_answer`, persisted as ``case["answer"]``)::
     {"style": "quoted", "status": "answered", "text": "...", "withheld": null,
      "citations": [{"label": "S1", "document_id": "...", "chunk_id": "..."}],
      "references": ["..."], "token_f1": 0.71, "rouge_l": 0.64, "gold_cited": true,
-     "latency_ms": 1840.2, "support": "supported", "invalid_citations": 0}
+     "latency_ms": 1840.2, "support": "supported", "invalid_citations": 0,
+     "quotes": ["E1"], "answerability": 0.82,
+     "sentences": {"selected": 1, "precision": 1.0, "recall": 0.5}}
 
 * ``token_f1`` / ``rouge_l`` (:mod:`ragwright.core.answer_metrics`) score ``text`` against
   ``references`` when the status is ``answered`` and the case has references, else null.
@@ -20,6 +22,13 @@ Per case (:func:`score_answer`, persisted as ``case["answer"]``)::
   nothing), ``unsupported`` (the check failed) or ``not_checked`` (no check ran: no
   generated answer, or the check is off).
 * ``invalid_citations``: citations whose label is not among the outcome's sources.
+* ``quotes``: the ids of the evidence sentences the outcome selected (quoted answers and
+  evidence-only results; empty otherwise); ``answerability``: the answerability score
+  (question against its best evidence sentence), null when none was computed.
+* ``sentences``: ``{"selected", "precision", "recall"}`` — how many sentences were
+  selected and their precision/recall against the case's ``reference_sentences`` (null
+  when the case has none, or is unsupported); null for the generated style, which
+  selects no sentences.
 * A provider failure is recorded as status ``error`` with its reason in ``error``.
 
 The summary (:func:`summarise_answers`, persisted as the run's top-level ``answers``) is
@@ -85,6 +94,9 @@ def score_answer(
         "latency_ms": round(latency_ms, 1),
         "support": support_verdict(outcome.get("support")),
         "invalid_citations": sum(1 for c in citations if c["label"] not in sources),
+        "quotes": [str(quote["id"]) for quote in outcome.get("quotes") or []],
+        "answerability": (outcome.get("answerability") or {}).get("score"),
+        "sentences": _sentence_row(outcome, case),
     }
     if status == ERROR:
         row["error"] = outcome.get("error")
@@ -122,6 +134,28 @@ def score_sentences(selected: Sequence[str], case: EvalCase) -> SentenceScores |
     return sentence_selection(selected, case.reference_sentences)
 
 
+def selected_sentences(outcome: Mapping[str, Any]) -> list[str] | None:
+    """The evidence sentences an outcome selected (its ``quotes``: quoted answers and
+    evidence-only results); None when its style selects none (generated)."""
+    if outcome.get("style") == "generated":
+        return None
+    return [str(quote["text"]) for quote in outcome.get("quotes") or []]
+
+
+def _sentence_row(outcome: Mapping[str, Any], case: EvalCase) -> dict[str, Any] | None:
+    """How many sentences the outcome selected and, for an answerable case with reference
+    selections, their precision and recall; None when the style selects none."""
+    selected = selected_sentences(outcome)
+    if selected is None:
+        return None
+    scores = None if case.unsupported else score_sentences(selected, case)
+    return {
+        "selected": len(selected),
+        "precision": scores.precision if scores is not None else None,
+        "recall": scores.recall if scores is not None else None,
+    }
+
+
 def summarise_answers(
     cases: Sequence[EvalCase], rows: Sequence[Mapping[str, Any]], *, style: str | None
 ) -> dict[str, Any]:
@@ -147,6 +181,7 @@ def summarise_answers(
             "with_references": len(referenced),
             "token_f1": _means(referenced, "token_f1"),
             "rouge_l": _means(referenced, "rouge_l"),
+            "sentences": _sentence_means(answerable),
         },
         "unsupported": {
             "cases": len(unsupported),
@@ -177,6 +212,18 @@ def _means(rows: Sequence[Mapping[str, Any]], metric: str) -> dict[str, float | 
     return {
         "answered": sum(values) / len(values) if values else None,
         "all": sum(values) / len(rows) if rows else None,
+    }
+
+
+def _sentence_means(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Sentence selection over the answerable rows with reference selections that
+    selected sentences: their count and mean precision and recall (null: none)."""
+    selections = [r["sentences"] for r in rows if r.get("sentences")]
+    scored = [s for s in selections if s["selected"] and s["precision"] is not None]
+    return {
+        "scored": len(scored),
+        "precision": sum(s["precision"] for s in scored) / len(scored) if scored else None,
+        "recall": sum(s["recall"] for s in scored) / len(scored) if scored else None,
     }
 
 

@@ -37,6 +37,11 @@ class EvaluateRequest:
     the run's mode, evidence, tenant and thresholds, in answer style ``style`` (``None``:
     the configured default), and scores the answers (docs/evaluation.md). ``style``
     without ``answers`` is refused: it would change nothing.
+
+    An answer run records each case's answer as it completes; ``resume`` names an
+    unfinished one (execution id, directory, or ``latest``: the most recently started)
+    to finish under the same configuration, answering only the cases it has no answer
+    for. It needs ``answers``.
     """
 
     dataset: Dataset
@@ -50,8 +55,11 @@ class EvaluateRequest:
     compare: str | None = None
     answers: bool = False
     style: AnswerStyle | None = None
+    resume: str | None = None
 
     def __post_init__(self) -> None:
+        if self.resume is not None and not self.answers:
+            raise RequestError("resume", "applies only to answer runs (answers / --answers)")
         if self.compare is not None and not self.report:
             raise RequestError(
                 "compare", "needs report (--report): the comparison is part of the HTML report"
@@ -73,11 +81,14 @@ class EvaluateResult:
     answers: Mapping[str, Any] | None = None
     chunking_version: str | None = None
     left_out: LeftOut = field(default_factory=LeftOut)
+    resumed: int | None = None
+    """Resumed runs: how many cases the run had answered before this resumption."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "execution_id": self.execution_id,
             "path": str(self.path),
+            "resumed": self.resumed,
             "report": str(self.report_path) if self.report_path else None,
             "thresholds": asdict(self.thresholds),
             **self.threshold_origin.to_dict(),
