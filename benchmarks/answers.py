@@ -15,6 +15,16 @@ Datasets:
 - ``samples``: ``samples/eval/cases.jsonl`` over ``samples/corpus`` (published runbooks
   and notes); it has no split.
 
+``--data DIR`` reads any ClapNQ-shaped folder instead of ``../shared/data/clapnq``: a
+``questions.jsonl`` (``id``, ``question``, ``answerable``, and for answerable questions
+``gold_passage_ids``, ``reference_answers``, ``reference_selected_sentences``) and a
+``markdown/`` folder of passages (document type ``note``), split by the same rule.
+``--home DIR`` reuses the index in an existing RAGWRIGHT_HOME instead of ingesting into a
+temporary one (with one ``--dataset``, not ``both``): nothing is ingested and no
+calibration is written into it — its answers apply the thresholds that home already
+applies (its settings or persisted calibration), under the chunking version its queries
+pick; the local model's cache is that home's ``models/``.
+
 For every dataset, split and style, every question is answered in turn by
 ``Application.answer`` (the default configuration: the embedded local model at
 temperature 0, the configured thresholds and support check) and scored by
@@ -26,6 +36,7 @@ Writes ``benchmarks/results/answers.json``.
 
     python benchmarks/answers.py [--styles quoted,generated,evidence]
         [--split tune|test|both] [--dataset clapnq|samples|both] [--limit N] [--out PATH]
+        [--data DIR] [--home DIR] [--no-calibrate]
 """
 
 from __future__ import annotations
@@ -58,6 +69,7 @@ from ragwright.pipeline.answer_scoring import (
     error_outcome,
     score_answer,
     score_sentences,
+    selected_sentences,
     summarise_answers,
 )
 from ragwright.runtime import build_application
@@ -80,10 +92,10 @@ def clapnq_split(question_id: str) -> str:
     return "tune" if hashlib.sha256(question_id.encode()).digest()[0] % 2 == 0 else "test"
 
 
-def clapnq_rows(split: str) -> list[dict[str, Any]]:
-    """The split's questions as our JSONL cases."""
+def clapnq_rows(split: str, data: Path = CLAPNQ) -> list[dict[str, Any]]:
+    """The split's questions of the ClapNQ-shaped folder ``data`` as our JSONL cases."""
     rows = []
-    with (CLAPNQ / "questions.jsonl").open(encoding="utf-8") as handle:
+    with (data / "questions.jsonl").open(encoding="utf-8") as handle:
         for line in handle:
             question = json.loads(line)
             if clapnq_split(question["id"]) != split:
@@ -121,14 +133,6 @@ def write_cases(rows: list[dict[str, Any]], directory: Path, name: str) -> list[
     path = directory / f"{name}.jsonl"
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
     return load_cases(path)
-
-
-def selected_sentences(outcome: dict[str, Any]) -> list[str] | None:
-    """The evidence sentences an outcome selected (``quotes``: quoted answers and
-    evidence-only results); None when its style selects none (generated)."""
-    if outcome.get("style") == "generated":
-        return None
-    return [str(quote["text"]) for quote in outcome.get("quotes") or []]
 
 
 async def answer_all(
@@ -227,21 +231,34 @@ def run_dataset(
     *,
     calibrate_on: list[dict[str, Any]] | None,
     progress: Any = None,
+    home: Path | None = None,
     **settings: object,
 ) -> dict[str, Any]:
     """Ingest ``sources`` into a fresh home (``settings`` over the defaults), calibrate
     the retrieval and answerability thresholds on ``calibrate_on`` (persisted, so every
     answer applies them as ``ask`` would; ``None``: no thresholds) and run every split
-    under every style; ``progress(results)`` is called after each style."""
+    under every style; ``progress(results)`` is called after each style.
+
+    With ``home``, its index is used as it is: nothing is ingested, ``settings`` and
+    ``calibrate_on`` are not used (the home's own settings and calibration apply)."""
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix=f"ragwright-answers-{name}-") as tmp:
-        home = Path(tmp) / "home"
-        app = build_application(load_settings(home=home, **settings))
-        ingested = app.ingest(IngestRequest(sources=(sources,)))
+        if home is None:
+            home = Path(tmp) / "home"
+            app = build_application(load_settings(home=home, **settings))
+            ingested = app.ingest(IngestRequest(sources=(sources,)))
+            print(f"{name}: {ingested.documents} documents, {ingested.chunks} chunks", flush=True)
+        else:
+            app = build_application(load_settings(home=home))
+            status = app.status()
+            chunks = sum(version.live_chunks for version in status.versions)
+            print(f"{name}: reusing {home}: {len(status.documents)} documents, {chunks} chunks")
+            calibrate_on = None
         # The local model is assembled into a fresh home on its first start: do it now, so
         # the first answer's latency (and deadline) holds only what every answer pays.
-        assemble_model(home / "models")
-        print(f"{name}: {ingested.documents} documents, {ingested.chunks} chunks", flush=True)
+        # Evidence-only answers ask no model.
+        if set(styles) != {"evidence"}:
+            assemble_model(home / "models")
         if calibrate_on is not None:
             write_cases(calibrate_on, Path(tmp), f"{name}-calibration")
             calibration = app.calibrate(
@@ -324,7 +341,27 @@ def main() -> None:
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "answers.json"
     )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=CLAPNQ,
+        metavar="DIR",
+        help="A ClapNQ-shaped folder (questions.jsonl and markdown/) for --dataset clapnq.",
+    )
+    parser.add_argument(
+        "--home",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="Reuse the index of this RAGWRIGHT_HOME (one --dataset): nothing is ingested "
+        "or calibrated into it; its own thresholds apply.",
+    )
     args = parser.parse_args()
+    if args.home is not None:
+        if args.dataset == "both":
+            parser.error("--home: name the one --dataset (clapnq or samples) its index holds")
+        if not args.home.is_dir():
+            parser.error(f"--home: {args.home} is not a directory")
     styles = [s.strip() for s in args.styles.split(",") if s.strip()]
     unknown = sorted(set(styles) - set(STYLES))
     if unknown or not styles:
@@ -337,7 +374,9 @@ def main() -> None:
                 "styles": styles,
                 "split": args.split,
                 "limit": args.limit,
-                "calibrated": not args.no_calibrate,
+                "calibrated": ("the home's own thresholds" if args.home else not args.no_calibrate),
+                "data": str(args.data),
+                "home": str(args.home) if args.home else None,
                 "split_rule": "tune when sha256(question id)[0] is even, else test",
             },
             "results": results,
@@ -348,17 +387,24 @@ def main() -> None:
         args.out.write_text(json.dumps(record(), indent=2), "utf-8")
 
     if args.dataset in ("clapnq", "both"):
-        if not (CLAPNQ / "questions.jsonl").is_file():
-            sys.exit(f"ClapNQ not found at {CLAPNQ}: see ../shared/data/README.md")
+        data = args.data
+        if not (data / "questions.jsonl").is_file() or not (
+            args.home or (data / "markdown").is_dir()
+        ):
+            sys.exit(
+                f"no ClapNQ-shaped folder at {data} (questions.jsonl and markdown/): "
+                "see ../shared/data/README.md"
+            )
         splits = SPLITS if args.split == "both" else (args.split,)
         results["clapnq"] = run_dataset(
             "clapnq",
-            CLAPNQ / "markdown",
+            data / "markdown",
             EvidenceFilter(types=("note",)),
-            {split: limited(clapnq_rows(split), args.limit) for split in splits},
+            {split: limited(clapnq_rows(split, data), args.limit) for split in splits},
             styles,
-            calibrate_on=None if args.no_calibrate else clapnq_rows("tune"),
+            calibrate_on=None if args.no_calibrate else clapnq_rows("tune", data),
             progress=lambda partial: (results.__setitem__("clapnq", partial), save()),
+            home=args.home,
             **CLAPNQ_CHUNKING,
         )
     if args.dataset in ("samples", "both"):
@@ -375,6 +421,7 @@ def main() -> None:
             styles,
             calibrate_on=None if args.no_calibrate else rows,
             progress=lambda partial: (results.__setitem__("samples", partial), save()),
+            home=args.home,
         )
     print(table(results))
     save()
