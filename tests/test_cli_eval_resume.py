@@ -4,14 +4,19 @@ quotes and answerability score, so an evidence-style run scores its sentences.
 
 The model is a scripted OpenAI-compatible endpoint (tests/scripted_openai.py) that
 quotes the first source's longest sentence; an interruption is a Ctrl-C it delivers to
-this process while it answers a chosen question.
+this process, or a SIGKILL it sends to a ``ragwright`` child process, while it answers a
+chosen question.
 """
 
 from __future__ import annotations
 
 import _thread
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -212,3 +217,50 @@ def test_an_evidence_run_records_quotes_and_answerability_and_scores_its_sentenc
         "    selected sentences vs reference selections: precision "
         f"{sentences['precision']:.3f}, recall {sentences['recall']:.3f} (6 answerable cases)"
     ) in result.stdout.splitlines()
+
+
+@pytest.mark.slow
+def test_a_killed_answer_run_keeps_what_it_answered(home: Path, dataset: Path) -> None:
+    # A real process, killed (SIGKILL: nothing runs after it) while it waits for its
+    # fourth answer; the answers before it are on disk and `--resume latest` finds the run.
+    from tests.scripted_openai import scripted_openai
+
+    child: list[subprocess.Popen[str]] = []
+
+    def kill_at_fourth(evidence: list[dict[str, str]]) -> dict[str, object]:
+        calls.append(1)
+        if len(calls) == 4:
+            child[0].send_signal(signal.SIGKILL)
+            child[0].wait()
+        return _quote_s1(evidence)
+
+    calls: list[int] = []
+    with scripted_openai(kill_at_fourth) as (base_url, _):
+        environment = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("RAGWRIGHT_")},
+            "RAGWRIGHT_HOME": str(home),
+            "RAGWRIGHT_CHAT_PROVIDER": "openai",
+            "RAGWRIGHT_CHAT_MODEL": "scripted",
+            "RAGWRIGHT_CHAT_BASE_URL": base_url,
+            "RAGWRIGHT_DRAFT_MAX_AGE": "0",
+        }
+        command = [sys.executable, "-m", "ragwright", "eval", "run", str(dataset), *NOTES]
+        child.append(
+            subprocess.Popen(
+                [*command, "--answers"],
+                env=environment,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+        )
+        assert child[0].wait(timeout=300) == -signal.SIGKILL
+    (directory,) = [p for p in (home / "evaluations").iterdir() if (p / "pending.json").exists()]
+    answered = (directory / "answers.jsonl").read_text("utf-8").splitlines()
+    assert len(answered) == 3
+    resumed, asked = _eval(home, dataset, _quote_s1, "--resume", "latest")
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.startswith(
+        f"resumed run {directory.name}: 3 of 8 cases were already answered, 5 answered now\n"
+    )
+    assert len(asked) == 5
