@@ -19,8 +19,10 @@ import gc
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import traceback
 import warnings
 from collections.abc import Iterator
@@ -119,6 +121,12 @@ def _fresh_process_state() -> Iterator[None]:
     own_handlers, own_level = own.handlers[:], own.level
     own.handlers.clear()
     own.setLevel(logging.NOTSET)
+    # A new interpreter turns Ctrl-C into KeyboardInterrupt; a pytest-xdist worker
+    # ignores SIGINT, and a command run here must see a Ctrl-C as the user's process would.
+    main_thread = threading.current_thread() is threading.main_thread()
+    interrupt = signal.getsignal(signal.SIGINT) if main_thread else None
+    if main_thread:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with warnings.catch_warnings():
             warnings.resetwarnings()
@@ -126,6 +134,8 @@ def _fresh_process_state() -> Iterator[None]:
                 warnings.filterwarnings(action, category=category, module=module)
             yield
     finally:
+        if main_thread:
+            signal.signal(signal.SIGINT, signal.SIG_DFL if interrupt is None else interrupt)
         root.handlers[:] = handlers
         root.setLevel(level)
         own.handlers[:] = own_handlers
