@@ -10,6 +10,7 @@ process): no Qdrant server binary runs here. The embedder is the bundled ONNX mo
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -194,6 +195,25 @@ def test_a_queued_rerun_with_edits_removals_and_prune_equals_a_single_process_re
     }
     assert {k: p.sparse for k, p in ours.items()} == {k: p.sparse for k, p in theirs.items()}
     assert max_dense_difference(ours, theirs) < 1e-5
+
+
+def test_an_ingest_worker_loop_gives_back_the_signal_handlers_it_took(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The loop takes Ctrl-C and SIGTERM to stop after its item; run inside a longer
+    # process (a test worker running commands in-process), it must not leave them taken:
+    # a later Ctrl-C would only set a stale event and be lost.
+    import signal
+
+    from ragwright.cli.workers import run_ingest_worker
+
+    monkeypatch.setenv("RAGWRIGHT_HOME", str(tmp_path / "h"))
+    for key in [k for k in os.environ if k.startswith("RAGWRIGHT_") and k != "RAGWRIGHT_HOME"]:
+        monkeypatch.delenv(key)
+    before = {n: signal.getsignal(n) for n in (signal.SIGINT, signal.SIGTERM)}
+    with pytest.raises(Exception, match="RAGWRIGHT_BACKEND"):
+        run_ingest_worker("w", until_idle=0.1)  # refused: the embedded index has no queue
+    assert {n: signal.getsignal(n) for n in before} == before
 
 
 def test_queued_ingestion_refuses_the_embedded_index_and_options_without_queue(

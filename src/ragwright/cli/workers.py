@@ -64,13 +64,21 @@ def run_ingest_worker(
     ``phase_hook(document_id, phase)`` runs at each document's phase (the crash tests
     hang a worker there: tests/failpoints.py)."""
     stop = threading.Event()
-    for signal_number in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signal_number, lambda *_: stop.set())
+    # Ctrl-C and SIGTERM end the loop after the current item; the handlers the caller
+    # had come back when it ends (the loop may run inside a longer-lived process).
+    previous = {
+        number: signal.signal(number, lambda *_: stop.set())
+        for number in (signal.SIGINT, signal.SIGTERM)
+    }
     log_to_stderr()
     print(f"ragwright ingest-worker {worker}: started", file=sys.stderr)
-    stats = application().ingest_worker(
-        worker=worker, idle_exit=until_idle, stop=stop, phase_hook=phase_hook
-    )
+    try:
+        stats = application().ingest_worker(
+            worker=worker, idle_exit=until_idle, stop=stop, phase_hook=phase_hook
+        )
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)
     print(
         f"ragwright ingest-worker {worker}: {plural(stats.done, 'item')} done, "
         f"{stats.failed} failed, {stats.skipped} dropped, {stats.retried} put back",
