@@ -115,6 +115,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/service_load.py
 	$(BIN)/python benchmarks/job_faults.py
 	$(BIN)/python benchmarks/ingest_workers.py
+	$(BIN)/python benchmarks/ask_latency.py
 
 # The converter comparison and the rendered-copy check (issue 22): the candidate
 # converters go into their own venv, not the project's; rendering needs Debian's pandoc

@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 import psycopg
 
+from tests.cli import copy_tree
 from tests.failpoints import command, launcher_env
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,7 +77,7 @@ def ingest_template(root: Path) -> Path:
 def copy_index(template: Path, home: Path) -> Path:
     """``home`` with its own copy of the template's index (one process owns an index)."""
     home.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(template / "index", home / "index", dirs_exist_ok=True)
+    copy_tree(template / "index", home / "index", dirs_exist_ok=True)
     return home
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from ragwright.adapters.chatmodels.resident import (
     read_resident,
     touch_lease,
 )
+from tests.cli import copy_home
 from tests.cli import ragwright_process as ragwright
 
 QUESTION = ("ask", "How long do refunds take?", "--type", "note", "--json")
@@ -100,7 +100,7 @@ def test_keep_warm_zero_starts_the_model_inside_the_command_only(
     indexed_home: Path, tmp_path: Path
 ) -> None:
     home = tmp_path / "home"
-    shutil.copytree(indexed_home, home, ignore=shutil.ignore_patterns("models"))
+    copy_home(indexed_home, home)
     ragwright(*QUESTION, home=home, check=True, RAGWRIGHT_CHAT_KEEP_WARM="0")
     # The model ran in the command (its verified file is in the cache) and nothing was
     # started beside it.

@@ -20,6 +20,7 @@ from ragwright.core.contracts import contract_for
 from ragwright.errors import StorageError
 from ragwright.testing.fakes import HASHING_PROFILE
 from ragwright.types import LexicalStats, SparseVector
+from tests.cli import copy_tree
 from tests.pipeline.indexes import POLICY, hashing_index
 
 CONTRACT = contract_for(HASHING_PROFILE, POLICY.version)
@@ -41,7 +42,7 @@ def committed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def index(committed: Path, tmp_path: Path) -> Any:
     copy = tmp_path / "index"
-    shutil.copytree(committed, copy)
+    copy_tree(committed, copy)
     with EdgeIndex(copy, CONTRACT) as opened:
         yield opened
 

@@ -158,3 +158,22 @@ def test_counts_stay_exact_while_other_threads_clear_the_word_cache(
         thread.join()
     assert failures == []
     assert counted == [expected] * 4
+
+
+def test_a_process_builds_one_session_per_model_file_and_thread_count(
+    embedder: OnnxEmbedder, tmp_path: Path
+) -> None:
+    # Building the session (graph optimisation) is most of an embedder's opening cost;
+    # a second embedder in the same process reuses it and embeds the same.
+    again = OnnxEmbedder()
+    assert again._session is embedder._session
+    assert np.array_equal(
+        again.embed_documents(["drain the queue"]), embedder.embed_documents(["drain the queue"])
+    )
+    assert OnnxEmbedder(threads=1)._session is not embedder._session
+    # A model file elsewhere (same bytes, so it verifies) has its own session.
+    model, tokenizer = bundled_model_files()
+    copy = tmp_path / model.name
+    shutil.copyfile(model, copy)
+    other = OnnxEmbedder(model_path=copy, tokenizer_path=tokenizer)
+    assert other._session is not embedder._session

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from ragwright.application.calibration import read_calibration
 from ragwright.errors import CalibrationError, EvaluationError
 from ragwright.pipeline.calibrate import MIN_UNSUPPORTED
 from tests.application.components import fake_application
+from tests.cli import copy_tree
 from tests.conftest import SAMPLES
 
 CASES = SAMPLES.parent / "eval" / "cases.jsonl"
@@ -72,7 +72,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def calibrated(tmp_path_factory: pytest.TempPathFactory, indexed: Path) -> Path:
     """A home whose index carries a calibration written from the sample set."""
     home = tmp_path_factory.mktemp("calibrated") / "home"
-    shutil.copytree(indexed, home)
+    copy_tree(indexed, home)
     fake_application(home)[0].calibrate(
         CalibrateRequest(Dataset(CASES), evidence=EVIDENCE, force=True, write=True)
     )
@@ -82,7 +82,7 @@ def calibrated(tmp_path_factory: pytest.TempPathFactory, indexed: Path) -> Path:
 @pytest.fixture
 def home(tmp_path: Path, calibrated: Path) -> Iterator[Path]:
     copy = tmp_path / "home"
-    shutil.copytree(calibrated, copy)
+    copy_tree(calibrated, copy)
     yield copy
 
 

@@ -6,7 +6,6 @@ out are counted, never beyond what the caller may see."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from ragwright.application import (
     SearchRequest,
 )
 from tests.application.components import fake_application
+from tests.cli import copy_tree
 from tests.conftest import SAMPLES
 
 QUESTION = "Should I drain all queued work during shutdown?"
@@ -53,7 +53,7 @@ def blocks_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _copy(home: Path, tmp_path: Path) -> Path:
-    return Path(shutil.copytree(home, tmp_path / "home"))
+    return copy_tree(home, tmp_path / "home")
 
 
 def _answer(app: Application, request: AnswerRequest) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from ragwright.errors import (
 )
 from ragwright.testing.scripted import Fail, Hang, Reply, ScriptedChatModel
 from tests.application.components import answered, fake_application, quoted
+from tests.cli import copy_tree
 from tests.conftest import SAMPLES
 
 QUESTION = "Should I drain all queued work during shutdown?"
@@ -85,7 +86,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> Path:
 @pytest.fixture
 def home(tmp_path: Path, indexed: Path) -> Iterator[Path]:
     copy = tmp_path / "home"
-    shutil.copytree(indexed, copy)
+    copy_tree(indexed, copy)
     yield copy
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,32 @@ def verify_artifact(path: Path, expected: str) -> None:
         raise ArtifactMismatch(str(path), expected, actual)
 
 
+_SESSIONS: dict[tuple[str, int, int], ort.InferenceSession] = {}
+_SESSIONS_LOCK = threading.Lock()
+
+
+def _session(model_path: Path, threads: int) -> ort.InferenceSession:
+    """The process's inference session for ``model_path`` (verified by the caller) and
+    ``threads``. Creating one optimises the graph (0.5-1 s on two cores); a process that
+    opens the embedder more than once (a worker taking jobs, commands run in one test
+    process) reuses the first, which onnxruntime allows to run from several threads at
+    once. A changed file (another modification time) gets a new session."""
+    key = (str(model_path), model_path.stat().st_mtime_ns, threads)
+    with _SESSIONS_LOCK:
+        session = _SESSIONS.get(key)
+        if session is None:
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+            # Every batch has its own shape: a memory pattern per shape only piles up memory.
+            options.enable_mem_pattern = False
+            session = ort.InferenceSession(
+                str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+            _SESSIONS[key] = session
+        return session
+
+
 class OnnxEmbedder:
     """The bundled MiniLM model. Thread count defaults to the machine's cores.
 
@@ -135,14 +162,7 @@ class OnnxEmbedder:
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
         self._word_tokens: dict[str, int] = {}
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or os.cpu_count() or 1
-        options.inter_op_num_threads = 1
-        # Every batch has its own shape: a memory pattern per shape only piles up memory.
-        options.enable_mem_pattern = False
-        self._session = ort.InferenceSession(
-            str(self.model_path), sess_options=options, providers=["CPUExecutionProvider"]
-        )
+        self._session = _session(self.model_path, threads or os.cpu_count() or 1)
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Exact model token counts, [CLS] and [SEP] included.
