@@ -33,6 +33,8 @@ from unittest import mock
 import pytest
 from click.testing import CliRunner
 
+from tests.processes import CHILD_TIMEOUT
+
 Result = subprocess.CompletedProcess[str]
 
 
@@ -71,6 +73,7 @@ def ragwright_process(*args: str, home: Path, check: bool = False, **env: str) -
         text=True,
         env=environment,
         check=False,
+        timeout=CHILD_TIMEOUT,
     )
     return _checked(result, check)
 

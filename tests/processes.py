@@ -10,6 +10,9 @@ from typing import IO
 # Generous: a child's first line may wait on interpreter start-up and imports on a
 # loaded 2-core machine. This bounds a hang; it is not a speed check.
 LINE_TIMEOUT = 120.0
+# A whole child command (`python -m ragwright ...`, a crash test's writer) run to its end
+# and read at once: a bound on a hang, far above any command's time on a loaded machine.
+CHILD_TIMEOUT = 600.0
 
 
 def read_line(

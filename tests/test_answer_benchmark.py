@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tests.cli import copy_home
 from tests.conftest import REPO
+from tests.processes import CHILD_TIMEOUT
 
 PASSAGES = {
     "p-queue": ("Queues", "Drain the queue before the worker stops. Then close the socket."),
@@ -69,6 +70,7 @@ def _bench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         cwd=cwd,
         env=environment,
         check=False,
+        timeout=CHILD_TIMEOUT,
     )
 
 

@@ -245,16 +245,19 @@ def test_a_killed_answer_run_keeps_what_it_answered(home: Path, dataset: Path) -
             "RAGWRIGHT_DRAFT_MAX_AGE": "0",
         }
         command = [sys.executable, "-m", "ragwright", "eval", "run", str(dataset), *NOTES]
-        child.append(
-            subprocess.Popen(
-                [*command, "--answers"],
-                env=environment,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                text=True,
+        log = home.parent / "eval-run.stderr"
+        with log.open("w") as stderr:
+            child.append(
+                subprocess.Popen(
+                    [*command, "--answers"],
+                    env=environment,
+                    stdout=subprocess.DEVNULL,
+                    stderr=stderr,
+                    text=True,
+                )
             )
-        )
-        assert child[0].wait(timeout=300) == -signal.SIGKILL
+            status = child[0].wait(timeout=300)
+        assert status == -signal.SIGKILL, log.read_text("utf-8")
     (directory,) = [p for p in (home / "evaluations").iterdir() if (p / "pending.json").exists()]
     answered = (directory / "answers.jsonl").read_text("utf-8").splitlines()
     assert len(answered) == 3

@@ -23,6 +23,7 @@ from ragwright.adapters.sources import load_sources
 from ragwright.core.chunking import build_chunks
 from ragwright.core.contracts import contract_for
 from ragwright.types import ChunkingPolicy, FieldMatch, PointFilter
+from tests.processes import CHILD_TIMEOUT
 
 POLICY = ChunkingPolicy()
 
@@ -95,7 +96,9 @@ def test_killed_ingestion_converges_and_never_shows_a_mix(tmp_path: Path) -> Non
     corpus = tmp_path / "corpus"
     write_corpus(corpus, 1)
     v1 = texts_by_document(corpus)
-    subprocess.run(ingest_cmd(corpus), env=env, check=True, capture_output=True)
+    subprocess.run(
+        ingest_cmd(corpus), env=env, check=True, capture_output=True, timeout=CHILD_TIMEOUT
+    )
 
     write_corpus(corpus, 2)
     v2 = texts_by_document(corpus)
@@ -118,13 +121,29 @@ def test_killed_ingestion_converges_and_never_shows_a_mix(tmp_path: Path) -> Non
             )
     assert kills >= 2, "the run finished before it could be killed; the corpus is too small"
 
-    final = subprocess.run(ingest_cmd(corpus), env=env, check=True, capture_output=True, text=True)
+    final = subprocess.run(
+        ingest_cmd(corpus),
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
+    )
     report = json.loads(final.stdout)
     assert report["chunks"] == sum(len(t) for t in v2.values())
 
     clean_env = {**env, "RAGWRIGHT_HOME": str(tmp_path / "clean")}
-    subprocess.run(ingest_cmd(corpus), env=clean_env, check=True, capture_output=True)
+    subprocess.run(
+        ingest_cmd(corpus), env=clean_env, check=True, capture_output=True, timeout=CHILD_TIMEOUT
+    )
     assert snapshot(tmp_path / "home") == snapshot(tmp_path / "clean")
 
-    again = subprocess.run(ingest_cmd(corpus), env=env, check=True, capture_output=True, text=True)
+    again = subprocess.run(
+        ingest_cmd(corpus),
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
+    )
     assert json.loads(again.stdout)["embedded"] == 0

@@ -15,6 +15,7 @@ import pytest
 
 from tests.cli import ragwright
 from tests.conftest import SAMPLES
+from tests.processes import CHILD_TIMEOUT
 from tests.test_cli import _quote_s1
 
 QUESTION = "Should I drain all queued work during shutdown?"
@@ -37,7 +38,9 @@ def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
 
 
 def mount(*args: str) -> None:
-    done = subprocess.run(["mount", *args], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["mount", *args], capture_output=True, text=True, check=False, timeout=CHILD_TIMEOUT
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount here ({done.stderr.strip()}): needs root in a VM or container")
 
@@ -54,7 +57,7 @@ def read_only_view(tmp_path: Path) -> Iterator[Path]:
         mount("-o", "remount,bind,ro", str(view))
         yield view
     finally:
-        subprocess.run(["umount", str(view)], check=True)
+        subprocess.run(["umount", str(view)], check=True, timeout=CHILD_TIMEOUT)
 
 
 @pytest.mark.slow
@@ -85,7 +88,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     try:
         yield disk
     finally:
-        subprocess.run(["umount", str(disk)], check=True)
+        subprocess.run(["umount", str(disk)], check=True, timeout=CHILD_TIMEOUT)
 
 
 def fill(disk: Path) -> Path:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from tests.processes import CHILD_TIMEOUT
+
 GUARD = r"""
 import sys, importlib.abc
 allowed_prefixes = ("ragwright.core", "ragwright.types", "ragwright.errors")
@@ -26,7 +28,11 @@ print("ok")
 
 def test_core_imports_only_the_standard_library() -> None:
     result = subprocess.run(
-        [sys.executable, "-c", GUARD], capture_output=True, text=True, check=False
+        [sys.executable, "-c", GUARD],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=CHILD_TIMEOUT,
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
@@ -140,6 +146,10 @@ def test_a_command_that_calls_no_provider_does_not_import_the_openai_sdk() -> No
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'openai')[:3])"
     )
     result = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, check=True
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=CHILD_TIMEOUT,
     )
     assert result.stdout.strip() == "[]"

@@ -1,10 +1,12 @@
-"""The suite cannot hang: every test has a time bound, and reading a child's output is
-bounded too (tests/processes.py)."""
+"""The suite cannot hang: every test has a time bound, reading a child's output line by
+line is bounded (tests/processes.py), and every child run to its end has a timeout."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -44,3 +46,38 @@ def test_a_child_that_exits_without_a_line_fails_the_read() -> None:
         quiet.wait(30)
         assert quiet.stdout is not None
         quiet.stdout.close()
+
+
+# Calls that wait for a child to end and read all it wrote: each must carry a timeout.
+_WHOLE_RUNS = {"run", "call", "check_call", "check_output"}
+
+
+def _unbounded_child_waits(source: str) -> list[int]:
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        func = node.func
+        whole_run = (
+            isinstance(func.value, ast.Name)
+            and func.value.id == "subprocess"
+            and func.attr in _WHOLE_RUNS
+        )
+        if (whole_run or func.attr == "communicate") and not any(
+            keyword.arg == "timeout" for keyword in node.keywords
+        ):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_every_child_the_tests_run_to_its_end_has_a_timeout() -> None:
+    assert _unbounded_child_waits("import subprocess\nsubprocess.run(['x'], check=True)\n") == [2]
+    assert _unbounded_child_waits("p.communicate()\n") == [1]
+    assert _unbounded_child_waits("subprocess.run(['x'], timeout=5)\n") == []
+    tests = Path(__file__).resolve().parent
+    unbounded = {
+        f"{path.relative_to(tests.parent)}:{line}"
+        for path in tests.rglob("*.py")
+        for line in _unbounded_child_waits(path.read_text("utf-8"))
+    }
+    assert not unbounded, f"a child run to its end without a timeout: {sorted(unbounded)}"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import ragwright
 from tests.conftest import REPO
+from tests.processes import CHILD_TIMEOUT
 
 
 def test_the_command_reports_the_distribution_version() -> None:
@@ -21,6 +22,7 @@ def test_the_command_reports_the_distribution_version() -> None:
         check=True,
         # The same ragwright as this process (a checkout or the install).
         env={**os.environ, "PYTHONPATH": str(Path(ragwright.__file__).resolve().parents[1])},
+        timeout=CHILD_TIMEOUT,
     )
     assert result.stdout.strip() == f"ragwright {importlib.metadata.version('ragwright')}"
 

@@ -17,6 +17,7 @@ from ragwright.errors import ContractMismatch, IndexBusy
 from ragwright.testing.conformance import VERSION, VectorIndexConformance
 from ragwright.testing.fakes import HASHING_PROFILE
 from ragwright.types import CollectionContract, FieldMatch, IndexPoint, PointFilter, SparseVector
+from tests.processes import CHILD_TIMEOUT
 
 
 class TestEdgeConformance(VectorIndexConformance):
@@ -69,7 +70,11 @@ def test_second_process_gets_index_busy(tmp_path: Path) -> None:
             "sys.exit(3)\n"
         )
         result = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=False
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=CHILD_TIMEOUT,
         )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("busy")

@@ -10,6 +10,7 @@ from pathlib import Path
 import ragwright
 import ragwright.testing
 import ragwright.testing.conformance
+from tests.processes import CHILD_TIMEOUT
 
 # Hides pytest from the child interpreter, as if the 'testing' extra were not installed.
 WITHOUT_PYTEST = """
@@ -32,6 +33,7 @@ def run_without_pytest(code: str) -> subprocess.CompletedProcess[str]:
         text=True,
         check=False,
         env={**os.environ, "PYTHONPATH": source},
+        timeout=CHILD_TIMEOUT,
     )
 
 

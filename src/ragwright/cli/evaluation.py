@@ -37,7 +37,7 @@ METRICS = ("precision", "recall", "reciprocal_rank", "ndcg")
 DatasetArgument = Annotated[
     Path | None,
     typer.Argument(
-        help="JSONL dataset (docs/evaluation.md); omit with --beir.", metavar="[DATASET]"
+        help="JSONL dataset (docs/evaluation.md); omit with --beir.", metavar="DATASET"
     ),
 ]
 Beir = Annotated[
@@ -251,7 +251,7 @@ def eval_calibrate(
         Path | None,
         typer.Argument(
             help="JSONL dataset with answerable and unsupported cases (omit with --clear).",
-            metavar="[DATASET]",
+            metavar="DATASET",
         ),
     ] = None,
     mode: SearchMode = "hybrid",
