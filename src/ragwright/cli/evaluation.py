@@ -36,9 +36,7 @@ METRICS = ("precision", "recall", "reciprocal_rank", "ndcg")
 
 DatasetArgument = Annotated[
     Path | None,
-    typer.Argument(
-        help="JSONL dataset (docs/evaluation.md); omit with --beir.", metavar="DATASET"
-    ),
+    typer.Argument(help="JSONL dataset (docs/evaluation.md); omit with --beir.", metavar="DATASET"),
 ]
 Beir = Annotated[
     Path | None,
@@ -358,21 +356,16 @@ def eval_calibrate(
     wherever no option or setting (RAGWRIGHT_THRESHOLD_*, RAGWRIGHT_ANSWERABILITY_THRESHOLD)
     sets a value. --clear removes them.
     """
-    from ragwright.application import CalibrateRequest, ClearCalibrationRequest, Dataset
+    from ragwright.application import CalibrateRequest, Dataset
     from ragwright.cli.common import application
     from ragwright.cli.progress import ProgressDisplay
-    from ragwright.pipeline.calibrate import MIN_UNSUPPORTED
 
     if clear:
         if dataset is not None or write:
             raise typer.BadParameter(
                 "--clear takes no DATASET and no --write", param_hint="--clear"
             )
-        cleared = application().clear_calibration(ClearCalibrationRequest())
-        if as_json:
-            print_json(cleared.to_dict())
-        else:
-            print(f"removed {cleared.path}" if cleared.removed else "no persisted calibration")
+        _clear_calibration(as_json)
         return
     if dataset is None:
         raise typer.BadParameter("give a DATASET (or --clear)", param_hint="DATASET")
@@ -398,6 +391,25 @@ def eval_calibrate(
     if as_json:
         print_json(result.to_dict())
         return
+    _print_calibration(result, k)
+
+
+def _clear_calibration(as_json: bool) -> None:
+    from ragwright.application import ClearCalibrationRequest
+    from ragwright.cli.common import application
+
+    cleared = application().clear_calibration(ClearCalibrationRequest())
+    if as_json:
+        print_json(cleared.to_dict())
+    else:
+        print(f"removed {cleared.path}" if cleared.removed else "no persisted calibration")
+
+
+def _print_calibration(result: CalibrateResult, k: int) -> None:
+    """The sweep's table, the recommendation with its in-sample and held-out figures, the
+    answerability threshold and whether it was written."""
+    from ragwright.pipeline.calibrate import MIN_UNSUPPORTED
+
     print(
         f"calibration ({result.mode}, K={k}): {result.answerable} answerable, "
         f"{result.unsupported} unsupported, {len(result.rows)} combinations"
