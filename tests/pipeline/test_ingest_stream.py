@@ -324,8 +324,13 @@ def test_a_failed_call_lets_the_slices_already_staged_switch_and_a_rerun_converg
         {"doc-000", "doc-001", "doc-002", "doc-003"},
     ), live
     staged = index.count(PointFilter(must=(FieldMatch("index_state", ("staged",)),)))
+    switched = index.count(PointFilter(must=(FieldMatch("index_state", ("live",)),)))
     again = run(index, documents, HashingEmbedder(), batch_size=2, slice_size=2)
-    assert (again.unchanged, again.embedded) == (8, 8 - staged)
+    # The rerun keeps the switched slices' chunks as they are, reuses the vectors of the
+    # chunks left staged, and embeds only the rest (each document has 2 chunks).
+    assert switched == 2 * len(live)
+    assert again.chunks == 16
+    assert (again.unchanged, again.embedded) == (switched, 16 - switched - staged)
     clean = run(open_index("clean"), documents, HashingEmbedder(), batch_size=2)
     assert snapshot(index) == snapshot(open_index("clean"))
     assert (again.chunks, again.documents) == (clean.chunks, clean.documents)
