@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -71,6 +72,19 @@ def ingest_cmd(corpus: Path) -> list[str]:
     return [sys.executable, "-m", "ragwright", "ingest", str(corpus), "--prune", "--json"]
 
 
+def ingest_report(corpus: Path, env: dict[str, str]) -> dict[str, Any]:
+    """``ingest CORPUS --prune --json`` run to its end (it must succeed): its report."""
+    done = subprocess.run(
+        ingest_cmd(corpus),
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
+    )
+    return cast(dict[str, Any], json.loads(done.stdout))
+
+
 def snapshot(home: Path) -> list[tuple[str, str]]:
     with EdgeIndex(
         home / "index" / "support-documents", contract_for(MINILM_PROFILE, POLICY.version)
@@ -96,9 +110,7 @@ def test_killed_ingestion_converges_and_never_shows_a_mix(tmp_path: Path) -> Non
     corpus = tmp_path / "corpus"
     write_corpus(corpus, 1)
     v1 = texts_by_document(corpus)
-    subprocess.run(
-        ingest_cmd(corpus), env=env, check=True, capture_output=True, timeout=CHILD_TIMEOUT
-    )
+    ingest_report(corpus, env)
 
     write_corpus(corpus, 2)
     v2 = texts_by_document(corpus)
@@ -121,29 +133,11 @@ def test_killed_ingestion_converges_and_never_shows_a_mix(tmp_path: Path) -> Non
             )
     assert kills >= 2, "the run finished before it could be killed; the corpus is too small"
 
-    final = subprocess.run(
-        ingest_cmd(corpus),
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=CHILD_TIMEOUT,
-    )
-    report = json.loads(final.stdout)
+    report = ingest_report(corpus, env)
     assert report["chunks"] == sum(len(t) for t in v2.values())
 
     clean_env = {**env, "RAGWRIGHT_HOME": str(tmp_path / "clean")}
-    subprocess.run(
-        ingest_cmd(corpus), env=clean_env, check=True, capture_output=True, timeout=CHILD_TIMEOUT
-    )
+    ingest_report(corpus, clean_env)
     assert snapshot(tmp_path / "home") == snapshot(tmp_path / "clean")
 
-    again = subprocess.run(
-        ingest_cmd(corpus),
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=CHILD_TIMEOUT,
-    )
-    assert json.loads(again.stdout)["embedded"] == 0
+    assert ingest_report(corpus, env)["embedded"] == 0
