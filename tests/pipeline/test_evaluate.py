@@ -19,8 +19,8 @@ from ragwright.adapters.sources import SourceDefaults, load_sources
 from ragwright.core.contracts import contract_for
 from ragwright.core.eligibility import Eligibility
 from ragwright.errors import EvaluationError
+from ragwright.pipeline.answer_log import AnswerLog
 from ragwright.pipeline.evaluate import (
-    AnswerLog,
     EvalConfig,
     compare_runs,
     eligible_corpus,

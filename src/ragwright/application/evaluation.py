@@ -37,9 +37,9 @@ from ragwright.errors import (
     EvaluationError,
     EvaluationInterrupted,
 )
+from ragwright.pipeline.answer_log import AnswerLog
 from ragwright.pipeline.answer_scoring import attach_answers, error_outcome, score_answer
 from ragwright.pipeline.evaluate import (
-    AnswerLog,
     EvalConfig,
     compare_runs,
     eligible_corpus,
