@@ -114,6 +114,12 @@ class Timers:
         self._lock = threading.Lock()
 
     def wrap(self, owner: Any, attribute: str, name: str) -> None:
+        """Time ``owner.attribute``, and every ragwright module's binding of the same function.
+
+        A module that imported the function by name (``from x import f``) calls its own
+        binding, so wrapping only the defining module would miss those calls; a step that
+        moves to another module stays timed.
+        """
         original = getattr(owner, attribute)
 
         @functools.wraps(original)
@@ -130,6 +136,13 @@ class Timers:
                     self.calls[name] += 1
 
         setattr(owner, attribute, timed)
+        if isinstance(owner, type):
+            return
+        for module in list(sys.modules.values()):
+            if getattr(module, "__name__", "").startswith("ragwright."):
+                for bound, value in list(vars(module).items()):
+                    if value is original:
+                        setattr(module, bound, timed)
 
     def table(self, chunks: int) -> dict[str, Any]:
         return {
@@ -147,27 +160,31 @@ def instrument(timers: Timers) -> None:
     from ragwright.adapters.edge import files
     from ragwright.adapters.edge.index import EdgeIndex
     from ragwright.adapters.lexical import Bm25Encoder
-    from ragwright.core import keysets
-    from ragwright.pipeline import ingest, writing
+    from ragwright.core import keysets, lexical
+    from ragwright.pipeline import ingest, planning, switching, writing
 
     for owner, attribute, name in (
         (ingest, "prepare_run", "validation pass (whole)"),
         (ingest, "_changed_documents", "validation: source digests"),
         (ingest, "finish_run", "run end: prune, BM25 statistics"),
         (ingest, "_refresh_lexical_stats", "run end: BM25 statistics recount"),
-        (writing, "scan_documents", "change-detection scans (both passes)"),
-        (writing, "chunk_and_plan", "chunking and planning (both passes)"),
-        (writing, "check_lengths", "token counts (both passes)"),
-        (writing, "_plan_batch", "writing: plan batch (whole)"),
-        (writing, "_write_and_verify", "writing: stage (whole)"),
-        (writing, "document_vector", "writing: BM25 encoding"),
-        (writing, "_switch_batch", "writing: switch and verify (whole)"),
-        (writing, "_refresh_kept", "writing: refresh kept points"),
-        (writing, "_verify", "writing: verify after switch"),
+        (planning, "scan_documents", "change-detection scans (both passes)"),
+        (planning, "chunk_and_plan", "chunking and planning (both passes)"),
+        (planning, "check_lengths", "token counts (both passes)"),
+        (planning, "plan_slice", "writing: plan slice (whole)"),
+        (switching, "stage_points", "writing: stage (whole)"),
+        (lexical, "document_vector", "BM25 encoding"),
+        (switching, "switch_slice", "writing: switch and verify (whole)"),
+        (switching, "_refresh_kept", "writing: refresh kept points"),
+        (switching, "_verify", "writing: verify after switch"),
+        (writing, "write_slices", "writing pass (whole)"),
         (Bm25Encoder, "terms", "BM25 analysis"),
         (EdgeIndex, "upsert", "index: upsert"),
         (EdgeIndex, "retrieve", "index: retrieve (read-back, verify)"),
+        (EdgeIndex, "scroll", "index: scroll"),
+        (EdgeIndex, "count", "index: count"),
         (EdgeIndex, "set_payload", "index: set_payload"),
+        (EdgeIndex, "update_sparse", "index: update_sparse"),
         (EdgeIndex, "delete", "index: delete"),
         (EdgeIndex, "delete_payload_keys", "index: delete_payload_keys"),
         (EdgeIndex, "_compact", "index: seal check and seals"),

@@ -14,6 +14,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ragwright.errors import InputTooLong
 from ragwright.types import EmbeddingProfile
@@ -60,13 +61,25 @@ class HashingEmbedder:
         return [t for call in self.calls for t in call]
 
     def _vector(self, text: str) -> list[float]:
-        vector = [0.0] * self.profile.dimensions
-        for word in re.findall(r"\w+", text.lower()):
-            digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
-            slot = int.from_bytes(digest[:4], "big") % self.profile.dimensions
-            vector[slot] += 1.0 if digest[4] & 1 else -1.0
+        dimensions = self.profile.dimensions
+        vector = [0.0] * dimensions
+        for word in _WORD.findall(text.lower()):
+            slot, sign = _feature(word, dimensions)
+            vector[slot] += sign
         norm = math.sqrt(sum(x * x for x in vector)) or 1.0
         return [x / norm for x in vector]
+
+
+_WORD = re.compile(r"\w+")
+
+
+# A word's slot and sign, cached: hashing each word of each text again was most of this
+# embedder's cost (about 100 µs a chunk in benchmarks/ingest_scale.py, where embedding
+# stands in for a fast remote model and should cost almost nothing). Same vectors.
+@lru_cache(maxsize=2**16)
+def _feature(word: str, dimensions: int) -> tuple[int, float]:
+    digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+    return int.from_bytes(digest[:4], "big") % dimensions, 1.0 if digest[4] & 1 else -1.0
 
 
 class WordCounter:
