@@ -341,13 +341,19 @@ def test_after_a_long_outage_the_store_answers_within_about_a_second_of_the_serv
     # psycopg_pool's own backoff doubles (1, 2, 4, 8 s): after a 7 s outage its next
     # attempt could come 8 s after the server was back, every call failing meanwhile
     # (a replica answered 503 for seconds after a PostgreSQL restart). RecoveringPool
-    # caps the delay at RECONNECT_MAX_DELAY.
+    # caps the delay at RECONNECT_MAX_DELAY. One connection at most: a pool that may grow
+    # opens a new connection for a waiting call at once, without the backoff, and then the
+    # cap would go untested; here only the replacement attempts can bring the store back.
     parts = conninfo_to_dict(URL)
     proxy = OutageProxy((str(parts.get("host", "127.0.0.1")), int(parts.get("port", 5432))))
     proxy.start()
     schema = f"test_jobs_{uuid.uuid4().hex[:12]}"
     store = PostgresJobStore(
-        make_conninfo(URL, host="127.0.0.1", port=proxy.port), schema=schema, connect_timeout=1.0
+        make_conninfo(URL, host="127.0.0.1", port=proxy.port),
+        schema=schema,
+        min_size=1,
+        max_size=1,
+        connect_timeout=1.0,
     )
     try:
         submit(store, "key-1")
