@@ -11,8 +11,10 @@ embedded local model and the default (quoted) answer style:
    is asked by a new process that reuses it.
 
 For every warm ask: the process's wall time and the answer's own stage timings (the
-``timings`` of ``ask --json``: retrieve, assemble, score, generate, validate, support),
-p50/p95 over the questions; the gap between the wall time and the stages' sum is the
+``timings`` of ``ask --json``: retrieve, assemble, score, generate, validate, support)
+and the model server's split of the generate stage (the result's ``usage``: prompt tokens
+read and spared by its cache, tokens written, milliseconds of each), p50/p95 over the
+questions; the gap between the wall time and the stages' sum is the
 process's start (interpreter, imports, opening the index and the embedder). The load
 average is recorded at the start and the end (timings on a busy machine are not
 comparable). The asks pass ``--type runbook --type note`` (the sample questions ask about
@@ -73,12 +75,26 @@ def _ask(home: Path, question: str, **env: str) -> dict[str, Any]:
     wall, done = _ragwright(home, "ask", question, *ELIGIBLE, "--json", **env)
     result = json.loads(done.stdout)
     timings = result.get("timings") or {}
+    usage = result.get("usage") or {}
     return {
         "wall_s": round(wall, 3),
         "status": result.get("status"),
         "stages_ms": {k: round(v, 1) for k, v in timings.items()},
         "stages_sum_s": round(sum(timings.values()) / 1000, 3),
+        # The model server's own account of the generate stage (llama.cpp's timings):
+        # tokens read (and how many its slot's cache spared), tokens written, and the
+        # milliseconds of each; absent when the answer made no model call.
+        "model": {key: usage.get(key) for key in _MODEL_FIGURES} if usage else None,
     }
+
+
+_MODEL_FIGURES = (
+    "input_tokens",
+    "cached_input_tokens",
+    "input_ms",
+    "output_tokens",
+    "output_ms",
+)
 
 
 def _percentiles(values: list[float]) -> dict[str, float]:
@@ -123,6 +139,13 @@ def main() -> None:
         "warm_ask_process_start_s": _percentiles([a["wall_s"] - a["stages_sum_s"] for a in warm]),
         "warm_ask_stage_ms": {
             stage: _percentiles([a["stages_ms"].get(stage, 0.0) for a in warm]) for stage in stages
+        },
+        "warm_ask_model": {
+            figure: _percentiles(
+                [a["model"][figure] for a in warm if a["model"] and a["model"][figure] is not None]
+            )
+            for figure in _MODEL_FIGURES
+            if any(a["model"] and a["model"][figure] is not None for a in warm)
         },
         "statuses": {s: sum(a["status"] == s for a in warm) for s in {a["status"] for a in warm}},
         "asks": len(warm),

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,17 @@ def test_help_lists_the_commands(tmp_path: Path) -> None:
     result = ragwright("--help", home=tmp_path, check=True)
     for command in ("chunks", "ingest", "status"):
         assert command in result.stdout
+
+
+def test_ingest_help_names_every_file_type_ingestion_reads(tmp_path: Path) -> None:
+    # The command line imports no adapter (start-up time), so its help spells the types
+    # out; this keeps the spelled list and the converters' registry the same.
+    from ragwright.adapters.sources import SUPPORTED_SUFFIXES
+
+    result = ragwright("ingest", "--help", home=tmp_path, check=True)
+    text = " ".join(result.stdout.split())
+    named = {s for s in SUPPORTED_SUFFIXES if re.search(re.escape(s) + r"(?![a-z])", text)}
+    assert named == set(SUPPORTED_SUFFIXES)
 
 
 @pytest.mark.slow

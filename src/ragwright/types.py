@@ -525,10 +525,21 @@ class ChatRequest:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token usage as the provider reported it."""
+    """Token usage as the provider reported it.
+
+    The optional fields are what some providers add, ``None`` when not reported:
+    ``cached_input_tokens``, the input tokens the provider reused from its prompt cache
+    instead of reading them again (OpenAI's ``cached_tokens``, llama.cpp's ``cache_n``);
+    ``input_ms`` and ``output_ms``, the provider's own time reading the input and writing
+    the output (llama.cpp's ``prompt_ms``/``predicted_ms``, Ollama's eval durations), so
+    an answer's generation time splits into prompt processing and decoding.
+    """
 
     input_tokens: int
     output_tokens: int
+    cached_input_tokens: int | None = None
+    input_ms: float | None = None
+    output_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,24 @@ def test_buffered_call_and_request_shape() -> None:
         2,
     )
     assert seen[0]["stream"] is False and seen[0]["options"] == {"num_predict": 40}
+    assert (response.usage.input_ms, response.usage.output_ms) == (None, None)
+
+
+def test_eval_durations_split_the_call_into_prompt_and_generation() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200,
+            json={
+                "message": {"content": "Docs."},
+                "prompt_eval_count": 9,
+                "eval_count": 2,
+                "prompt_eval_duration": 812_345_678,  # nanoseconds
+                "eval_duration": 95_000_000,
+            },
+        )
+
+    usage = run(handler).usage
+    assert (usage.input_ms, usage.output_ms, usage.cached_input_tokens) == (812.3, 95.0, None)
 
 
 def test_schema_goes_to_format_and_non_json_is_invalid_output() -> None:

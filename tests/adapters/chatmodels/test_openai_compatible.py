@@ -123,6 +123,32 @@ def test_missing_usage_is_unknown_not_zero(server: str) -> None:
     assert call(server).usage is None
 
 
+def test_a_llama_cpp_server_s_timings_split_the_call_into_prompt_and_generation(
+    server: str,
+) -> None:
+    body = completion()
+    body["timings"] = {"cache_n": 96, "prompt_n": 210, "prompt_ms": 1234.56, "predicted_ms": 410.0}
+    Handler.script.append((200, {}, body))
+    usage = call(server).usage
+    assert (usage.input_tokens, usage.output_tokens) == (12, 5)
+    assert (usage.cached_input_tokens, usage.input_ms, usage.output_ms) == (96, 1234.6, 410.0)
+
+
+def test_an_openai_prompt_cache_hit_is_reported_and_absent_figures_stay_unknown(
+    server: str,
+) -> None:
+    body = completion()
+    body["usage"]["prompt_tokens_details"] = {"cached_tokens": 8}
+    Handler.script.append((200, {}, body))
+    usage = call(server).usage
+    assert (usage.cached_input_tokens, usage.input_ms, usage.output_ms) == (8, None, None)
+    body = completion()
+    body["timings"] = {"cache_n": "many", "prompt_ms": -1, "predicted_ms": True}
+    Handler.script.append((200, {}, body))
+    usage = call(server).usage
+    assert (usage.cached_input_tokens, usage.input_ms, usage.output_ms) == (None, None, None)
+
+
 @pytest.mark.parametrize(
     ("status", "headers", "category", "retry_after"),
     [

@@ -9,7 +9,7 @@ logged and the file assembled again from the parts.
 
 :class:`LocalModelServer` runs llama.cpp's OpenAI-compatible server from the
 ``xllamacpp`` wheel in-process, on 127.0.0.1 and a free port, and stops it on
-``close()``. :class:`LocalChatModel` talks to it through the real ``openai`` client and
+``close()``. :class:`LocalChatModel` talks to it over ``httpx`` (:mod:`.llama_server`) and
 refuses requests without a JSON schema: unconstrained, this small model emits invalid
 JSON, so every call is schema-constrained.
 """
@@ -28,7 +28,7 @@ from typing import Protocol
 
 import httpx
 
-from ragwright.adapters.chatmodels.openai_compatible import OpenAIChatModel
+from ragwright.adapters.chatmodels.llama_server import LlamaServerChatModel
 from ragwright.chat.contract import ChatRequest, ChatResponse, ChatUpdate, Deadline
 from ragwright.errors import ArtifactMismatch, ChatError, ConfigError, FailureCategory
 from ragwright.stages import announce
@@ -170,7 +170,7 @@ class ServesChat(Protocol):
 class LocalChatModel:
     """The local model through the OpenAI-compatible API; schema-constrained only.
 
-    Failures are classified like any OpenAI-compatible server's (``adapters/http.py``).
+    Failures are classified like any provider's (``adapters/http.py``).
     """
 
     outlives_cancellation = True  # an HTTP model server (see OpenAIChatModel)
@@ -183,7 +183,7 @@ class LocalChatModel:
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
         self.name = name
-        self._client = OpenAIChatModel(
+        self._client = LlamaServerChatModel(
             MODEL_ID, base_url=f"{server.base_url}/v1", name=name, http_client=http_client
         )
 

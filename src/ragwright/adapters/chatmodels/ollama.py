@@ -75,7 +75,12 @@ class OllamaChatModel:
             text=text,
             finish_reason=str(data.get("done_reason") or "stop"),
             model=str(data.get("model") or self.model),
-            usage=Usage(prompt, generated)
+            usage=Usage(
+                prompt,
+                generated,
+                input_ms=_milliseconds(data.get("prompt_eval_duration")),
+                output_ms=_milliseconds(data.get("eval_duration")),
+            )
             if isinstance(prompt, int) and isinstance(generated, int)
             else None,
             provider=self.name,
@@ -107,3 +112,10 @@ class OllamaChatModel:
 
     async def close(self) -> None:
         await self._client.aclose()
+
+
+def _milliseconds(nanoseconds: Any) -> float | None:
+    """Ollama's durations are integer nanoseconds; anything else stays unknown."""
+    if isinstance(nanoseconds, bool) or not isinstance(nanoseconds, int) or nanoseconds < 0:
+        return None
+    return round(nanoseconds / 1e6, 1)

@@ -25,8 +25,13 @@ import httpx
 import openai
 
 from ragwright.adapters.chatmodels import require_json
+from ragwright.adapters.chatmodels.completions import (
+    completion_body,
+    completion_usage,
+    refine_rejection,
+)
 from ragwright.adapters.http import exception_error
-from ragwright.chat.contract import ChatRequest, ChatResponse, ChatUpdate, Deadline, Usage
+from ragwright.chat.contract import ChatRequest, ChatResponse, ChatUpdate, Deadline
 from ragwright.errors import ChatError, FailureCategory
 
 
@@ -69,31 +74,10 @@ class OpenAIChatModel:
                 api_key=api_key, base_url=base_url, max_retries=0, http_client=http_client
             )
 
-    def _arguments(self, request: ChatRequest) -> dict[str, Any]:
-        arguments: dict[str, Any] = {
-            "model": self.model,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
-        }
-        options = request.options
-        if options.max_output_tokens is not None:
-            arguments["max_tokens"] = options.max_output_tokens
-        if options.temperature is not None:
-            arguments["temperature"] = options.temperature
-        if options.json_schema is not None:
-            arguments["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": "response",
-                    "schema": dict(options.json_schema),
-                    "strict": True,
-                },
-            }
-        return arguments
-
     async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
         try:
             completion = await self._client.chat.completions.create(
-                **self._arguments(request), timeout=deadline.remaining()
+                **completion_body(self.model, request), timeout=deadline.remaining()
             )
         except openai.APIError as error:
             raise self._classify(error, request) from error
@@ -106,19 +90,18 @@ class OpenAIChatModel:
         text = message.content or ""
         if request.options.json_schema is not None:
             require_json(self.name, text, choice.finish_reason)
-        usage = completion.usage
         return ChatResponse(
             text=text,
             finish_reason=choice.finish_reason or "unknown",
             model=completion.model or self.model,
-            usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage else None,
+            usage=completion_usage(completion.model_dump()),
             provider=self.name,
         )
 
     async def stream(self, request: ChatRequest, deadline: Deadline) -> AsyncIterator[ChatUpdate]:
         try:
             chunks = await self._client.chat.completions.create(
-                **self._arguments(request), stream=True, timeout=deadline.remaining()
+                **completion_body(self.model, request), stream=True, timeout=deadline.remaining()
             )
             try:
                 async for chunk in chunks:
@@ -138,15 +121,7 @@ class OpenAIChatModel:
             raise self._classify(error, request) from error
 
     def _classify(self, error: Exception, request: ChatRequest) -> ChatError:
-        classified = exception_error(ChatError, self.name, error)
-        options = request.options
-        if classified.category is FailureCategory.INVALID_INPUT and (
-            options.json_schema is not None or options.temperature is not None
-        ):
-            # The server rejected the request shape; with an option set, the option is
-            # the likely cause (a schema or temperature the model does not accept).
-            return ChatError(self.name, FailureCategory.UNSUPPORTED_OPTION, classified.detail)
-        return classified
+        return refine_rejection(exception_error(ChatError, self.name, error), request)
 
     async def close(self) -> None:
         await self._client.close()
