@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -606,3 +609,34 @@ def test_read_commands_write_nothing_to_the_index(indexed_home: Path) -> None:
     after = contract.stat()
     # Rewritten atomically, the file would have a new inode and modification time.
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_an_ask_on_the_embedded_defaults_loads_no_optional_client_library(
+    indexed_home: Path,
+) -> None:
+    # What a command does not use, it does not import: the OpenAI SDK (the local model
+    # speaks llama.cpp's API over httpx), PostgreSQL and Redis clients (not configured),
+    # the document converters (nothing is ingested). Together about a second of every
+    # command's start on two cores (docs/answers.md).
+    optional = ("openai", "psycopg", "redis", "bs4", "docx", "pypdfium2", "markdown_it")
+    code = (
+        "import runpy, sys\n"
+        "sys.argv = ['ragwright', 'ask', 'What should I do when a disk is full?',"
+        " '--type', 'policy', '--json']\n"
+        "try:\n"
+        "    runpy.run_module('ragwright', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"print('LOADED', sorted(m for m in {optional!r} if m in sys.modules), file=sys.stderr)\n"
+    )
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("RAGWRIGHT_")}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**environment, "RAGWRIGHT_HOME": str(indexed_home)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert json.loads(done.stdout)["status"] == "no_eligible_evidence", done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "LOADED []"

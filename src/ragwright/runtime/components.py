@@ -8,12 +8,12 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ragwright import __version__
 from ragwright.adapters.datasets import load_beir_cases, load_cases
 from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.adapters.held import HeldIndex
-from ragwright.adapters.sources import SourceDefaults, SourceStream
 from ragwright.adapters.tokenizer import O200kCounter
 from ragwright.application import (
     Application,
@@ -51,6 +51,9 @@ from ragwright.runtime.stores import (
 )
 from ragwright.settings import Settings, load_settings
 from ragwright.types import EmbeddingProfile, EvalCase, IndexState
+
+if TYPE_CHECKING:
+    from ragwright.adapters.sources import SourceStream
 
 
 class RuntimeComponents:
@@ -265,6 +268,10 @@ class RuntimeComponents:
         skip_invalid: bool = False,
         tenant: str | None = None,
     ) -> SourceStream:
+        # Imported here: the converters (BeautifulSoup, python-docx, pypdfium2, markdown-it)
+        # are 0.3 s of a command's start, and only reading sources needs them.
+        from ragwright.adapters.sources import SourceDefaults, SourceStream
+
         defaults = SourceDefaults(
             document_type=document_type,
             publication_state=publication_state,

@@ -8,7 +8,6 @@ from typing import Protocol
 
 from ragwright.adapters.embedders.e5 import E5_SMALL_PROFILE, E5Embedder
 from ragwright.adapters.embedders.onnx import MINILM_PROFILE, OnnxEmbedder
-from ragwright.adapters.redis import RedisCapacityPool, ResilientCapacityPool, connect
 from ragwright.chat.capacity import LocalCapacityPool
 from ragwright.embedding_gate import EmbeddingCapacityGate
 from ragwright.errors import ConfigError
@@ -116,6 +115,9 @@ def open_embedding_pool(
     limit = settings.embedding.in_flight
     if not settings.storage.redis_url:
         return LocalCapacityPool(limit)
+    # Imported here, as in runtime/shared.py: without Redis configured, no client library.
+    from ragwright.adapters.redis import RedisCapacityPool, ResilientCapacityPool, connect
+
     client = connect(settings.storage.redis_url)
     if closers is not None:
         closers.add(client.close)

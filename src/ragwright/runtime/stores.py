@@ -7,9 +7,6 @@ import threading
 from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar, overload
 
-from ragwright.adapters.drafts import PostgresDraftStore, SqliteDraftStore
-from ragwright.adapters.jobs import PostgresJobStore, SqliteJobStore
-from ragwright.adapters.keys import PostgresKeyStore, SqliteKeyStore
 from ragwright.application.drafts import DraftStore
 from ragwright.application.ingest_queue import IngestQueue
 from ragwright.application.jobs import JobStore
@@ -31,26 +28,55 @@ def _database_url(settings: Settings) -> str:
     return url.get_secret_value()
 
 
+# The store modules are imported when a store opens, not with the runtime: each holds its
+# PostgreSQL class too, and psycopg's import is 0.2 s of every command's start, most of
+# which never open a store.
+
+
+def _sqlite_keys(settings: Settings) -> KeyStore:
+    from ragwright.adapters.keys import SqliteKeyStore
+
+    return SqliteKeyStore(settings.key_store_path)
+
+
+def _postgres_keys(settings: Settings) -> KeyStore:
+    from ragwright.adapters.keys import PostgresKeyStore
+
+    return PostgresKeyStore(_database_url(settings))
+
+
+def _sqlite_jobs(settings: Settings) -> JobStore:
+    from ragwright.adapters.jobs import SqliteJobStore
+
+    return SqliteJobStore(settings.storage.home / "jobs.sqlite3")
+
+
+def _postgres_jobs(settings: Settings) -> JobStore:
+    from ragwright.adapters.jobs import PostgresJobStore
+
+    return PostgresJobStore(_database_url(settings))
+
+
+def _sqlite_drafts(settings: Settings) -> DraftStore:
+    from ragwright.adapters.drafts import SqliteDraftStore
+
+    return SqliteDraftStore(settings.storage.home / "drafts.sqlite3")
+
+
+def _postgres_drafts(settings: Settings) -> DraftStore:
+    from ragwright.adapters.drafts import PostgresDraftStore
+
+    return PostgresDraftStore(_database_url(settings))
+
+
 KEY_STORES: Registry[StoreFactory[KeyStore]] = Registry(
-    SETTING,
-    {
-        "sqlite": lambda settings: SqliteKeyStore(settings.key_store_path),
-        "postgres": lambda settings: PostgresKeyStore(_database_url(settings)),
-    },
+    SETTING, {"sqlite": _sqlite_keys, "postgres": _postgres_keys}
 )
 JOB_STORES: Registry[StoreFactory[JobStore]] = Registry(
-    SETTING,
-    {
-        "sqlite": lambda settings: SqliteJobStore(settings.storage.home / "jobs.sqlite3"),
-        "postgres": lambda settings: PostgresJobStore(_database_url(settings)),
-    },
+    SETTING, {"sqlite": _sqlite_jobs, "postgres": _postgres_jobs}
 )
 DRAFT_STORES: Registry[StoreFactory[DraftStore]] = Registry(
-    SETTING,
-    {
-        "sqlite": lambda settings: SqliteDraftStore(settings.storage.home / "drafts.sqlite3"),
-        "postgres": lambda settings: PostgresDraftStore(_database_url(settings)),
-    },
+    SETTING, {"sqlite": _sqlite_drafts, "postgres": _postgres_drafts}
 )
 
 
