@@ -12,7 +12,7 @@ would also copy the file into a shared temporary cache; we parse the two-column
 
 from __future__ import annotations
 
-import base64
+import binascii
 import contextlib
 import gzip
 import hashlib
@@ -69,12 +69,11 @@ def _load_ranks(data: bytes, source: Path) -> dict[bytes, int]:
     actual = hashlib.sha256(data).hexdigest()
     if actual != O200K_SHA256:
         raise ArtifactMismatch(str(source), O200K_SHA256, actual)
-    ranks: dict[bytes, int] = {}
-    for line in data.splitlines():
-        if line:
-            token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
-    return ranks
+    # The bytes are the pinned file, so its shape is known: "base64 rank" on each line.
+    # Splitting it all at once and decoding through map() keeps the 200,000 entries out
+    # of a Python-level loop (0.12 s against 0.19 s per command, every command counts).
+    fields = data.split()
+    return dict(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2]), strict=True))
 
 
 class O200kCounter:
