@@ -111,18 +111,10 @@ def test_a_buffered_call_sends_the_request_and_reads_text_usage_and_timings() ->
     ],
 )
 def test_failures_are_classified(response: httpx.Response, category: FailureCategory) -> None:
+    # Transport failures (refused, timed out) are in tests/adapters/test_http.py's matrix.
     with pytest.raises(ChatError) as caught:
         complete(lambda _request: response)
     assert caught.value.category is category
-
-
-def test_a_refused_connection_is_transient() -> None:
-    def handler(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("refused", request=request)
-
-    with pytest.raises(ChatError) as caught:
-        complete(handler)
-    assert caught.value.category is FailureCategory.TRANSIENT
 
 
 def _events(*chunks: dict[str, Any]) -> bytes:
