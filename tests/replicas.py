@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import psycopg
@@ -37,8 +38,14 @@ from tests.failpoints import command, launcher_env
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "samples" / "corpus"
-POSTGRES_SERVER = os.environ.get(
-    "RAGWRIGHT_TEST_POSTGRES_SERVER", "postgresql://postgres@127.0.0.1:5432"
+# The server of RAGWRIGHT_TEST_POSTGRES_URL (what `make pytest` and the other PostgreSQL
+# tests read), without its database: scratch databases are made on it.
+POSTGRES_SERVER = urlunsplit(
+    urlsplit(
+        os.environ.get(
+            "RAGWRIGHT_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+        )
+    )._replace(path="", query="", fragment="")
 )
 POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
 # The job runner's line when it published a result (application/job_runner.py).
