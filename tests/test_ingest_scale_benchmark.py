@@ -1,0 +1,60 @@
+"""``benchmarks/ingest_scale.py --steps`` on a small corpus (issue 25, item 1).
+
+The per-step timers name functions of the write path by module and attribute; when a
+module was split they named functions that had moved, and ``--steps`` stopped with an
+AttributeError for a session before anyone noticed. This runs it as a user does, on 200
+synthetic documents (a few seconds), and checks every step of the split was timed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import REPO
+from tests.processes import CHILD_TIMEOUT
+
+# Steps every first ingestion of new documents goes through (a fresh index: no
+# switch of earlier points, no prune, no deletes).
+EXPECTED = {
+    "validation pass (whole)",
+    "change-detection scans (both passes)",
+    "chunking and planning (both passes)",
+    "token counts (both passes)",
+    "writing pass (whole)",
+    "writing: plan slice (whole)",
+    "writing: stage (whole)",
+    "writing: switch and verify (whole)",
+    "BM25 analysis",
+    "BM25 encoding",
+    "embedding (hashing)",
+    "index: upsert",
+    "index: retrieve (read-back, verify)",
+    "index: set_payload",
+    "index: seal check and seals",
+    "key digests",
+    "run end: prune, BM25 statistics",
+}
+
+
+def test_the_step_timers_time_every_step_of_a_first_ingestion() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "ingest_scale.py"), "--child", "200", "--steps"],
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(done.stdout)
+    first, again = figures["first"], figures["again"]
+    assert first["chunks"] == first["embedded"] > 0
+    steps = first["steps"]
+    assert steps.keys() >= EXPECTED, sorted(EXPECTED - steps.keys())
+    assert all(steps[name]["calls"] > 0 for name in EXPECTED)
+    # Each chunk is staged once: the upserts' seconds sit inside the stage's.
+    assert steps["index: upsert"]["seconds"] <= steps["writing: stage (whole)"]["seconds"]
+    # The unchanged re-run embeds nothing and writes nothing.
+    assert again["embedded"] == 0
+    assert "index: upsert" not in again["steps"]
