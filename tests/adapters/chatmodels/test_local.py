@@ -285,3 +285,28 @@ def test_a_stopped_server_is_a_transient_failure(tmp_path_factory: pytest.TempPa
     with pytest.raises(ChatError) as caught:
         asyncio.run(go())
     assert caught.value.category is FailureCategory.TRANSIENT
+
+
+def test_the_server_keeps_no_host_memory_cache_of_earlier_prompts(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # llama.cpp's default keeps earlier prompts' states in up to 8 GiB of host memory: a
+    # serving process grew 4-5 MiB an answer (benchmarks/soak.py, 981 -> 1,795 MiB over
+    # 100 answers). The server is started with that cache off; the slot's own prefix
+    # reuse is untouched (its cache_prompt stays as llama.cpp sets it).
+    import xllamacpp
+
+    started: list[object] = []
+
+    class RecordingServer:
+        listening_address = "http://127.0.0.1:1"
+
+        def __init__(self, params: object) -> None:
+            started.append(params)
+
+    monkeypatch.setattr(xllamacpp, "Server", RecordingServer)
+    LocalModelServer(tmp_path / "model.gguf").close()
+    (params,) = started
+    assert params.cache_ram_mib == 0  # type: ignore[attr-defined]
+    assert params.cache_prompt is True  # type: ignore[attr-defined]
+    assert params.n_parallel == 1  # type: ignore[attr-defined]

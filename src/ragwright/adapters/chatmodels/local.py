@@ -36,6 +36,8 @@ from ragwright.stages import announce
 GGUF_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
 GGUF_NAME = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 MODEL_ID = "qwen2.5-coder-0.5b-instruct-q4_k_m"
+# llama.cpp's host-memory cache of earlier prompts' states, MiB (0: off; see LocalModelServer).
+PROMPT_CACHE_RAM_MIB = 0
 
 logger = logging.getLogger(__name__)
 
@@ -141,6 +143,11 @@ class LocalModelServer:
         params.model.path = str(model_path)
         params.n_ctx = context_tokens
         params.n_parallel = 1
+        # llama.cpp keeps the state of earlier prompts in a host-memory cache of up to
+        # 8 GiB by default, so a serving process grew by about 4-5 MiB an answer (981 to
+        # 1,795 MiB over 100 answers, benchmarks/soak.py). The slot's own cache (the
+        # shared instructions reused from the previous request) does not need it.
+        params.cache_ram_mib = PROMPT_CACHE_RAM_MIB
         params.port = 0
         params.warmup = False
         params.verbosity = -1
