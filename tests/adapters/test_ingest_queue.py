@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from ragwright.adapters.ingest_queue import PgQueuerIngestQueue
-from ragwright.application.ingest_queue import WorkerStats, WorkItem
+from ragwright.application.ingest_queue import WorkerStats, WorkItem, wait_for_results
 from ragwright.errors import IndexUnavailable
 from tests.processes import read_line
 from tests.replicas import scratch_database
@@ -124,8 +124,7 @@ def test_an_item_whose_worker_was_killed_is_taken_again_after_the_lease() -> Non
             assert [(r.number, r.worker, r.report) for r in queue.results("run")] == [
                 (0, "alive", {"chunks": 1})
             ]
-            (only,) = queue.results("run")
-            assert queue.results("run", after=only.sequence) == []
+            assert queue.results("run", known={0}) == []
         finally:
             queue.close()
 
@@ -227,4 +226,49 @@ def test_a_transient_failure_puts_the_item_back_and_it_runs_again() -> None:
             (result,) = queue.results("run")
             assert (result.report, result.error) == ({"chunks": 2}, None)
         finally:
+            queue.close()
+
+
+def test_a_result_committed_after_a_later_ones_is_still_seen_by_the_coordinator() -> None:
+    # Two workers record items 0 and 1 at once: item 0's insert takes the lower
+    # sequence number but commits last. A coordinator polling "after the highest
+    # sequence seen" missed it forever (seen in the suite: "1 of 10 outstanding").
+    with scratch_database() as database:
+        queue = PgQueuerIngestQueue(database, lease=LEASE)
+        slow = psycopg.connect(database)
+        try:
+            queue.open_run("run")
+            queue.seal_run("run", 2)
+            record = (
+                "INSERT INTO ragwright.ingest_item_results "
+                "(run_id, item, outcome, report, worker) VALUES ('run', %s, 'done', '{}', %s)"
+            )
+            slow.execute(record, (0, "slow"))  # seq 1, not committed yet
+            with psycopg.connect(database, autocommit=True) as fast:
+                fast.execute(record, (1, "fast"))  # seq 2, committed
+
+            now = [1_000.0]
+            seen: list[tuple[int, str]] = []
+
+            def sleep(seconds: float) -> None:
+                if seen and not slow.closed:
+                    slow.commit()  # after the coordinator saw item 1
+                now[0] += seconds
+
+            wait_for_results(
+                queue,
+                "run",
+                2,
+                poll=1.0,
+                on_result=lambda r: seen.append((r.number, r.worker)),
+                deadline_at=now[0] + 5,  # a missed result ends the wait, never hangs it
+                clock=lambda: now[0],
+                sleep=sleep,
+            )
+            assert seen == [(1, "fast"), (0, "slow")]
+            sequences = {r.number: r.sequence for r in queue.results("run")}
+            assert sequences[0] < sequences[1]  # recorded out of commit order indeed
+            assert queue.results("run", known={0, 1}) == []
+        finally:
+            slow.close()
             queue.close()

@@ -4,6 +4,7 @@ and context exactly as the coordinator had them."""
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from typing import cast
 
 import pytest
@@ -95,14 +96,14 @@ class _RecordingQueue:
     def renew_run(self, run_id: str) -> None:
         self.renewals += 1
 
-    def results(self, run_id: str, *, after: int = 0) -> list[ItemResult]:
+    def results(self, run_id: str, *, known: Collection[int] = ()) -> list[ItemResult]:
         self.polls += 1
         return [
             r
             for n, batch in self.arrivals.items()
             if n <= self.polls
             for r in batch
-            if r.sequence > after
+            if r.number not in known
         ]
 
 

@@ -35,7 +35,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -178,12 +178,15 @@ class PgQueuerIngestQueue:
                 (run_id,),
             )
 
-    def results(self, run_id: str, *, after: int = 0) -> list[ItemResult]:
+    def results(self, run_id: str, *, known: Collection[int] = ()) -> list[ItemResult]:
+        # By item, not "seq > the last seen": a BIGSERIAL is taken at insert and seen
+        # at commit, so two workers committing out of order would hide the lower one
+        # from such a poll forever (a coordinator waited on "1 of 10 outstanding").
         with self._db() as db:
             rows = db.execute(
                 "SELECT seq, item, worker, report, error FROM ingest_item_results "
-                "WHERE run_id = %s AND seq > %s ORDER BY seq",
-                (run_id, after),
+                "WHERE run_id = %s AND NOT (item = ANY(%s)) ORDER BY seq",
+                (run_id, sorted(known)),
             ).fetchall()
         return [
             ItemResult(number=item, worker=worker, report=report, error=error, sequence=seq)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -67,8 +67,10 @@ class ItemResult:
     report: Mapping[str, Any] | None = None
     error: str | None = None
     sequence: int = 0
-    """Order of recording across the queue: :meth:`IngestQueue.results` ``after`` it
-    returns only later results."""
+    """Order of recording across the queue (for display; a coordinator must not poll
+    "after the last sequence seen": sequences are taken when a result is inserted and
+    become visible when its transaction commits, so a lower one can appear after a
+    higher one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,9 +109,10 @@ class IngestQueue(Protocol):
         workers then drop its items without running them."""
         ...
 
-    def results(self, run_id: str, *, after: int = 0) -> list[ItemResult]:
-        """The run's item results recorded after ``sequence`` ``after`` (one per item
-        at most), in recording order: a coordinator polls for new ones only."""
+    def results(self, run_id: str, *, known: Collection[int] = ()) -> list[ItemResult]:
+        """The run's item results (one per item at most) for items not in ``known``,
+        in recording order: a coordinator passes the items it has seen and gets only
+        the new ones, whatever order their workers' transactions committed in."""
         ...
 
     def close_run(self, run_id: str, state: RunState) -> None:
@@ -290,12 +293,10 @@ def wait_for_results(
         IngestRunExpired: the run's deadline passed with items still outstanding.
     """
     seen: set[int] = set()
-    last = 0
     quiet_since = clock()
     while True:
         queue.renew_run(run_id)
-        for result in queue.results(run_id, after=last):
-            last = max(last, result.sequence)
+        for result in queue.results(run_id, known=seen.copy()):
             if result.number not in seen:
                 seen.add(result.number)
                 quiet_since = clock()
