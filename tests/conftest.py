@@ -73,6 +73,14 @@ def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # No test reads the developer's environment or a ragwright.toml in the checkout.
     _clear_ragwright_environment(monkeypatch)
     monkeypatch.chdir(tmp_path)
+    # The suite runs 3 test processes on 2 cores, so the local model always shares its
+    # cores: with one thread it answers 1.5-2.5x faster there (docs/chat.md, "Threads of
+    # the local model"). Commands and child processes inherit it; a test that needs
+    # llama.cpp's default deletes it.
+    monkeypatch.setenv("RAGWRIGHT_CHAT_THREADS", SUITE_MODEL_THREADS)
+
+
+SUITE_MODEL_THREADS = "1"
 
 
 def _clear_ragwright_environment(monkeypatch: pytest.MonkeyPatch) -> None:

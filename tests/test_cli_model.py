@@ -61,6 +61,34 @@ def test_a_second_ask_reuses_the_background_model_until_it_is_stopped(
     assert not (indexed_home / "models" / STATE).exists()
 
 
+def _threads_of(pid: int) -> int:
+    return len(list(Path(f"/proc/{pid}/task").iterdir()))
+
+
+@pytest.mark.slow
+def test_the_background_model_computes_with_the_configured_threads(
+    indexed_home: Path,
+) -> None:
+    # RAGWRIGHT_CHAT_THREADS reaches llama.cpp: after an answer the process holds one
+    # compute thread more with 2 than with 1 (its other threads do not depend on it),
+    # and a command asking for another count replaces the running model.
+    one = json.loads(
+        ragwright(*QUESTION, home=indexed_home, check=True, RAGWRIGHT_CHAT_THREADS="1").stdout
+    )
+    first = _status(indexed_home)
+    assert first["threads"] == 1
+    with_one = _threads_of(int(first["pid"]))  # type: ignore[call-overload]
+    two = json.loads(
+        ragwright(*QUESTION, home=indexed_home, check=True, RAGWRIGHT_CHAT_THREADS="2").stdout
+    )
+    second = _status(indexed_home)
+    assert second["threads"] == 2 and second["pid"] != first["pid"]
+    assert not _alive(int(first["pid"]))  # type: ignore[call-overload]
+    assert _threads_of(int(second["pid"])) == with_one + 1  # type: ignore[call-overload]
+    assert two["answer"] == one["answer"]  # the same greedy answer either way
+    ragwright("model", "stop", home=indexed_home, check=True)
+
+
 def _background_processes(cache: Path) -> list[int]:
     """Pids of the background model processes serving ``cache``."""
     found = []

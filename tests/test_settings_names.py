@@ -84,6 +84,7 @@ SAMPLES: dict[str, tuple[str, str, Any]] = {
     "RAGWRIGHT_CHAT_CACHE_MAX_ENTRIES": ("chat.cache_max_entries", "10", 10),
     "RAGWRIGHT_CHAT_TEMPERATURE": ("chat.temperature", "0.4", 0.4),
     "RAGWRIGHT_CHAT_KEEP_WARM": ("chat.keep_warm", "0", 0.0),
+    "RAGWRIGHT_CHAT_THREADS": ("chat.threads", "3", 3),
     "RAGWRIGHT_CHAT_SCHEMA_STYLE": ("chat.schema_style", "object", "object"),
     "RAGWRIGHT_CHAT_CONTEXT_WINDOW": ("chat.context_window", "8192", 8192),
     "RAGWRIGHT_CHAT_OUTPUT_LIMIT": ("chat.output_limit", "256", 256),
@@ -172,8 +173,11 @@ def test_each_variable_reaches_its_field_from_the_environment(
 
 
 @pytest.mark.parametrize("variable", NAMES)
-def test_each_toml_key_reaches_its_field(tmp_path: Path, variable: str) -> None:
+def test_each_toml_key_reaches_its_field(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, variable: str
+) -> None:
     path, raw, expected = SAMPLES[variable]
+    monkeypatch.delenv(variable, raising=False)  # the suite's own (conftest) would win
     key = variable.removeprefix("RAGWRIGHT_").lower()
     (tmp_path / "ragwright.toml").write_text(f"{key} = {toml_value(raw, expected)}\n")
     assert reached(load_settings(), path) == expected

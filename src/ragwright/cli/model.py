@@ -39,6 +39,7 @@ def model_status(as_json: AsJson = False) -> None:
         "pid": running.pid,
         "address": running.base_url,
         "context_tokens": running.context_tokens,
+        "threads": running.threads,
         "uptime_seconds": round(now - running.started_at, 1),
         "idle_seconds": round(idle, 1),
         "exits_in_seconds": round(max(0.0, running.idle_timeout - idle), 1),
@@ -46,8 +47,9 @@ def model_status(as_json: AsJson = False) -> None:
     if as_json:
         print_json(data)
         return
+    threads = "one thread a core" if running.threads is None else f"{running.threads} thread(s)"
     print(
-        f"background model: running (pid {running.pid}, {running.base_url}), "
+        f"background model: running (pid {running.pid}, {running.base_url}, {threads}), "
         f"idle {data['idle_seconds']} s, exits after {data['exits_in_seconds']} s more "
         "without use"
     )

@@ -52,12 +52,15 @@ def _local(settings: Settings, spec: ProviderSpec) -> tuple[ChatModel, Close]:
         from ragwright.adapters.chatmodels.resident import BackgroundLocalModel
 
         warm = BackgroundLocalModel(
-            model_cache(settings), idle_timeout=settings.chat.keep_warm, name=spec.name
+            model_cache(settings),
+            idle_timeout=settings.chat.keep_warm,
+            threads=settings.chat.threads,
+            name=spec.name,
         )
         return warm, warm.close
     from ragwright.adapters.chatmodels.local import OnDemandLocalModel
 
-    local = OnDemandLocalModel(model_cache(settings), name=spec.name)
+    local = OnDemandLocalModel(model_cache(settings), threads=settings.chat.threads, name=spec.name)
     return local, local.close
 
 

@@ -89,6 +89,15 @@ class ChatSettings(Group):
         "and `worker` keep their own model in-process",
         ge=0,
     )
+    threads: int | None = setting(
+        None,
+        "threads the embedded local model computes with; unset: llama.cpp's default, one per "
+        "core. On a machine other work keeps busy, `1` answers faster: llama.cpp's threads "
+        "wait for each other at every step, and a thread the system has set aside holds up "
+        'the rest (docs/chat.md, "Threads of the local model"). A background model started '
+        "with another count is restarted",
+        ge=1,
+    )
     schema_style: Literal["auto", "object", "variants"] = setting(
         "auto",
         "answer schema: `variants` (anyOf, grammar engines), `object` (hosted strict modes); auto "

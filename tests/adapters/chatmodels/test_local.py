@@ -310,3 +310,25 @@ def test_the_server_keeps_no_host_memory_cache_of_earlier_prompts(
     assert params.cache_ram_mib == 0  # type: ignore[attr-defined]
     assert params.cache_prompt is True  # type: ignore[attr-defined]
     assert params.n_parallel == 1  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("threads", [None, 1, 3])
+def test_the_server_computes_with_the_threads_it_is_given(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, threads: int | None
+) -> None:
+    import xllamacpp
+
+    default = xllamacpp.CommonParams().cpuparams.n_threads
+    started: list[object] = []
+
+    class RecordingServer:
+        listening_address = "http://127.0.0.1:1"
+
+        def __init__(self, params: object) -> None:
+            started.append(params)
+
+    monkeypatch.setattr(xllamacpp, "Server", RecordingServer)
+    LocalModelServer(tmp_path / "model.gguf", threads=threads).close()
+    (params,) = started
+    wanted = default if threads is None else threads
+    assert params.cpuparams.n_threads == wanted  # type: ignore[attr-defined]

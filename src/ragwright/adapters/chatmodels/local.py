@@ -227,6 +227,7 @@ class OnDemandLocalModel:
         cache_dir: Path,
         *,
         context_tokens: int = 4096,
+        threads: int | None = None,
         name: str = "local",
         parts: Sequence[Path] | None = None,
         expected_sha256: str = GGUF_SHA256,
@@ -234,6 +235,7 @@ class OnDemandLocalModel:
         self.name = name
         self._cache_dir = cache_dir
         self._context_tokens = context_tokens
+        self._threads = threads
         self._parts = parts
         self._expected = expected_sha256
         self._server: LocalModelServer | None = None
@@ -252,7 +254,9 @@ class OnDemandLocalModel:
                 path = assemble_model(
                     self._cache_dir, parts=self._parts, expected_sha256=self._expected
                 )
-                self._server = LocalModelServer(path, context_tokens=self._context_tokens)
+                self._server = LocalModelServer(
+                    path, context_tokens=self._context_tokens, threads=self._threads
+                )
                 self._client = LocalChatModel(self._server, name=self.name)
                 announce("generate")  # the call that needed the model goes on
             return self._client

@@ -67,6 +67,8 @@ class ResidentModel:
     context_tokens: int
     idle_timeout: float
     started_at: float
+    threads: int | None
+    """The threads it computes with (``RAGWRIGHT_CHAT_THREADS``); None: llama.cpp's default."""
     last_used: float
 
     def idle_seconds(self, now: float) -> float:
@@ -87,6 +89,8 @@ def read_resident(cache_dir: Path) -> ResidentModel | None:
             context_tokens=int(data["context_tokens"]),
             idle_timeout=float(data["idle_timeout"]),
             started_at=float(data["started_at"]),
+            # A record written before the setting existed: llama.cpp's default.
+            threads=None if data.get("threads") is None else int(data["threads"]),
             last_used=lease,
         )
     except (OSError, ValueError, KeyError, TypeError):
@@ -124,11 +128,13 @@ def ensure_resident(
     *,
     context_tokens: int,
     idle_timeout: float,
+    threads: int | None = None,
     wait: float = START_WAIT,
     expected_sha256: str = GGUF_SHA256,
 ) -> ResidentModel:
     """The running background model for ``cache_dir``, started when there is none (or the
-    recorded one is gone, answers nothing, or runs another model or context size).
+    recorded one is gone, answers nothing, or runs another model, context size or
+    number of threads).
 
     Raises:
         ChatError: the process did not come up within ``wait`` seconds, or exited (the
@@ -137,7 +143,8 @@ def ensure_resident(
     with _start_lock(cache_dir):
         found = read_resident(cache_dir)
         if found is not None and answers(found):
-            if (found.model_sha256, found.context_tokens) == (expected_sha256, context_tokens):
+            wanted = (expected_sha256, context_tokens, threads)
+            if (found.model_sha256, found.context_tokens, found.threads) == wanted:
                 touch_lease(cache_dir, time.time())
                 return found
             stop_resident(cache_dir)
@@ -154,6 +161,7 @@ def ensure_resident(
                     str(context_tokens),
                     "--idle-timeout",
                     str(idle_timeout),
+                    *(() if threads is None else ("--threads", str(threads))),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -235,12 +243,14 @@ class BackgroundLocalModel:
         *,
         idle_timeout: float,
         context_tokens: int = 4096,
+        threads: int | None = None,
         name: str = "local",
     ) -> None:
         self.name = name
         self._cache_dir = cache_dir
         self._idle_timeout = idle_timeout
         self._context_tokens = context_tokens
+        self._threads = threads
         self._client: LocalChatModel | None = None
         self._lock = threading.Lock()
 
@@ -251,6 +261,7 @@ class BackgroundLocalModel:
                     self._cache_dir,
                     context_tokens=self._context_tokens,
                     idle_timeout=self._idle_timeout,
+                    threads=self._threads,
                 )
                 self._client = LocalChatModel(_Address(resident.base_url), name=self.name)
             return self._client
@@ -304,12 +315,14 @@ class _Address:
     base_url: str
 
 
-def serve_resident(cache_dir: Path, *, context_tokens: int, idle_timeout: float) -> None:
+def serve_resident(
+    cache_dir: Path, *, context_tokens: int, idle_timeout: float, threads: int | None = None
+) -> None:
     """The background process's body: serve until idle for ``idle_timeout`` s or SIGTERM."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     path = assemble_model(cache_dir)
-    server = LocalModelServer(path, context_tokens=context_tokens)
+    server = LocalModelServer(path, context_tokens=context_tokens, threads=threads)
     state = cache_dir / STATE
     try:
         temporary = state.with_suffix(f".tmp-{os.getpid()}")
@@ -321,6 +334,7 @@ def serve_resident(cache_dir: Path, *, context_tokens: int, idle_timeout: float)
                     "model_sha256": GGUF_SHA256,
                     "context_tokens": context_tokens,
                     "idle_timeout": idle_timeout,
+                    "threads": threads,
                     "started_at": time.time(),
                 }
             ),
@@ -348,9 +362,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("cache_dir", type=Path)
     parser.add_argument("--context-tokens", type=int, required=True)
     parser.add_argument("--idle-timeout", type=float, required=True)
+    parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args(argv)
     serve_resident(
-        args.cache_dir, context_tokens=args.context_tokens, idle_timeout=args.idle_timeout
+        args.cache_dir,
+        context_tokens=args.context_tokens,
+        idle_timeout=args.idle_timeout,
+        threads=args.threads,
     )
 
 
