@@ -8,6 +8,7 @@ import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -287,13 +288,9 @@ def test_a_stopped_server_is_a_transient_failure(tmp_path_factory: pytest.TempPa
     assert caught.value.category is FailureCategory.TRANSIENT
 
 
-def test_the_server_keeps_no_host_memory_cache_of_earlier_prompts(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    # llama.cpp's default keeps earlier prompts' states in up to 8 GiB of host memory: a
-    # serving process grew 4-5 MiB an answer (benchmarks/soak.py, 981 -> 1,795 MiB over
-    # 100 answers). The server is started with that cache off; the slot's own prefix
-    # reuse is untouched (its cache_prompt stays as llama.cpp sets it).
+def _started_params(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **kwargs: Any) -> Any:
+    """The llama.cpp parameters ``LocalModelServer(**kwargs)`` starts its server with
+    (the server itself is replaced by one that records them)."""
     import xllamacpp
 
     started: list[object] = []
@@ -305,11 +302,22 @@ def test_the_server_keeps_no_host_memory_cache_of_earlier_prompts(
             started.append(params)
 
     monkeypatch.setattr(xllamacpp, "Server", RecordingServer)
-    LocalModelServer(tmp_path / "model.gguf").close()
+    LocalModelServer(tmp_path / "model.gguf", **kwargs).close()
     (params,) = started
-    assert params.cache_ram_mib == 0  # type: ignore[attr-defined]
-    assert params.cache_prompt is True  # type: ignore[attr-defined]
-    assert params.n_parallel == 1  # type: ignore[attr-defined]
+    return params
+
+
+def test_the_server_keeps_no_host_memory_cache_of_earlier_prompts(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # llama.cpp's default keeps earlier prompts' states in up to 8 GiB of host memory: a
+    # serving process grew 4-5 MiB an answer (benchmarks/soak.py, 981 -> 1,795 MiB over
+    # 100 answers). The server is started with that cache off; the slot's own prefix
+    # reuse is untouched (its cache_prompt stays as llama.cpp sets it).
+    params = _started_params(monkeypatch, tmp_path)
+    assert params.cache_ram_mib == 0
+    assert params.cache_prompt is True
+    assert params.n_parallel == 1
 
 
 @pytest.mark.parametrize("threads", [None, 1, 3])
@@ -319,16 +327,5 @@ def test_the_server_computes_with_the_threads_it_is_given(
     import xllamacpp
 
     default = xllamacpp.CommonParams().cpuparams.n_threads
-    started: list[object] = []
-
-    class RecordingServer:
-        listening_address = "http://127.0.0.1:1"
-
-        def __init__(self, params: object) -> None:
-            started.append(params)
-
-    monkeypatch.setattr(xllamacpp, "Server", RecordingServer)
-    LocalModelServer(tmp_path / "model.gguf", threads=threads).close()
-    (params,) = started
-    wanted = default if threads is None else threads
-    assert params.cpuparams.n_threads == wanted  # type: ignore[attr-defined]
+    params = _started_params(monkeypatch, tmp_path, threads=threads)
+    assert params.cpuparams.n_threads == (default if threads is None else threads)
