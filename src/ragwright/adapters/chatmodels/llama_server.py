@@ -55,9 +55,9 @@ class LlamaServerChatModel:
                 timeout=deadline.remaining(),
             )
         except httpx.HTTPError as error:
-            raise self._failed(exception_error(ChatError, self.name, error), request) from error
+            raise refine_rejection(exception_error(ChatError, self.name, error), request) from error
         if response.status_code >= 400:
-            raise self._failed(status_error(ChatError, self.name, response), request)
+            raise refine_rejection(status_error(ChatError, self.name, response), request)
         data = _json(self.name, response.text)
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
@@ -90,7 +90,7 @@ class LlamaServerChatModel:
                 "POST", self._url, json=body, timeout=deadline.remaining()
             ) as response:
                 if response.status_code >= 400:
-                    raise self._failed(status_error(ChatError, self.name, response), request)
+                    raise refine_rejection(status_error(ChatError, self.name, response), request)
                 async for line in response.aiter_lines():
                     if not line.startswith("data:"):
                         continue  # blank separators, comments
@@ -100,10 +100,7 @@ class LlamaServerChatModel:
                     for piece in _deltas(self.name, payload):
                         yield ChatUpdate(piece)
         except httpx.HTTPError as error:
-            raise self._failed(exception_error(ChatError, self.name, error), request) from error
-
-    def _failed(self, classified: ChatError, request: ChatRequest) -> ChatError:
-        return refine_rejection(classified, request)
+            raise refine_rejection(exception_error(ChatError, self.name, error), request) from error
 
     async def close(self) -> None:
         await self._client.aclose()
