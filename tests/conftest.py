@@ -76,7 +76,7 @@ def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # The suite runs 3 test processes on 2 cores, so the local model always shares its
     # cores: with one thread it answers 1.5-2.5x faster there (docs/chat.md, "Threads of
     # the local model"). Commands and child processes inherit it; a test that needs
-    # llama.cpp's default deletes it.
+    # another count sets its own.
     monkeypatch.setenv("RAGWRIGHT_CHAT_THREADS", SUITE_MODEL_THREADS)
 
 

@@ -32,6 +32,8 @@ BOTTOM = {
     "ragwright.errors": set(),
     "ragwright.types": set(),
     "ragwright.deadline": set(),
+    "ragwright.threads": set(),
+    "ragwright.stages": set(),
     "ragwright.protocols": {"ragwright.types", "ragwright.errors", "ragwright.deadline"},
 }
 

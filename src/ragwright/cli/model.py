@@ -20,8 +20,8 @@ app.add_typer(model_app, name="model")
 
 @model_app.command("status")
 def model_status(as_json: AsJson = False) -> None:
-    """Whether the background model runs for this home: its process, address, and how
-    long until it exits unless used."""
+    """Whether the background model runs for this home: its process, address, threads
+    (RAGWRIGHT_CHAT_THREADS), and how long until it exits unless used."""
     from ragwright.runtime import background_model
     from ragwright.settings import load_settings
 

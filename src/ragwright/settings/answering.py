@@ -95,7 +95,7 @@ class ChatSettings(Group):
         "core. On a machine other work keeps busy, `1` answers faster: llama.cpp's threads "
         "wait for each other at every step, and a thread the system has set aside holds up "
         'the rest (docs/chat.md, "Threads of the local model"). A background model started '
-        "with another count is restarted",
+        "with another count is restarted when no other command is using it",
         ge=1,
     )
     schema_style: Literal["auto", "object", "variants"] = setting(

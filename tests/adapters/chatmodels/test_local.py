@@ -326,6 +326,8 @@ def test_the_server_computes_with_the_threads_it_is_given(
 ) -> None:
     import xllamacpp
 
-    default = xllamacpp.CommonParams().cpuparams.n_threads
+    defaults = xllamacpp.CommonParams()
     params = _started_params(monkeypatch, tmp_path, threads=threads)
-    assert params.cpuparams.n_threads == (default if threads is None else threads)
+    for group in ("cpuparams", "cpuparams_batch"):  # writing tokens, reading the prompt
+        wanted = getattr(defaults, group).n_threads if threads is None else threads
+        assert getattr(params, group).n_threads == wanted, group

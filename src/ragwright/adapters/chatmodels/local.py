@@ -152,7 +152,9 @@ class LocalModelServer:
         params.warmup = False
         params.verbosity = -1
         if threads is not None:
+            # Both the token-by-token steps and the prompt's batches.
             params.cpuparams.n_threads = threads
+            params.cpuparams_batch.n_threads = threads
         self._server: xllamacpp.Server | None = xllamacpp.Server(params)
         self.base_url = str(self._server.listening_address).rstrip("/")
 

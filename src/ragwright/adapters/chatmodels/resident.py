@@ -74,6 +74,10 @@ class ResidentModel:
     def idle_seconds(self, now: float) -> float:
         return max(0.0, now - self.last_used)
 
+    def busy(self, now: float) -> bool:
+        """Whether a command's call is in flight (its lease runs to that call's deadline)."""
+        return self.last_used > now
+
 
 def read_resident(cache_dir: Path) -> ResidentModel | None:
     """The recorded process if its record parses and the process is alive, else None."""
@@ -146,6 +150,11 @@ def ensure_resident(
             wanted = (expected_sha256, context_tokens, threads)
             if (found.model_sha256, found.context_tokens, found.threads) == wanted:
                 touch_lease(cache_dir, time.time())
+                return found
+            if wanted[:2] == (found.model_sha256, found.context_tokens) and found.busy(time.time()):
+                # Only the thread count differs and another command's call is in flight
+                # (its lease runs to its deadline): the same answers, at another speed;
+                # replacing the process now would cut that answer off.
                 return found
             stop_resident(cache_dir)
         touch_lease(cache_dir, time.time())
