@@ -296,7 +296,7 @@ def wait_for_results(
     quiet_since = clock()
     while True:
         queue.renew_run(run_id)
-        for result in queue.results(run_id, known=seen.copy()):
+        for result in queue.results(run_id, known=seen):
             if result.number not in seen:
                 seen.add(result.number)
                 quiet_since = clock()

@@ -147,11 +147,14 @@ def ensure_resident(
     with _start_lock(cache_dir):
         found = read_resident(cache_dir)
         if found is not None and answers(found):
-            wanted = (expected_sha256, context_tokens, threads)
-            if (found.model_sha256, found.context_tokens, found.threads) == wanted:
+            same_model = (found.model_sha256, found.context_tokens) == (
+                expected_sha256,
+                context_tokens,
+            )
+            if same_model and found.threads == threads:
                 touch_lease(cache_dir, time.time())
                 return found
-            if wanted[:2] == (found.model_sha256, found.context_tokens) and found.busy(time.time()):
+            if same_model and found.busy(time.time()):
                 # Only the thread count differs and another command's call is in flight
                 # (its lease runs to its deadline): the same answers, at another speed;
                 # replacing the process now would cut that answer off.
