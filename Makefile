@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-deps lint typecheck pytest bench bench-formats clean cli-docs
+.PHONY: demo test test-deps lint typecheck pytest bench bench-formats clean cli-docs bytecode
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +14,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+# The project's own modules compiled once: a shell with PYTHONDONTWRITEBYTECODE set
+# (containers, CI) would otherwise compile them in every command, about 0.25 s of each
+# command's start on 2 cores. Up-to-date files are skipped.
+bytecode: $(STAMP)
+	@$(BIN)/python -m compileall -q src >/dev/null
+
+demo: $(STAMP) bytecode
 	RAGWRIGHT_HOME=.ragwright/demo $(BIN)/ragwright ingest samples/corpus
 	RAGWRIGHT_HOME=.ragwright/demo $(BIN)/ragwright status
 	RAGWRIGHT_HOME=.ragwright/demo $(BIN)/ragwright search "Should I drain all queued work during shutdown?" --k 3
@@ -96,7 +102,7 @@ test-deps:
 # start first: tests/conftest.py, LONGEST_FIRST, with --no-loadscope-reorder.
 PYTEST_WORKERS ?= 3
 
-pytest: $(STAMP) test-deps
+pytest: $(STAMP) bytecode test-deps
 	RAGWRIGHT_TEST_REDIS_URL=redis://127.0.0.1:$(REDIS_PORT)/15 \
 	  RAGWRIGHT_TEST_POSTGRES_URL=$(POSTGRES_URL) $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 

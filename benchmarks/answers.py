@@ -36,7 +36,12 @@ Writes ``benchmarks/results/answers.json``.
 
     python benchmarks/answers.py [--styles quoted,generated,evidence]
         [--split tune|test|both] [--dataset clapnq|samples|both] [--limit N] [--out PATH]
-        [--data DIR] [--home DIR] [--no-calibrate]
+        [--data DIR] [--home DIR] [--no-calibrate] [--shown VARIANT]
+
+``--shown`` swaps what a quoted request shows the model (the product's
+``shown_to_model``) for another choice, to compare them on the same path; each case's
+``selection_f1`` is the token F1 of the sentences its outcome selected (for the
+``evidence`` style, the deterministic selection: the no-model baseline).
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -62,8 +67,13 @@ from ragwright.application import (
     EvidenceFilter,
     IngestRequest,
 )
-from ragwright.core.answers import ANSWER_STYLES
+from ragwright.core.answer_metrics import token_f1
+from ragwright.core.answers import ANSWER_STYLES, MAX_QUOTES, QUOTED_INSTRUCTIONS
+from ragwright.core.conditions import conditions_for
+from ragwright.core.sentences import EvidenceSentence
 from ragwright.errors import AnswerContractError, ChatError
+from ragwright.pipeline import answer_stages
+from ragwright.pipeline import answerability as answerability_module
 from ragwright.pipeline.answer_scoring import (
     ANSWERED,
     error_outcome,
@@ -85,6 +95,53 @@ SPLITS = ("tune", "test")
 CLAPNQ_CHUNKING = {"chunking": "sentence-blocks", "max_words": 400, "max_tokens": 256}
 # Per-case figures kept in the results (no question, answer or reference text).
 KEPT = ("status", "token_f1", "rouge_l", "gold_cited", "support", "latency_ms")
+
+
+def _ranked(
+    picked: Sequence[EvidenceSentence], pool: Sequence[EvidenceSentence]
+) -> list[EvidenceSentence]:
+    """``picked`` (best first), each followed by the sentences that qualify it."""
+    shown: list[EvidenceSentence] = []
+    for sentence in picked:
+        shown += [s for s in (sentence, *conditions_for([sentence], pool)) if s not in shown]
+    return shown
+
+
+def _best_first(
+    sentences: Sequence[EvidenceSentence], scores: dict[str, float], count: int, *, one_source: bool
+) -> list[EvidenceSentence]:
+    pool = list(sentences)
+    if one_source and pool:
+        best = max(pool, key=lambda s: scores[s.label]).source
+        pool = [s for s in pool if s.source == best]
+    order = sorted(range(len(pool)), key=lambda n: (-scores[pool[n].label], n))[:count]
+    return _ranked([pool[n] for n in order], pool)
+
+
+# What a quoted request shows the model (--shown): the product's choice, and others it
+# can be compared with through the same answer path.
+SHOWN: dict[
+    str, Callable[[Sequence[EvidenceSentence], dict[str, float]], list[EvidenceSentence]]
+] = {
+    "product": answerability_module.shown_to_model,
+    "ranked": lambda s, scores: _best_first(s, scores, 5, one_source=False),
+    "source-ranked": lambda s, scores: _best_first(s, scores, 5, one_source=True),
+    "selection": lambda s, scores: _best_first(s, scores, 3, one_source=True),
+    "confirm": lambda s, scores: _best_first(s, scores, 3, one_source=True),
+}
+
+
+# --shown confirm: the evidence style's selection, best first, with instructions to keep
+# every sentence that helps and drop the rest (the model confirms rather than searches).
+CONFIRM_INSTRUCTIONS = QUOTED_INSTRUCTIONS.replace(
+    'Each sentence has an id such as S1.2. Return status "answered" and the ids of the '
+    f"sentences (at most {MAX_QUOTES}) that best answer the question, including any "
+    "condition or exception they state.",
+    "The sentences are listed most relevant first; each has an id such as S1.2. Return "
+    'status "answered" and the ids of the sentences that state the answer or part of it, '
+    "with any condition or exception they state; leave out only those that do not help "
+    "answer the question.",
+)
 
 
 def clapnq_split(question_id: str) -> str:
@@ -179,6 +236,13 @@ async def _answer_each(
                 "selected": len(selected) if selected is not None else None,
                 "precision": scores.precision if scores else None,
                 "recall": scores.recall if scores else None,
+                # The selected sentences, joined, against the references: the F1 of the
+                # deterministic selection (evidence style) is the no-model baseline.
+                "selection_f1": (
+                    round(token_f1(" ".join(selected), list(case.reference_answers)), 4)
+                    if selected and case.reference_answers and row["status"] != "insufficient"
+                    else None
+                ),
             }
         )
         print(
@@ -203,6 +267,8 @@ def sentence_summary(
     if all(s["selected"] is None for _, s in eligible):
         return {"with_reference_sentences": len(eligible), "with_selection": 0}
     scored = [s for _, s in eligible if s["precision"] is not None and s["selected"]]
+    with_answers = [s for case, s in zip(cases, selections, strict=True) if case.reference_answers]
+    f1 = [s["selection_f1"] for s in with_answers if s["selection_f1"] is not None]
     answered = [
         s for row, s in eligible if row["status"] == ANSWERED and s["precision"] is not None
     ]
@@ -219,6 +285,11 @@ def sentence_summary(
         "recall_answered": mean([s["recall"] for s in answered], len(answered)),
         "precision_all": mean([s["precision"] for s in scored], len(eligible)),
         "recall_all": mean([s["recall"] for s in scored], len(eligible)),
+        # Token F1 of the selection that passed the gate (evidence_only or answered):
+        # over those, and over every answerable case with references (none = 0).
+        "selection_f1": mean(f1, len(f1)),
+        "selection_f1_all": mean(f1, len(with_answers)),
+        "selection_f1_cases": len(f1),
     }
 
 
@@ -298,7 +369,7 @@ def table(results: dict[str, Any]) -> str:
     header = (
         f"{'dataset':<8} {'split':<6} {'style':<9} {'answered':>9} {'gold':>6} "
         f"{'F1 ans/all':>11} {'RL ans/all':>11} {'declined':>9} {'inv':>4} "
-        f"{'sentP/R':>11} {'p50 ms':>7} {'p95 ms':>7}"
+        f"{'sentP/R':>11} {'selF1 ans/all':>13} {'p50 ms':>7} {'p95 ms':>7}"
     )
     lines = [header]
     for dataset, splits in results.items():
@@ -317,6 +388,8 @@ def table(results: dict[str, Any]) -> str:
                     f"{_f(a['rouge_l']['answered'])}/{_f(a['rouge_l']['all'])} "
                     f"{u['declined']:>4}/{u['cases']:<4} {s['invalid_citations']:>4} "
                     f"{_f(precision)}/{_f(recall)} "
+                    f"{_f(sentences.get('selection_f1'), 6)}/"
+                    f"{_f(sentences.get('selection_f1_all'), 6)} "
                     f"{_f(s['latency_ms']['p50'], 7, 0)} {_f(s['latency_ms']['p95'], 7, 0)}"
                 )
     return "\n".join(lines)
@@ -356,7 +429,20 @@ def main() -> None:
         help="Reuse the index of this RAGWRIGHT_HOME (one --dataset): nothing is ingested "
         "or calibrated into it; its own thresholds apply.",
     )
+    parser.add_argument(
+        "--shown",
+        choices=sorted(SHOWN),
+        default="product",
+        help="What a quoted request shows the model: the product's choice (default), the 5 "
+        "most similar sentences best first (ranked), the best source's 5 (source-ranked) "
+        "or 3 (selection: the evidence style's own choice) best first; each with the "
+        "sentences that qualify them.",
+    )
     args = parser.parse_args()
+    answerability_module.shown_to_model = SHOWN[args.shown]
+    if args.shown == "confirm":
+        assert CONFIRM_INSTRUCTIONS != QUOTED_INSTRUCTIONS, "the instructions changed"
+        answer_stages.QUOTED_INSTRUCTIONS = CONFIRM_INSTRUCTIONS
     if args.home is not None:
         if args.dataset == "both":
             parser.error("--home: name the one --dataset (clapnq or samples) its index holds")
@@ -374,6 +460,7 @@ def main() -> None:
                 "styles": styles,
                 "split": args.split,
                 "limit": args.limit,
+                "shown": args.shown,
                 "calibrated": ("the home's own thresholds" if args.home else not args.no_calibrate),
                 "data": str(args.data),
                 "home": str(args.home) if args.home else None,

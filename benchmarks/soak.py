@@ -19,7 +19,11 @@ Each answer's status and latency are kept for the summary. The load average is r
 at the start and the end (timings on a busy machine are not comparable; RSS is).
 Writes ``benchmarks/results/soak.json``.
 
-    python benchmarks/soak.py [--answers 1000] [--local 0] [--warmup 100]
+3. ``--eval N`` (default 0): one ``ragwright eval run CASES --answers`` process over N
+   ClapNQ questions with the embedded local model, sampled every half second against
+   the answers it has saved (the warm-up is the first N/5 answers, at most ``--warmup``).
+
+    python benchmarks/soak.py [--answers 1000] [--local 0] [--eval 0] [--warmup 100]
 """
 
 from __future__ import annotations
@@ -164,11 +168,100 @@ def soak(env: dict[str, str], answers: int, warmup: int, tmp: Path, name: str) -
     }
 
 
+def eval_soak(env: dict[str, str], cases: int, warmup: int, tmp: Path) -> dict[str, Any]:
+    """``ragwright eval run CASES --answers`` over ``cases`` ClapNQ questions (both splits,
+    in file order) as a real separate process, with the embedded local model: its RSS and
+    its children's sampled every half second, against the answers it has saved so far
+    (the run writes each answer to its ``answers.jsonl`` as it completes)."""
+    from answers import clapnq_rows
+
+    home = tmp / "eval"
+    env = {**env, "RAGWRIGHT_HOME": str(home), **CLAPNQ_CHUNKING}
+    ragwright("ingest", str(CLAPNQ / "markdown"), env=env)
+    rows = (clapnq_rows("tune") + clapnq_rows("test"))[:cases]
+    dataset = tmp / "eval-cases.jsonl"
+    dataset.write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    log = tmp / "eval.log"
+    samples: list[dict[str, Any]] = []
+    load_start = os.getloadavg()
+    started = time.perf_counter()
+    with log.open("wb") as sink:
+        child = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ragwright",
+                "eval",
+                "run",
+                str(dataset),
+                "--answers",
+                "--type",
+                "note",
+                "--json",
+            ],
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            process = psutil.Process(child.pid)
+            while child.poll() is None:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    own, children = rss(process)
+                    saved = sum(
+                        len(path.read_bytes().splitlines())
+                        for path in (home / "evaluations").glob("*/answers.jsonl")
+                    )
+                    samples.append(
+                        {"answers": saved, "rss_mib": own / MIB, "children_rss_mib": children / MIB}
+                    )
+                time.sleep(0.5)
+        finally:
+            if child.poll() is None:
+                child.terminate()
+            child.wait(60)
+    if child.returncode != 0:
+        raise SystemExit(f"eval run failed ({child.returncode}):\n{log.read_text()[-2000:]}")
+
+    def at(answers: int) -> dict[str, Any]:
+        return next(s for s in samples if s["answers"] >= answers)
+
+    total = max(s["answers"] for s in samples)
+    after_warmup, last = at(min(warmup, total)), samples[-1]
+    growth = (last["rss_mib"] - after_warmup["rss_mib"]) / after_warmup["rss_mib"]
+    return {
+        "cases": len(rows),
+        "answers_seen": total,
+        "wall_s": round(time.perf_counter() - started, 1),
+        "rss_mib": {
+            "first_sample": round(samples[0]["rss_mib"], 1),
+            f"after_{warmup}": round(after_warmup["rss_mib"], 1),
+            "max": round(max(s["rss_mib"] for s in samples), 1),
+            "last": round(last["rss_mib"], 1),
+        },
+        "children_rss_mib": {
+            f"after_{warmup}": round(after_warmup["children_rss_mib"], 1),
+            "last": round(last["children_rss_mib"], 1),
+        },
+        "growth_after_warmup": round(growth, 4),
+        "within_5_percent": abs(growth) <= 0.05,
+        "rss_every_25": [round(at(n)["rss_mib"], 1) for n in range(25, total + 1, 25)],
+        "load_average": {"start": load_start, "end": os.getloadavg()},
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--answers", type=int, default=1000, help="scripted-provider answers")
     parser.add_argument("--local", type=int, default=0, help="embedded local-model answers")
     parser.add_argument("--warmup", type=int, default=100, help="answers before the baseline")
+    parser.add_argument(
+        "--eval",
+        type=int,
+        default=0,
+        metavar="N",
+        help="answers of one 'eval run --answers' over N ClapNQ questions (local model)",
+    )
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "soak.json")
     args = parser.parse_args()
     record: dict[str, Any] = {"cpus": os.cpu_count()}
@@ -188,6 +281,10 @@ def main() -> None:
             env = {**os.environ, "RAGWRIGHT_CHAT_PROVIDER": "local"}
             warm = min(args.warmup, max(1, args.local // 5))
             record["local"] = soak(env, args.local, warm, Path(tmp), "local")
+        if args.eval:
+            env = {**os.environ, "RAGWRIGHT_CHAT_PROVIDER": "local"}
+            warm = min(args.warmup, max(1, args.eval // 5))
+            record["eval_run"] = eval_soak(env, args.eval, warm, Path(tmp))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps({k: v for k, v in record.items() if k != "cpus"}, indent=2))

@@ -48,12 +48,13 @@ def test_a_cut_mark_is_no_sentence() -> None:
     assert sentence.text == "Only this."
 
 
-def test_the_rendered_message_holds_only_the_shown_sentences_in_reading_order() -> None:
+def test_the_rendered_message_holds_only_the_shown_sentences_in_the_given_order() -> None:
     shown = [SENTENCES[3], SENTENCES[2], SENTENCES[0]]
     body = json.loads(render_sentences(SOURCES, shown, "Drain?"))
+    assert [item["id"] for item in body["evidence"]] == ["S2", "S1"]
     assert [[s["id"] for s in item["sentences"]] for item in body["evidence"]] == [
-        ["S1.1", "S1.3"],
         ["S2.1"],
+        ["S1.3", "S1.1"],
     ]
     assert all(item["kind"] == "untrusted-data" for item in body["evidence"])
     assert body["question"] == "Drain?"

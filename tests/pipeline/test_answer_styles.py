@@ -26,6 +26,11 @@ def retriever(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Retriever]:
         yield Retriever(index, HashingEmbedder(), Bm25Encoder())
 
 
+def position(label: str) -> tuple[int, int]:
+    source, number = label[1:].split(".")
+    return int(source), int(number)
+
+
 def quoted(*ids: str) -> Reply:
     status = "answered" if ids else "insufficient"
     return Reply(json.dumps({"status": status, "sentenceIds": list(ids)}))
@@ -50,7 +55,7 @@ def test_a_quoted_answer_is_the_selected_sentences_verbatim(retriever: Retriever
     labels = [q.label for q in result.quotes]
     # The chosen sentences, with any shown sentence right after one that qualifies it
     # (a condition or an exception: tests/core/test_conditions.py), in reading order.
-    assert [label for label in labels if label in chosen] == chosen
+    assert [label for label in labels if label in chosen] == sorted(chosen, key=position)
     for extra in (label for label in labels if label not in chosen):
         assert extra in shown and qualifies(shown[extra])
     assert result.answer == " ".join(shown[i] for i in labels)
@@ -71,9 +76,16 @@ def test_a_quoted_request_shows_a_bounded_set_of_sentences_under_sub_labels(
     chat = ScriptedChatModel([quoted()])
     result = ask(retriever, chat, style="quoted", k=10)
     shown = shown_sentences(chat)
-    assert 0 < len(shown) <= QUOTE_CANDIDATES
+    # The evidence selection's candidates: one source's most similar sentences, each
+    # with at most the sentences that qualify it.
+    primary = [i for i in shown if not qualifies(shown[i])]
+    assert 0 < len(primary) <= QUOTE_CANDIDATES
+    assert len({i.split(".")[0] for i in shown}) == 1
     labels = {s.label for s in result.context.sources}
     assert all(i.split(".")[0] in labels for i in shown)
+    # Best first: the first sentence shown is the one the answerability signal names.
+    assert result.answerability is not None
+    assert next(iter(shown)) == result.answerability.best_sentence
     schema = chat.requests[0].options.json_schema
     assert schema is not None
     answered = schema["anyOf"][0]["properties"]["sentenceIds"]

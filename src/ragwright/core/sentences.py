@@ -90,14 +90,17 @@ def render_sentences(
     history: Sequence[Turn] = (),
 ) -> str:
     """The user message of a quoted request: each source that has a shown sentence, with
-    those sentences under their sub-labels in reading order, then the question.
+    those sentences under their sub-labels, then the question. Sources and sentences keep
+    the order of ``shown`` (a source comes where its first sentence is), so a caller that
+    ranks them shows its best first.
 
     ``{"evidence": [{id, kind, title, heading, sentences: [{id, text}]}], "question"}``
     (with a ``"history"`` block before the question when earlier turns are included).
     """
     by_source: dict[str, list[EvidenceSentence]] = {}
-    for sentence in in_reading_order(shown):
+    for sentence in shown:
         by_source.setdefault(sentence.source, []).append(sentence)
+    by_label = {source.label: source for source in sources}
     body: dict[str, object] = {
         "evidence": [
             {
@@ -107,8 +110,7 @@ def render_sentences(
                 "heading": source.candidate.heading,
                 "sentences": [{"id": s.label, "text": s.text} for s in by_source[source.label]],
             }
-            for source in sources
-            if source.label in by_source
+            for source in (by_label[label] for label in by_source)
         ]
     }
     if history:

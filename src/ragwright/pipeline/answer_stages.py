@@ -37,15 +37,14 @@ from ragwright.core.answers import (
     quoted_schema,
 )
 from ragwright.core.assembly import INSTRUCTIONS, AssembledContext, Candidate, Turn, assemble
-from ragwright.core.conditions import conditions_for
 from ragwright.core.screen import addresses_the_model, frame_addresses_the_model
 from ragwright.core.sentences import (
     EvidenceSentence,
     evidence_sentences,
-    in_reading_order,
     render_sentences,
 )
 from ragwright.deadline import deadline_scope
+from ragwright.pipeline import answerability as answerability_module
 from ragwright.pipeline.answer_plan import AnswerPlan, ScaledCounter
 from ragwright.pipeline.answer_records import (
     AnswerOptions,
@@ -55,11 +54,9 @@ from ragwright.pipeline.answer_records import (
     instructions_version,
 )
 from ragwright.pipeline.answerability import (
-    QUOTE_CANDIDATES,
     Answerability,
     SentenceScorer,
     answerability,
-    most_similar,
     select_evidence,
     split_sentences,
 )
@@ -280,10 +277,9 @@ def quoted_context(
     should the labels' overhead ever break the allowance, the least similar go first."""
     sentences = sentences_of(context)
     scores = scorer.scores(sentences)
-    shown = most_similar(sentences, scores, QUOTE_CANDIDATES)
-    # The conditions and exceptions right after a shown sentence are shown too, so a
-    # chosen rule can bring them (core/conditions.py); they go first if the budget binds.
-    shown = in_reading_order([*shown, *conditions_for(shown, sentences)])
+    # Looked up on the module at call time: benchmarks/answers.py --shown compares
+    # other choices of what the model sees through the same path.
+    shown = answerability_module.shown_to_model(sentences, scores)
     kept_turns = tuple(turns[len(turns) - context.history_turns :]) if context.history_turns else ()
     instruction_tokens = counter.count(context.instructions)
     while True:
