@@ -20,8 +20,9 @@ at the start and the end (timings on a busy machine are not comparable; RSS is).
 Writes ``benchmarks/results/soak.json``.
 
 3. ``--eval N`` (default 0): one ``ragwright eval run CASES --answers`` process over N
-   ClapNQ questions with the embedded local model, sampled every half second against
-   the answers it has saved (the warm-up is the first N/5 answers, at most ``--warmup``).
+   ClapNQ questions with the embedded local model, its RSS and the background model
+   process's sampled every half second against the answers it has saved (the warm-up is
+   the first N/5 answers, at most ``--warmup``).
 
     python benchmarks/soak.py [--answers 1000] [--local 0] [--eval 0] [--warmup 100]
 """
@@ -168,11 +169,20 @@ def soak(env: dict[str, str], answers: int, warmup: int, tmp: Path, name: str) -
     }
 
 
+def resident_rss(models: Path) -> int:
+    """RSS in bytes of the background model process recorded in ``models`` (0 if none)."""
+    with contextlib.suppress(OSError, ValueError, KeyError, psutil.NoSuchProcess):
+        pid = json.loads((models / "resident.json").read_text())["pid"]
+        return int(psutil.Process(pid).memory_info().rss)
+    return 0
+
+
 def eval_soak(env: dict[str, str], cases: int, warmup: int, tmp: Path) -> dict[str, Any]:
     """``ragwright eval run CASES --answers`` over ``cases`` ClapNQ questions (both splits,
-    in file order) as a real separate process, with the embedded local model: its RSS and
-    its children's sampled every half second, against the answers it has saved so far
-    (the run writes each answer to its ``answers.jsonl`` as it completes)."""
+    in file order) as a real separate process, with the embedded local model: its RSS, its
+    children's and the background model process's (detached, so no child) sampled every
+    half second, against the answers it has saved so far (the run writes each answer to
+    its ``answers.jsonl`` as it completes)."""
     from answers import clapnq_rows
 
     home = tmp / "eval"
@@ -208,12 +218,18 @@ def eval_soak(env: dict[str, str], cases: int, warmup: int, tmp: Path) -> dict[s
             while child.poll() is None:
                 with contextlib.suppress(psutil.NoSuchProcess):
                     own, children = rss(process)
+                    model = resident_rss(home / "models")
                     saved = sum(
                         len(path.read_bytes().splitlines())
                         for path in (home / "evaluations").glob("*/answers.jsonl")
                     )
                     samples.append(
-                        {"answers": saved, "rss_mib": own / MIB, "children_rss_mib": children / MIB}
+                        {
+                            "answers": saved,
+                            "rss_mib": own / MIB,
+                            "children_rss_mib": children / MIB,
+                            "model_rss_mib": model / MIB,
+                        }
                     )
                 time.sleep(0.5)
         finally:
@@ -227,7 +243,8 @@ def eval_soak(env: dict[str, str], cases: int, warmup: int, tmp: Path) -> dict[s
         return next(s for s in samples if s["answers"] >= answers)
 
     total = max(s["answers"] for s in samples)
-    after_warmup, last = at(min(warmup, total)), samples[-1]
+    # The last sample with every answer saved, before the run closes and exits.
+    after_warmup, last = at(min(warmup, total)), at(total)
     growth = (last["rss_mib"] - after_warmup["rss_mib"]) / after_warmup["rss_mib"]
     return {
         "cases": len(rows),
@@ -242,6 +259,11 @@ def eval_soak(env: dict[str, str], cases: int, warmup: int, tmp: Path) -> dict[s
         "children_rss_mib": {
             f"after_{warmup}": round(after_warmup["children_rss_mib"], 1),
             "last": round(last["children_rss_mib"], 1),
+        },
+        # The background model process (detached, so not a child): the local model.
+        "model_rss_mib": {
+            f"after_{warmup}": round(after_warmup["model_rss_mib"], 1),
+            "last": round(last["model_rss_mib"], 1),
         },
         "growth_after_warmup": round(growth, 4),
         "within_5_percent": abs(growth) <= 0.05,

@@ -98,6 +98,16 @@ def test_the_answer_benchmark_reads_any_clapnq_shaped_folder(tmp_path: Path) -> 
     assert all(c["gold_cited"] is True for c in scored if c["id"] in dict.fromkeys(
         q for q, _, gold in QUESTIONS if gold
     ))  # fmt: skip
+    # The no-model baseline: each answerable case's selection is scored against its
+    # reference (the first sentence of its passage, which the selection holds).
+    answerable = [c for c in scored if c["id"] in {q for q, _, gold in QUESTIONS if gold}]
+    assert answerable and all(c["selection_f1"] > 0.5 for c in answerable)
+    assert all(c["selection_f1"] is None for c in scored if c not in answerable)
+    summary = splits["test"]["evidence"]["summary"]["sentences"]
+    assert summary["selection_f1_cases"] == len(
+        [c for c in splits["test"]["evidence"]["cases"] if c in answerable]
+    )
+    assert written["config"]["shown"] == "product"
     missing = _bench(*args, "--data", str(tmp_path / "none"), cwd=tmp_path)
     assert missing.returncode != 0 and "no ClapNQ-shaped folder at" in missing.stderr
 

@@ -177,3 +177,34 @@ def test_a_process_builds_one_session_per_model_file_and_thread_count(
     shutil.copyfile(model, copy)
     other = OnnxEmbedder(model_path=copy, tokenizer_path=tokenizer)
     assert other._session is not embedder._session
+
+
+class _RecordingSession:
+    """Stands in for the inference session: records each run's rows x width and the
+    run options it was given, and runs the real session."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.runs: list[tuple[int, bool]] = []
+
+    def run(self, outputs: Any, feeds: dict[str, Any], options: Any = None) -> Any:
+        shrinks = options is not None and (
+            options.get_run_config_entry("memory.enable_memory_arena_shrinkage") == "cpu:0"
+        )
+        self.runs.append((int(feeds["input_ids"].size), shrinks))
+        return self.session.run(outputs, feeds, options)
+
+
+def test_small_runs_give_their_arena_growth_back_and_full_runs_keep_it() -> None:
+    # A process answering questions runs small, varied shapes: without giving back
+    # what each grew, its memory crept up over hundreds of answers. Bulk runs near the
+    # token cap keep the arena for the next one (faster).
+    embedder = OnnxEmbedder(batch_size=8, max_batch_tokens=256)
+    recording = _RecordingSession(embedder._session)
+    embedder._session = recording
+    long = ("word " * 125).strip()  # 127 tokens with [CLS] and [SEP]
+    embedder.embed_documents(["drain the queue", long, long])
+    embedder.embed_query("drain the queue")
+    # Sorted by length: a run of 2 rows x 127 (254 padded tokens, near the cap of 256),
+    # then one of 1 x 127 and the query's 1 x 5 (under half the cap).
+    assert recording.runs == [(254, False), (127, True), (5, True)]

@@ -106,6 +106,17 @@ def verify_artifact(path: Path, expected: str) -> None:
         raise ArtifactMismatch(str(path), expected, actual)
 
 
+# onnxruntime's CPU arena keeps the largest working memory any run needed. Bulk
+# ingestion fills runs to the token cap at once, so its arena is as large as it gets
+# from the first runs and reusing it saves time (about 15% of a full run here). A
+# process that answers questions runs small, varied shapes, and its arena crept up
+# towards that size over hundreds of answers (``eval run --answers``: 559 -> 687 MiB
+# from its 30th answer to its 150th). A run under half the cap gives its growth back
+# at its end, which cost nothing measurable for sentence-sized inputs
+# (docs/ingestion.md, "Memory of the embedding model").
+_SHRINK = ort.RunOptions()
+_SHRINK.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+
 _SESSIONS: dict[tuple[str, int, int], ort.InferenceSession] = {}
 _SESSIONS_LOCK = threading.Lock()
 
@@ -242,6 +253,7 @@ class OnnxEmbedder:
         (states,) = self._session.run(
             ["last_hidden_state"],
             {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+            _SHRINK if ids.size < self.max_batch_tokens // 2 else None,
         )
         weights = mask[:, :, None].astype(np.float32)
         pooled = (states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
