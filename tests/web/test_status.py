@@ -7,6 +7,7 @@ from pathlib import Path
 
 from playwright.sync_api import Page, expect
 
+from ragwright.adapters.sources import SUPPORTED_SUFFIXES
 from tests.web.conftest import Site, ask, sign_in
 
 NOTE = """---
@@ -46,6 +47,8 @@ def test_ingesting_a_file_adds_it_and_names_what_a_refused_file_lacks(
 ) -> None:
     sign_in(page, site)
     page.goto(site.url + "/ui/status")
+    accepted = page.get_by_label("Document file").get_attribute("accept") or ""
+    assert set(accepted.split(",")) == set(SUPPORTED_SUFFIXES)
     note = tmp_path / "pager-handover.md"
     note.write_text(NOTE, encoding="utf-8")
     page.get_by_label("Document file").set_input_files(str(note))
