@@ -18,6 +18,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from contextvars import ContextVar
 from typing import Any, Literal, Protocol, TypedDict
 
 from ragwright.deadline import Deadline
@@ -37,6 +38,7 @@ from ragwright.types import (
 )
 
 __all__ = [
+    "BULK_EMBEDDING",
     "CacheStore",
     "CapacityPool",
     "CapacityStatus",
@@ -61,6 +63,9 @@ class Embedder(Protocol):
     An embedder may have an int ``in_flight`` (absent means 1): ingestion then keeps up
     to that many :meth:`embed_documents` calls outstanding from worker threads, so such
     an embedder must be safe to call from several threads at once. Wrappers pass it on.
+
+    Ingestion makes its calls with :data:`BULK_EMBEDDING` set; an embedder may read it
+    to keep working memory between calls (the bundled model keeps its arena then).
     """
 
     profile: EmbeddingProfile
@@ -77,6 +82,11 @@ class Embedder(Protocol):
     def embed_query(self, text: str) -> list[float]:
         """Vector for an already formatted query input."""
         ...
+
+
+BULK_EMBEDDING: ContextVar[bool] = ContextVar("ragwright_bulk_embedding", default=False)
+"""True while ingestion embeds its slices: many calls of full runs follow one another.
+Everything else (a question, its evidence sentences) embeds a few small calls."""
 
 
 IndexPart = Literal["payload", "dense", "sparse"]

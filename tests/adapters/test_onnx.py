@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextvars
 import shutil
 import threading
 from collections.abc import Sequence
@@ -11,6 +12,7 @@ import pytest
 
 from ragwright.adapters.embedders.onnx import MINILM_PROFILE, OnnxEmbedder, bundled_model_files
 from ragwright.errors import ArtifactMismatch, InputTooLong
+from ragwright.protocols import BULK_EMBEDDING
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +61,9 @@ class _RecordingOnnxEmbedder(OnnxEmbedder):
         super().__init__(**options)
         self.runs: list[tuple[int, int]] = []
 
-    def _run(self, encodings: Sequence[Any]) -> list[list[float]]:
+    def _run(self, encodings: Sequence[Any], *, bulk: bool) -> list[list[float]]:
         self.runs.append((len(encodings), max(len(e.ids) for e in encodings)))
-        return super()._run(encodings)
+        return super()._run(encodings, bulk=bulk)
 
 
 def test_a_model_run_holds_at_most_max_batch_tokens_padded_tokens(
@@ -197,14 +199,21 @@ class _RecordingSession:
 
 def test_small_runs_give_their_arena_growth_back_and_full_runs_keep_it() -> None:
     # A process answering questions runs small, varied shapes: without giving back
-    # what each grew, its memory crept up over hundreds of answers. Bulk runs near the
-    # token cap keep the arena for the next one (faster).
+    # what each grew, its memory crept up over hundreds of answers. A bulk call's runs
+    # near the token cap keep the arena for the next one (faster).
     embedder = OnnxEmbedder(batch_size=8, max_batch_tokens=256)
     recording = _RecordingSession(embedder._session)
     embedder._session = recording
     long = ("word " * 125).strip()  # 127 tokens with [CLS] and [SEP]
+    # Ingestion's calls (BULK_EMBEDDING set): sorted by length, a run of 2 rows x 127
+    # near the cap keeps the arena; the lone row after it (under half) gives back.
+    context = contextvars.copy_context()
+    context.run(BULK_EMBEDDING.set, True)
+    context.run(embedder.embed_documents, ["drain the queue", long, long])
+    bulk_runs, recording.runs = recording.runs, []
+    assert bulk_runs == [(254, False), (127, True)]
+    # The same inputs outside ingestion (a question's evidence sentences, a few of them
+    # long): the run near the cap gives its growth back too, as does the query's.
     embedder.embed_documents(["drain the queue", long, long])
     embedder.embed_query("drain the queue")
-    # Sorted by length: a run of 2 rows x 127 (254 padded tokens, near the cap of 256),
-    # then one of 1 x 127 and the query's 1 x 5 (under half the cap).
-    assert recording.runs == [(254, False), (127, True), (5, True)]
+    assert recording.runs == [(254, True), (127, True), (5, True)]

@@ -17,6 +17,7 @@ from ragwright.core.points import lexical_text, read_payload
 from ragwright.errors import ChunkingError, ContractMismatch, DimensionMismatch, InputTooLong
 from ragwright.pipeline.ingest import ingest
 from ragwright.pipeline.retrieve import Retriever
+from ragwright.protocols import BULK_EMBEDDING
 from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
 from ragwright.types import (
     ChunkingPolicy,
@@ -499,3 +500,27 @@ def test_a_document_without_title_is_indexed_verified_and_read_back(index: EdgeI
     payload = read_payload(point.point_id, point.payload)
     assert (payload.title, payload.heading, payload.text) == ("", "", "Queues drain at shutdown.")
     assert index.contract.lexical_stats == LexicalStats(1, 3, 3.0)  # queue, drain, shutdown
+
+
+class _BulkRecordingEmbedder(HashingEmbedder):
+    """Records, per call, whether it ran as ingestion's bulk embedding."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bulk: list[bool] = []
+
+    def embed_documents(self, texts: Any) -> list[list[float]]:
+        self.bulk.append(BULK_EMBEDDING.get())
+        return super().embed_documents(texts)
+
+
+def test_ingestion_embeds_as_bulk_and_a_question_after_it_does_not(index: EdgeIndex) -> None:
+    # The bundled model keeps its working memory only for bulk calls; a question's
+    # embedding (run after ingestion, in the same thread) must not inherit the flag.
+    embedder = _BulkRecordingEmbedder()
+    run(index, [doc(), doc("note", document_type="note")], embedder)
+    assert embedder.bulk and all(embedder.bulk)
+    embedder.bulk.clear()
+    Retriever(index, embedder, Bm25Encoder()).embed("how do I drain the queue?")
+    assert embedder.bulk == [False]
+    assert BULK_EMBEDDING.get() is False

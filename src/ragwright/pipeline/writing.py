@@ -35,7 +35,7 @@ from ragwright.pipeline.planning import (
     plan_slice,
 )
 from ragwright.pipeline.switching import Writer, stage_points, switch_slice
-from ragwright.protocols import Embedder, SparseEncoder, VectorIndex
+from ragwright.protocols import BULK_EMBEDDING, Embedder, SparseEncoder, VectorIndex
 from ragwright.types import ChunkingPolicy, SliceReport, SourceDocument
 
 
@@ -248,9 +248,10 @@ class _WritingPass:
                     )
                 held, start = self.waiting.popleft()
                 batch = held.plan.pending[start : start + self.batch_size]
-                in_context = contextvars.copy_context().run
+                context = contextvars.copy_context()
+                context.run(BULK_EMBEDDING.set, True)
                 texts = [p.embedding_input for p in batch]
-                call = self.pool.submit(in_context, self.embedder.embed_documents, texts)
+                call = self.pool.submit(context.run, self.embedder.embed_documents, texts)
                 self.calls.append((held, start, call))
             elif not self._plan_next():
                 return

@@ -38,6 +38,7 @@ import onnxruntime as ort
 from tokenizers import Tokenizer
 
 from ragwright.errors import ArtifactMismatch, ConfigError, InputTooLong
+from ragwright.protocols import BULK_EMBEDDING
 from ragwright.types import EmbeddingProfile
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -111,8 +112,10 @@ def verify_artifact(path: Path, expected: str) -> None:
 # from the first runs and reusing it saves time (about 15% of a full run here). A
 # process that answers questions runs small, varied shapes, and its arena crept up
 # towards that size over hundreds of answers (``eval run --answers``: 559 -> 687 MiB
-# from its 30th answer to its 150th). A run under half the cap gives its growth back
-# at its end, which cost nothing measurable for sentence-sized inputs
+# from its 30th answer to its 150th). So a run gives its growth back at its end, which
+# cost nothing measurable for sentence-sized inputs, unless it is an ingestion run
+# (``BULK_EMBEDDING`` set) holding at least half the cap. A question's sentences with a
+# few long ones make a run near the cap too; it gives its memory back as well
 # (docs/ingestion.md, "Memory of the embedding model").
 _SHRINK = ort.RunOptions()
 _SHRINK.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
@@ -220,11 +223,13 @@ class OnnxEmbedder:
                     f"input {index}", len(encoding.ids), self.profile.max_input_tokens
                 )
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        bulk = BULK_EMBEDDING.get()
         vectors: list[list[float]] = [[] for _ in texts]
         start = 0
         while start < len(order):
             batch = self._next_batch(order, start, encodings)
-            for index, vector in zip(batch, self._run([encodings[i] for i in batch]), strict=True):
+            run = self._run([encodings[i] for i in batch], bulk=bulk)
+            for index, vector in zip(batch, run, strict=True):
                 vectors[index] = vector
             start += len(batch)
         return vectors
@@ -242,7 +247,7 @@ class OnnxEmbedder:
     def embed_query(self, text: str) -> list[float]:
         return self.embed_documents([text])[0]
 
-    def _run(self, encodings: Sequence[object]) -> list[list[float]]:
+    def _run(self, encodings: Sequence[object], *, bulk: bool) -> list[list[float]]:
         width = max(len(e.ids) for e in encodings)  # type: ignore[attr-defined]
         ids = np.zeros((len(encodings), width), dtype=np.int64)
         mask = np.zeros((len(encodings), width), dtype=np.int64)
@@ -253,7 +258,7 @@ class OnnxEmbedder:
         (states,) = self._session.run(
             ["last_hidden_state"],
             {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
-            _SHRINK if ids.size < self.max_batch_tokens // 2 else None,
+            None if bulk and ids.size >= self.max_batch_tokens // 2 else _SHRINK,
         )
         weights = mask[:, :, None].astype(np.float32)
         pooled = (states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
