@@ -38,7 +38,7 @@ def die_after_persist(_job: AnswerJob) -> None:
 def hang_after_first_switch(_document_id: str, phase: str) -> None:
     if phase == "live":
         print(f"failpoint {INGEST_ITEM_HANG}: holding the item", file=sys.stderr, flush=True)
-        threading.Event().wait()  # until the test kills the process
+        threading.Event().wait(timeout=3600)  # until the test kills the process
 
 
 def command(failpoint: str | None, *args: str) -> list[str]:

@@ -231,7 +231,7 @@ def test_a_killed_answer_run_keeps_what_it_answered(home: Path, dataset: Path) -
         calls.append(1)
         if len(calls) == 4:
             child[0].send_signal(signal.SIGKILL)
-            child[0].wait()
+            child[0].wait(timeout=30)
         return _quote_s1(evidence)
 
     calls: list[int] = []

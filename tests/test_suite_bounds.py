@@ -49,6 +49,7 @@ def test_a_child_that_exits_without_a_line_fails_the_read() -> None:
 
 
 # Calls that wait for a child to end and read all it wrote: each must carry a timeout.
+# ``x.wait()`` with no argument (a Popen's, an Event's) waits forever too.
 _WHOLE_RUNS = {"run", "call", "check_call", "check_output"}
 
 
@@ -63,7 +64,8 @@ def _unbounded_child_waits(source: str) -> list[int]:
             and func.value.id == "subprocess"
             and func.attr in _WHOLE_RUNS
         )
-        if (whole_run or func.attr == "communicate") and not any(
+        bare_wait = func.attr == "wait" and not node.args
+        if (whole_run or bare_wait or func.attr == "communicate") and not any(
             keyword.arg == "timeout" for keyword in node.keywords
         ):
             lines.append(node.lineno)
@@ -73,6 +75,7 @@ def _unbounded_child_waits(source: str) -> list[int]:
 def test_every_child_the_tests_run_to_its_end_has_a_timeout() -> None:
     assert _unbounded_child_waits("import subprocess\nsubprocess.run(['x'], check=True)\n") == [2]
     assert _unbounded_child_waits("p.communicate()\n") == [1]
+    assert _unbounded_child_waits("p.wait()\np.wait(30)\np.wait(timeout=30)\n") == [1]
     assert _unbounded_child_waits("subprocess.run(['x'], timeout=5)\n") == []
     tests = Path(__file__).resolve().parent
     unbounded = {

@@ -144,7 +144,7 @@ def test_an_item_run_twice_at_once_is_recorded_once() -> None:
             lock = threading.Lock()
 
             def handle(item: WorkItem) -> Mapping[str, Any]:
-                both.wait()  # both deliveries are running now
+                both.wait(timeout=30)  # both deliveries are running now
                 with lock:
                     order.append(len(order))
                     return {"delivery": order[-1]}
