@@ -217,3 +217,17 @@ def test_small_runs_give_their_arena_growth_back_and_full_runs_keep_it() -> None
     embedder.embed_documents(["drain the queue", long, long])
     embedder.embed_query("drain the queue")
     assert recording.runs == [(254, True), (127, True), (5, True)]
+
+
+def test_outside_ingestion_a_run_holds_at_most_the_query_cap() -> None:
+    # A question's sentences, some of them long, used to fill a run to the ingestion cap:
+    # ~250 MiB of working memory for that run in an answering process.
+    embedder = _RecordingOnnxEmbedder(batch_size=8, max_batch_tokens=512, query_batch_tokens=128)
+    long = ("word " * 125).strip()  # 127 tokens with [CLS] and [SEP]
+    embedder.embed_documents([long] * 4)
+    assert embedder.runs == [(1, 127)] * 4
+    embedder.runs.clear()
+    context = contextvars.copy_context()
+    context.run(BULK_EMBEDDING.set, True)
+    context.run(embedder.embed_documents, [long] * 4)
+    assert embedder.runs == [(4, 127)]

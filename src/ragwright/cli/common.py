@@ -20,6 +20,7 @@ import typer
 
 from ragwright import __version__
 from ragwright.errors import RagwrightError, StorageError
+from ragwright.heap import fix_malloc_thresholds
 
 if TYPE_CHECKING:
     from ragwright.application import Application, EvidenceFilter, ThresholdOverrides
@@ -333,7 +334,9 @@ def _root(
 def main() -> None:
     """Entry point: usage errors exit 2 (the parser's message), ragwright errors and file
     system faults (disk full, read-only, permission denied) exit 1 with one line on
-    stderr; nothing already stored is touched by any of them."""
+    stderr; nothing already stored is touched by any of them. Freed large blocks go back
+    to the system from the start (``ragwright.heap``)."""
+    fix_malloc_thresholds()
     try:
         app()
     except RagwrightError as error:

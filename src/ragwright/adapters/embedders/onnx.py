@@ -47,6 +47,11 @@ MAX_INPUT_TOKENS = 256
 # Padded tokens per model run: 16 rows of 256 tokens, 32 of 128 (measured: the peak of
 # an embedding run falls from 1,083 MiB at 32 x 256 to 652 MiB, at no loss of speed).
 MAX_BATCH_TOKENS = 4096
+# Outside ingestion (a question and its evidence sentences) a run holds at most this many:
+# the working memory of a run near 4,096 tokens of wide inputs lifted an answering
+# process ~250 MiB for the run's length (docs/ingestion.md, "Memory of the embedding
+# model").
+QUERY_BATCH_TOKENS = 1024
 _WORD_CACHE_LIMIT = 1_000_000
 
 
@@ -163,6 +168,7 @@ class OnnxEmbedder:
         batch_size: int = 32,
         threads: int | None = None,
         max_batch_tokens: int = MAX_BATCH_TOKENS,
+        query_batch_tokens: int = QUERY_BATCH_TOKENS,
     ) -> None:
         default_model, default_tokenizer = bundled_model_files()
         self.model_path = model_path or default_model
@@ -172,6 +178,7 @@ class OnnxEmbedder:
         self.profile = MINILM_PROFILE
         self.batch_size = batch_size
         self.max_batch_tokens = max_batch_tokens
+        self.query_batch_tokens = min(query_batch_tokens, max_batch_tokens)
         self._tokenizer = Tokenizer.from_file(str(self.tokenizer_path))
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
@@ -224,23 +231,24 @@ class OnnxEmbedder:
                 )
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         bulk = BULK_EMBEDDING.get()
+        cap = self.max_batch_tokens if bulk else self.query_batch_tokens
         vectors: list[list[float]] = [[] for _ in texts]
         start = 0
         while start < len(order):
-            batch = self._next_batch(order, start, encodings)
+            batch = self._next_batch(order, start, encodings, cap)
             run = self._run([encodings[i] for i in batch], bulk=bulk)
             for index, vector in zip(batch, run, strict=True):
                 vectors[index] = vector
             start += len(batch)
         return vectors
 
-    def _next_batch(self, order: list[int], start: int, encodings: Sequence[Any]) -> list[int]:
-        """The next model run's inputs (``order`` sorts them by length, so the last row
-        is the longest and sets the padded width)."""
+    def _next_batch(
+        self, order: list[int], start: int, encodings: Sequence[Any], cap: int
+    ) -> list[int]:
+        """The next model run's inputs, at most ``cap`` padded tokens (``order`` sorts
+        them by length, so the last row is the longest and sets the padded width)."""
         rows = min(self.batch_size, len(order) - start)
-        while (
-            rows > 1 and rows * len(encodings[order[start + rows - 1]].ids) > self.max_batch_tokens
-        ):
+        while rows > 1 and rows * len(encodings[order[start + rows - 1]].ids) > cap:
             rows -= 1
         return order[start : start + rows]
 
