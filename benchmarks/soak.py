@@ -22,9 +22,13 @@ Writes ``benchmarks/results/soak.json``.
 3. ``--eval N`` (default 0): one ``ragwright eval run CASES --answers`` process over N
    ClapNQ questions with the embedded local model, its RSS and the background model
    process's sampled every half second against the answers it has saved (the warm-up is
-   the first N/5 answers, at most ``--warmup``).
+   the first N/5 answers, at most ``--warmup``). ``--eval-style evidence`` answers
+   without the model (the embedding and retrieval side alone, in about a minute).
+   Besides the growth it reports ``spread_every_25``: the largest sample at every 25th
+   answer after the warm-up over the smallest, minus one (how far the level swings).
 
-    python benchmarks/soak.py [--answers 1000] [--local 0] [--eval 0] [--warmup 100]
+    python benchmarks/soak.py [--answers 1000] [--local 0] [--eval 0 [--eval-style STYLE]]
+        [--warmup 100]
 """
 
 from __future__ import annotations
@@ -177,7 +181,9 @@ def resident_rss(models: Path) -> int:
     return 0
 
 
-def eval_soak(env: dict[str, str], cases: int, warmup: int, tmp: Path) -> dict[str, Any]:
+def eval_soak(
+    env: dict[str, str], cases: int, warmup: int, tmp: Path, style: str | None = None
+) -> dict[str, Any]:
     """``ragwright eval run CASES --answers`` over ``cases`` ClapNQ questions (both splits,
     in file order) as a real separate process, with the embedded local model: its RSS, its
     children's and the background model process's (detached, so no child) sampled every
@@ -205,6 +211,7 @@ def eval_soak(env: dict[str, str], cases: int, warmup: int, tmp: Path) -> dict[s
                 "run",
                 str(dataset),
                 "--answers",
+                *(("--style", style) if style else ()),
                 "--type",
                 "note",
                 "--json",
@@ -246,6 +253,7 @@ def eval_soak(env: dict[str, str], cases: int, warmup: int, tmp: Path) -> dict[s
     # The last sample with every answer saved, before the run closes and exits.
     after_warmup, last = at(min(warmup, total)), at(total)
     growth = (last["rss_mib"] - after_warmup["rss_mib"]) / after_warmup["rss_mib"]
+    steady = [at(n)["rss_mib"] for n in range(25, total + 1, 25) if n >= warmup]
     return {
         "cases": len(rows),
         "answers_seen": total,
@@ -268,6 +276,8 @@ def eval_soak(env: dict[str, str], cases: int, warmup: int, tmp: Path) -> dict[s
         "growth_after_warmup": round(growth, 4),
         "within_5_percent": abs(growth) <= 0.05,
         "rss_every_25": [round(at(n)["rss_mib"], 1) for n in range(25, total + 1, 25)],
+        "spread_every_25": round(max(steady) / min(steady) - 1, 4) if steady else None,
+        "style": style or "configured",
         "load_average": {"start": load_start, "end": os.getloadavg()},
     }
 
@@ -283,6 +293,12 @@ def main() -> None:
         default=0,
         metavar="N",
         help="answers of one 'eval run --answers' over N ClapNQ questions (local model)",
+    )
+    parser.add_argument(
+        "--eval-style",
+        choices=("quoted", "generated", "evidence"),
+        default=None,
+        help="answer style of the --eval run (default: the configured one, quoted)",
     )
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "soak.json")
     args = parser.parse_args()
@@ -306,7 +322,7 @@ def main() -> None:
         if args.eval:
             env = {**os.environ, "RAGWRIGHT_CHAT_PROVIDER": "local"}
             warm = min(args.warmup, max(1, args.eval // 5))
-            record["eval_run"] = eval_soak(env, args.eval, warm, Path(tmp))
+            record["eval_run"] = eval_soak(env, args.eval, warm, Path(tmp), args.eval_style)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps({k: v for k, v in record.items() if k != "cpus"}, indent=2))
