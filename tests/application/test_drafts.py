@@ -19,7 +19,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from ragwright.adapters.drafts import PostgresDraftStore, SqliteDraftStore
+from ragwright.adapters.drafts import SqliteDraftStore
+from ragwright.adapters.drafts_postgres import PostgresDraftStore
 from ragwright.application import AnswerOutcome, AnswerRequest, Application, IngestRequest
 from ragwright.application.drafts import (
     Draft,

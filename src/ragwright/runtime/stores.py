@@ -64,7 +64,7 @@ def _sqlite_drafts(settings: Settings) -> DraftStore:
 
 
 def _postgres_drafts(settings: Settings) -> DraftStore:
-    from ragwright.adapters.drafts import PostgresDraftStore
+    from ragwright.adapters.drafts_postgres import PostgresDraftStore
 
     return PostgresDraftStore(_database_url(settings))
 
