@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.processes import CHILD_TIMEOUT
 
@@ -147,6 +148,29 @@ def test_a_command_that_calls_no_provider_does_not_import_the_openai_sdk() -> No
     )
     result = subprocess.run(
         [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=CHILD_TIMEOUT,
+    )
+    assert result.stdout.strip() == "[]"
+
+
+def test_a_command_on_the_sqlite_stores_does_not_import_psycopg(tmp_path: Path) -> None:
+    # psycopg and its pool cost ~0.15 s of every command's start; only a PostgreSQL
+    # store (RAGWRIGHT_DATABASE_URL) needs them.
+    program = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "import ragwright.cli\n"
+        "from ragwright.runtime.components import RuntimeComponents\n"
+        "from ragwright.settings import load_settings\n"
+        "parts = RuntimeComponents(load_settings(home=Path(sys.argv[1])))\n"
+        "parts.draft_store().close()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0].startswith('psycopg'))[:3])"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program, str(tmp_path / "home")],
         capture_output=True,
         text=True,
         check=True,
