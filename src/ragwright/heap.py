@@ -15,7 +15,9 @@ Fixing the threshold (``mallopt(M_MMAP_THRESHOLD)``) turns the adjustment off; t
 threshold is set to the same size so the heap's free top is returned as well. Nothing
 is changed when the process runs on another C library, or when the person running it
 set ``MALLOC_MMAP_THRESHOLD_`` or ``MALLOC_TRIM_THRESHOLD_`` (glibc's own tunables: theirs
-win). Standard library only (ctypes).
+win). It costs a command that allocates and frees large buffers page faults (an ``ask``:
+about 50,000 more, 0.2-0.3 s), so only long-running commands call it
+(``cli/common.py``, ``LONG_RUNNING``). Standard library only (ctypes).
 """
 
 from __future__ import annotations

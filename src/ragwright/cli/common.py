@@ -334,9 +334,10 @@ def _root(
 def main() -> None:
     """Entry point: usage errors exit 2 (the parser's message), ragwright errors and file
     system faults (disk full, read-only, permission denied) exit 1 with one line on
-    stderr; nothing already stored is touched by any of them. Freed large blocks go back
-    to the system from the start (``ragwright.heap``)."""
-    fix_malloc_thresholds()
+    stderr; nothing already stored is touched by any of them. A long-running command
+    gives freed large blocks back to the system from its start (``ragwright.heap``)."""
+    if _command(sys.argv[1:]) in LONG_RUNNING:
+        fix_malloc_thresholds()
     try:
         app()
     except RagwrightError as error:
@@ -345,6 +346,17 @@ def main() -> None:
     except OSError as error:
         print(f"error: {storage_error(error)}", file=sys.stderr)
         sys.exit(1)
+
+
+LONG_RUNNING = frozenset({"serve", "worker", "ingest-worker", "ingest", "eval"})
+"""Commands that live long or answer many questions: their memory must hold its level.
+A one-shot command (``ask``, ``search``) exits before it matters and would pay for it:
+fixed thresholds cost an ``ask`` ~50,000 more page faults, 0.2-0.3 s (docs/ingestion.md)."""
+
+
+def _command(arguments: list[str]) -> str | None:
+    """The command named on the command line (its first word that is not an option)."""
+    return next((a for a in arguments if not a.startswith("-")), None)
 
 
 def storage_error(error: OSError) -> StorageError:
