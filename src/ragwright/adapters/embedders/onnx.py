@@ -119,9 +119,9 @@ def verify_artifact(path: Path, expected: str) -> None:
 # towards that size over hundreds of answers (``eval run --answers``: 559 -> 687 MiB
 # from its 30th answer to its 150th). So a run gives its growth back at its end, which
 # cost nothing measurable for sentence-sized inputs, unless it is an ingestion run
-# (``BULK_EMBEDDING`` set) holding at least half the cap. A question's sentences with a
-# few long ones make a run near the cap too; it gives its memory back as well
-# (docs/ingestion.md, "Memory of the embedding model").
+# (``BULK_EMBEDDING`` set) holding at least half the cap. Outside ingestion every run
+# (at most ``QUERY_BATCH_TOKENS``) gives its memory back (docs/ingestion.md, "Memory of
+# the embedding model").
 _SHRINK = ort.RunOptions()
 _SHRINK.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
 
