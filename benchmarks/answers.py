@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import hashlib
 import json
 import sys
@@ -69,7 +70,6 @@ from ragwright.application import (
 )
 from ragwright.core.answer_metrics import token_f1
 from ragwright.core.answers import ANSWER_STYLES, MAX_QUOTES, QUOTED_INSTRUCTIONS
-from ragwright.core.conditions import conditions_for
 from ragwright.core.sentences import EvidenceSentence
 from ragwright.errors import AnswerContractError, ChatError
 from ragwright.pipeline import answer_stages
@@ -97,37 +97,16 @@ CLAPNQ_CHUNKING = {"chunking": "sentence-blocks", "max_words": 400, "max_tokens"
 KEPT = ("status", "token_f1", "rouge_l", "gold_cited", "support", "latency_ms")
 
 
-def _ranked(
-    picked: Sequence[EvidenceSentence], pool: Sequence[EvidenceSentence]
-) -> list[EvidenceSentence]:
-    """``picked`` (best first), each followed by the sentences that qualify it."""
-    shown: list[EvidenceSentence] = []
-    for sentence in picked:
-        shown += [s for s in (sentence, *conditions_for([sentence], pool)) if s not in shown]
-    return shown
-
-
-def _best_first(
-    sentences: Sequence[EvidenceSentence], scores: dict[str, float], count: int, *, one_source: bool
-) -> list[EvidenceSentence]:
-    pool = list(sentences)
-    if one_source and pool:
-        best = max(pool, key=lambda s: scores[s.label]).source
-        pool = [s for s in pool if s.source == best]
-    order = sorted(range(len(pool)), key=lambda n: (-scores[pool[n].label], n))[:count]
-    return _ranked([pool[n] for n in order], pool)
-
-
 # What a quoted request shows the model (--shown): the product's choice, and others it
 # can be compared with through the same answer path.
 SHOWN: dict[
     str, Callable[[Sequence[EvidenceSentence], dict[str, float]], list[EvidenceSentence]]
 ] = {
     "product": answerability_module.shown_to_model,
-    "ranked": lambda s, scores: _best_first(s, scores, 5, one_source=False),
-    "source-ranked": lambda s, scores: _best_first(s, scores, 5, one_source=True),
-    "selection": lambda s, scores: _best_first(s, scores, 3, one_source=True),
-    "confirm": lambda s, scores: _best_first(s, scores, 3, one_source=True),
+    "ranked": functools.partial(answerability_module.shown_to_model, count=5, one_source=False),
+    "source-ranked": functools.partial(answerability_module.shown_to_model, count=5),
+    "selection": functools.partial(answerability_module.shown_to_model, count=3),
+    "confirm": functools.partial(answerability_module.shown_to_model, count=3),
 }
 
 

@@ -51,3 +51,11 @@ def test_a_sentence_that_is_both_picked_and_a_condition_is_shown_once() -> None:
 
 def test_nothing_to_show_without_sentences() -> None:
     assert shown_to_model([], {}) == []
+
+
+def test_the_benchmarks_alternatives_rank_more_sentences_or_every_source() -> None:
+    # benchmarks/answers.py --shown ranked / source-ranked: the same rule, wider.
+    every_source = [s.label for s in shown_to_model(SENTENCES, SCORES, count=3, one_source=False)]
+    assert every_source == ["S2.2", "S2.3", "S1.1", "S2.4"]
+    five = [s.label for s in shown_to_model(SENTENCES, SCORES, count=5)]
+    assert five == ["S2.2", "S2.3", "S2.4", "S2.5", "S2.1", "S2.6"]

@@ -144,20 +144,25 @@ def best_source(
 
 
 def shown_to_model(
-    sentences: Sequence[EvidenceSentence], scores: dict[str, float]
+    sentences: Sequence[EvidenceSentence],
+    scores: dict[str, float],
+    *,
+    count: int = QUOTE_CANDIDATES,
+    one_source: bool = True,
 ) -> list[EvidenceSentence]:
     """The sentences a quoted request shows the model, best first: the source holding
-    the most similar sentence, its :data:`QUOTE_CANDIDATES` sentences most similar to the
-    question in order of similarity, each followed by the sentences that qualify it
-    (conditions and exceptions, so a chosen rule can bring them). The model confirms or
-    drops sentences of the selection the product makes without it (the evidence style's)
-    instead of searching a wider set: on ClapNQ's tune split this raised the quoted
-    answers' token F1 from 0.47 to 0.54, and a small model reads the best first
-    (docs/answers.md, "What the model is shown")."""
-    own = best_source(sentences, scores)
+    the most similar sentence, its ``count`` sentences most similar to the question in
+    order of similarity, each followed by the sentences that qualify it (conditions and
+    exceptions, so a chosen rule can bring them). The model confirms or drops sentences
+    of the selection the product makes without it (the evidence style's) instead of
+    searching a wider set: on ClapNQ's tune split this raised the quoted answers' token
+    F1 from 0.47 to 0.54, and a small model reads the best first (docs/answers.md, "What
+    the model is shown"). ``one_source`` ``False`` ranks every source's sentences
+    together (``benchmarks/answers.py --shown`` compares the choices)."""
+    own = best_source(sentences, scores) if one_source else list(sentences)
     ranked = sorted(range(len(own)), key=lambda n: (-scores[own[n].label], n))
     shown: list[EvidenceSentence] = []
-    for n in ranked[:QUOTE_CANDIDATES]:
+    for n in ranked[:count]:
         for sentence in (own[n], *conditions_for([own[n]], own)):
             if sentence not in shown:
                 shown.append(sentence)
