@@ -11,15 +11,18 @@ writer's), so their seconds add up to more than the wall time. Then the same cor
 is ingested again (unchanged: nothing to embed) and timed.
 
 Each size runs in a fresh child process; its peak RSS is the kernel's ``ru_maxrss`` for
-it. Wall seconds depend on the machine's load (recorded: ``/proc/loadavg`` before and
-after each size); CPU seconds (every thread of the child, user and system) much less,
+it, and each pass (first, again) also reports its own peak (the high-water mark restarted
+before it) split into anonymous and file-backed pages. The child fixes glibc's malloc
+thresholds as the ``ingest`` command does (``--glibc-default-heap`` leaves them). Wall
+seconds depend on the machine's load (recorded: ``/proc/loadavg`` before and after each
+size); CPU seconds (every thread of the child, user and system) much less,
 so both are reported. ``--steps`` adds the per-step timers (which cost a little).
 The code measured is whatever ``ragwright`` the interpreter imports, so the same
 script measures another checkout with ``PYTHONPATH=<checkout>/src``. Prints JSON and
 writes ``benchmarks/results/ingest_scale.json`` (or ``--out``).
 
     python benchmarks/ingest_scale.py [--sizes 10000 30000 100000 300000] [--steps]
-        [--label after] [--out FILE]
+        [--label after] [--glibc-default-heap] [--out FILE]
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from ingest_memory import (  # noqa: E402
     BATCH_SIZE,
     SyntheticCorpus,
     _QuietHashingEmbedder,
+    _Sampler,
 )
 
 
@@ -54,20 +58,30 @@ def main() -> None:
     parser.add_argument("--steps", action="store_true", help="time each step")
     parser.add_argument("--label", default="", help="recorded with the results")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--glibc-default-heap",
+        action="store_true",
+        help="leave glibc's malloc thresholds adjusting (the ingest command fixes them)",
+    )
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(run_child(args.child, steps=args.steps)))
+        print(
+            json.dumps(
+                run_child(args.child, steps=args.steps, fix_heap=not args.glibc_default_heap)
+            )
+        )
         return
     import ragwright
 
     runs = []
     for size in args.sizes:
-        runs.append(run_in_child(size, steps=args.steps))
+        runs.append(run_in_child(size, steps=args.steps, default_heap=args.glibc_default_heap))
         print(json.dumps(runs[-1]), flush=True)
     first, last = runs[0], runs[-1]
     result = {
         "label": args.label,
+        "heap": "glibc default" if args.glibc_default_heap else "thresholds fixed (as ingest)",
         "code": str(Path(ragwright.__file__).parents[1]),
         "cpus": os.cpu_count(),
         "runs": runs,
@@ -86,21 +100,26 @@ def _load() -> list[float]:
     return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
 
 
-def run_in_child(size: int, *, steps: bool) -> dict[str, Any]:
+def run_in_child(size: int, *, steps: bool, default_heap: bool) -> dict[str, Any]:
     """One size in a fresh interpreter; its peak RSS from the kernel."""
     load_before = _load()
-    command = [sys.executable, __file__, "--child", str(size)] + (["--steps"] if steps else [])
+    command = [sys.executable, __file__, "--child", str(size)]
+    command += (["--steps"] if steps else []) + (["--glibc-default-heap"] if default_heap else [])
     child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     assert child.stdout is not None
     output = child.stdout.read()
     _, status, usage = os.wait4(child.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{size}: child exited with {os.waitstatus_to_exitcode(status)}")
+    figures = json.loads(output)
+    # Restarting a pass's high-water mark restarts the kernel's maximum too, so the
+    # child's peak is the largest of its own and its passes'.
+    passes = [figures[label].get("peak_rss_mib") or 0.0 for label in ("first", "again")]
     return {
         "load_average_before": load_before,
         "load_average_after": _load(),
-        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),  # Linux: KiB
-        **json.loads(output),
+        "peak_rss_mib": max(round(usage.ru_maxrss / 1024, 1), *passes),  # Linux: KiB
+        **figures,
     }
 
 
@@ -203,7 +222,27 @@ def _cpu() -> float:
     return times.user + times.system
 
 
-def run_child(size: int, *, steps: bool) -> dict[str, Any]:
+def _reset_peak_rss() -> bool:
+    """Start this process's peak RSS (VmHWM) again from its current RSS (Linux 4.0+)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def _peak_rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text("ascii").splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+def run_child(size: int, *, steps: bool, fix_heap: bool) -> dict[str, Any]:
+    if fix_heap:  # what `ragwright ingest` does (cli/common.py, LONG_RUNNING)
+        from ragwright.heap import fix_malloc_thresholds
+
+        fix_malloc_thresholds()
     from ragwright.adapters.edge.index import EdgeIndex
     from ragwright.adapters.lexical import Bm25Encoder
     from ragwright.core.contracts import contract_for
@@ -223,6 +262,10 @@ def run_child(size: int, *, steps: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="ragwright-profile-") as workdir:
         figures: dict[str, Any] = {"documents": size}
         for label in ("first", "again"):
+            # Each pass's own peak: the kernel's high-water mark restarts here, and a
+            # sampler splits the largest RSS seen into anonymous and file-backed pages.
+            phase_peak = _reset_peak_rss()
+            sampler = _Sampler()
             started, cpu = time.perf_counter(), _cpu()
             with EdgeIndex(Path(workdir) / "index", contract) as index:
                 opened = time.perf_counter() - started
@@ -244,6 +287,8 @@ def run_child(size: int, *, steps: bool) -> dict[str, Any]:
                 "embedded": report.embedded,
                 "chunks_per_s": round(report.chunks / seconds, 1),
                 "us_per_chunk": round(seconds / report.chunks * 1e6, 1),
+                "peak_rss_mib": _peak_rss_mib() if phase_peak else None,
+                **sampler.stop(),
             }
             if steps:
                 figures[label]["steps"] = timers.table(report.chunks)

@@ -58,3 +58,9 @@ def test_the_step_timers_time_every_step_of_a_first_ingestion() -> None:
     # The unchanged re-run embeds nothing and writes nothing.
     assert again["embedded"] == 0
     assert "index: upsert" not in again["steps"]
+    # Each pass reports its own peak, split into anonymous and file-backed pages (the
+    # re-run's extra at 300,000 documents is the index's mapped files: docs/ingestion.md).
+    for phase in (first, again):
+        assert phase["peak_rss_mib"] > 0
+        assert 0 < phase["peak_anon_rss_mib"] <= phase["peak_rss_mib"]
+        assert phase["peak_file_rss_mib"] > 0
