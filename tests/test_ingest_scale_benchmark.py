@@ -64,3 +64,7 @@ def test_the_step_timers_time_every_step_of_a_first_ingestion() -> None:
         assert phase["peak_rss_mib"] > 0
         assert 0 < phase["peak_anon_rss_mib"] <= phase["peak_rss_mib"]
         assert phase["peak_file_rss_mib"] > 0
+    # The time spent producing the documents is reported apart, inside each pass's time.
+    for phase in (first, again):
+        assert 0 < phase["source_seconds"] <= phase["seconds"]
+    assert figures["again_over_first_without_sources"] > 0
