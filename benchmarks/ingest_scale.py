@@ -8,7 +8,10 @@ encoding, staging upserts, read-back, the switch (payload writes, deletes), veri
 segment seals, the free-space checks, and the run's end (prune, BM25 statistics, the
 manifest). Steps run on two threads (planning on the caller's, every write on the
 writer's), so their seconds add up to more than the wall time. Then the same corpus
-is ingested again (unchanged: nothing to embed) and timed.
+is ingested again (unchanged: nothing to embed) and timed, twice: as the product runs
+(``again``) and with the payload read-ahead turned off (``again_without_prefetch``:
+the baseline, in the same child; docs/ingestion.md, "Re-running over an unchanged
+corpus: reading the payloads ahead").
 
 Each size runs in a fresh child process; its peak RSS is the kernel's ``ru_maxrss`` for
 it, and each pass (first, again) also reports its own peak (the high-water mark restarted
@@ -283,7 +286,7 @@ def run_child(size: int, *, steps: bool, fix_heap: bool) -> dict[str, Any]:
     documents = _TimedSource(SyntheticCorpus(size))
     with tempfile.TemporaryDirectory(prefix="ragwright-profile-") as workdir:
         figures: dict[str, Any] = {"documents": size}
-        for label in ("first", "again"):
+        for label in ("first", "again", "again_without_prefetch"):
             # Each pass's own peak: the kernel's high-water mark restarts here, and a
             # sampler splits the largest RSS seen into anonymous and file-backed pages.
             phase_peak = _reset_peak_rss()
@@ -292,6 +295,8 @@ def run_child(size: int, *, steps: bool, fix_heap: bool) -> dict[str, Any]:
             started, cpu = time.perf_counter(), _cpu()
             with EdgeIndex(Path(workdir) / "index", contract) as index:
                 opened = time.perf_counter() - started
+                if label == "again_without_prefetch":
+                    index.prefetch_payloads = lambda: 0  # type: ignore[method-assign]
                 report = ingest(
                     documents,
                     policy=policy,
@@ -321,6 +326,12 @@ def run_child(size: int, *, steps: bool, fix_heap: bool) -> dict[str, Any]:
                 table.clear()
         figures["again_over_first"] = round(
             figures["again"]["seconds"] / figures["first"]["seconds"], 3
+        )
+        figures["again_without_prefetch_over_first"] = round(
+            figures["again_without_prefetch"]["seconds"] / figures["first"]["seconds"], 3
+        )
+        figures["again_over_again_without_prefetch"] = round(
+            figures["again"]["seconds"] / figures["again_without_prefetch"]["seconds"], 3
         )
         # The same ratio without the time spent producing the documents, which the
         # synthetic generator makes larger than reading files would (docs/ingestion.md).

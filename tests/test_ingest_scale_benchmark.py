@@ -68,3 +68,7 @@ def test_the_step_timers_time_every_step_of_a_first_ingestion() -> None:
     for phase in (first, again):
         assert 0 < phase["source_seconds"] <= phase["seconds"]
     assert figures["again_over_first_without_sources"] > 0
+    # The baseline re-run, prefetch off, in the same child: the same unchanged corpus.
+    baseline = figures["again_without_prefetch"]
+    assert baseline["embedded"] == 0 and baseline["chunks"] == again["chunks"]
+    assert figures["again_over_again_without_prefetch"] > 0

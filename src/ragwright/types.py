@@ -54,6 +54,11 @@ class SourceDocument:
     revision: str
     source_uri: str = ""
     tenant: str | None = None
+    # ``content_revision`` of the title and sections, kept by ``validate_document`` so a
+    # run hashes each document's content once (a re-run of 100,000 unchanged documents
+    # hashed it twice: 3.6 s of 38.5 s profiled). Not an init field: ``replace`` and
+    # direct construction leave it empty, and readers then compute it.
+    content_hash: str = field(default="", init=False, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

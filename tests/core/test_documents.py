@@ -140,3 +140,34 @@ def test_the_same_document_id_under_two_tenants_is_two_documents() -> None:
     assert ensure_unique_ids([acme, globex, untenanted]) == [acme, globex, untenanted]
     with pytest.raises(DocumentError, match="tenant 'acme'"):
         ensure_unique_ids([acme, globex, acme])
+
+
+def test_validation_keeps_the_content_hash_and_a_digest_hashes_no_content_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dataclasses import replace
+
+    from ragwright.core import documents
+    from ragwright.core.points import source_digest
+    from ragwright.testing.fakes import HASHING_PROFILE
+
+    document = validate_document(**valid(revision="v7"))
+    assert document.content_hash == content_revision("Title", [SECTION])
+    calls: list[str] = []
+
+    def counting(title: str, sections: Any) -> str:
+        calls.append(title)
+        return content_revision(title, sections)
+
+    monkeypatch.setattr(documents, "content_revision", counting)
+    digest = source_digest(
+        document, chunking_version="c1", profile=HASHING_PROFILE, lexical_profile_id="bm25"
+    )
+    assert calls == []
+    # A copy with other content carries no stale hash: its digest hashes the new content.
+    changed = replace(document, sections=(SourceSection("s", "Heading", ("Another.",)),))
+    assert changed.content_hash == ""
+    other = source_digest(
+        changed, chunking_version="c1", profile=HASHING_PROFILE, lexical_profile_id="bm25"
+    )
+    assert calls == ["Title"] and other != digest

@@ -22,7 +22,7 @@ from ragwright.pipeline import answer_generation as generation
 from ragwright.pipeline import answer_stages as stages
 from ragwright.pipeline.answer import AnswerPlan
 from ragwright.pipeline.answer_records import Budget
-from ragwright.pipeline.answerability import Answerability
+from ragwright.pipeline.answerability import Answerability, SentenceScorer
 from ragwright.pipeline.retrieve import Retriever
 from ragwright.testing.fakes import HashingEmbedder
 from ragwright.testing.scripted import Reply, ScriptedChatModel
@@ -123,6 +123,28 @@ def test_retrieve_returns_the_eligible_candidates_and_times_itself(retriever: Re
 
 def test_retrieve_makes_a_scorer_when_sentences_are_scored(retriever: Retriever) -> None:
     assert retrieved(plan(retriever, style="quoted")).scorer is not None
+
+
+def test_the_question_is_embedded_once_for_retrieval_and_sentence_scoring(
+    retriever: Retriever,
+) -> None:
+    queries: list[str] = []
+
+    class Recording(HashingEmbedder):
+        def embed_query(self, text: str) -> list[float]:
+            queries.append(text)
+            return super().embed_query(text)
+
+    recording = Retriever(retriever.index, Recording(), Bm25Encoder())
+    got = retrieved(plan(recording, style="quoted"))
+    assert len(queries) == 1 and got.scorer is not None
+    # The scorer reuses that vector: the same similarities as a scorer embedding anew.
+    sentences = stages.sentences_of(
+        stages.assemble_primary(plan(recording, style="quoted"), got).context
+    )
+    fresh = SentenceScorer(Recording(), QUESTION).scores(sentences)
+    assert got.scorer.scores(sentences) == pytest.approx(fresh)
+    assert len(queries) == 2  # only the fresh scorer embedded the question again
 
 
 # --- assemble ---------------------------------------------------------------------------

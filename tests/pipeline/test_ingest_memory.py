@@ -7,6 +7,7 @@ process and in the coordinator of a queued run (``ingest --queue``).
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import sys
 import threading
@@ -84,8 +85,9 @@ class CountingSource:
                 sections=[SourceSection("body", "Body", (f"Paragraph of document {number}.",))],
             )
             document = _TrackedDocument(
-                **{name: getattr(made, name) for name in SourceDocument.__slots__}
+                **{f.name: getattr(made, f.name) for f in dataclasses.fields(made) if f.init}
             )
+            object.__setattr__(document, "content_hash", made.content_hash)
             self.alive.add(document)
             yield document
 

@@ -212,6 +212,9 @@ class HeldIndexView:
     def facet(self, field: str, point_filter: PointFilter | None = None) -> dict[str | int, int]:
         return self._index.facet(field, point_filter)
 
+    def prefetch_payloads(self) -> int:
+        return self._index.prefetch_payloads()
+
     def search(
         self, vector: Sequence[float], point_filter: PointFilter, *, limit: int
     ) -> list[StoredPoint]:

@@ -303,6 +303,10 @@ class QdrantIndex:
             self.collection, count_filter=_client_filter(point_filter), exact=True
         ).count
 
+    def prefetch_payloads(self) -> int:
+        # The server (or the client's local mode) holds its storage: nothing to map here.
+        return 0
+
     def facet(self, field: str, point_filter: PointFilter | None = None) -> dict[str | int, int]:
         # Every value: a field has at most as many values as matching points.
         limit = max(1, self.count(point_filter))

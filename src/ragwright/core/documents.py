@@ -166,12 +166,9 @@ def validate_document(
             f"the document has {total_chars:,} characters, at most {MAX_DOCUMENT_CHARS:,} are "
             "allowed: split it into several documents",
         )
-    doc_revision = (
-        content_revision(doc_title, sections)
-        if revision is None
-        else _require_text(doc_id, "revision", revision)
-    )
-    return SourceDocument(
+    content_hash = content_revision(doc_title, sections)
+    doc_revision = content_hash if revision is None else _require_text(doc_id, "revision", revision)
+    document = SourceDocument(
         document_id=doc_id,
         title=doc_title,
         document_type=doc_type,
@@ -181,6 +178,13 @@ def validate_document(
         source_uri=source_uri,
         tenant=doc_tenant,
     )
+    object.__setattr__(document, "content_hash", content_hash)
+    return document
+
+
+def document_content_hash(document: SourceDocument) -> str:
+    """:func:`content_revision` of ``document``, from what validation kept when it can."""
+    return document.content_hash or content_revision(document.title, document.sections)
 
 
 class SeenDocuments:

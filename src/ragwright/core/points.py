@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragwright.core.documents import content_revision
+from ragwright.core.documents import document_content_hash
 from ragwright.errors import PayloadError
 from ragwright.types import Chunk, EmbeddingProfile, ParagraphPositions, SourceDocument
 
@@ -190,7 +190,7 @@ def source_digest(
     canonical = json.dumps(
         {
             "plan_revision": PLAN_REVISION,
-            "content": content_revision(document.title, document.sections),
+            "content": document_content_hash(document),
             "revision": document.revision,
             "title": document.title,
             "document_type": document.document_type,

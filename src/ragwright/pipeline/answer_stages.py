@@ -60,7 +60,7 @@ from ragwright.pipeline.answerability import (
     select_evidence,
     split_sentences,
 )
-from ragwright.pipeline.retrieve import Hit
+from ragwright.pipeline.retrieve import Hit, QueryVectors, RetrievalResult
 from ragwright.protocols import TokenCounter
 from ragwright.stages import announce
 from ragwright.threads import run_in_thread
@@ -119,20 +119,26 @@ def candidates_from(hits: Sequence[Hit]) -> list[Candidate]:
 async def retrieve(plan: AnswerPlan, deadline: Deadline, timings: Timings) -> Retrieved:
     """Search with the caller's eligibility and scope (never relaxed), under the answer's
     deadline (the query embedding and reranking spend it too)."""
-    with timings.timed("retrieve"), deadline_scope(deadline):
-        result = await run_in_thread(
-            plan.retriever.search,
-            plan.question,
+    retriever = plan.retriever
+
+    def search() -> tuple[QueryVectors, RetrievalResult]:
+        vectors = retriever.embed(plan.question)  # once: the sentence scorer reuses it
+        return vectors, retriever.search(
+            vectors,
             plan.eligibility,
             plan.scope,
             k=plan.k,
             mode=plan.mode,
             thresholds=plan.thresholds,
         )
-    scorer: SentenceScorer | None = None
-    if plan.scores_sentences:
-        with deadline_scope(deadline):  # it embeds the question: off the event loop too
-            scorer = await run_in_thread(SentenceScorer, plan.retriever.embedder, plan.question)
+
+    with timings.timed("retrieve"), deadline_scope(deadline):
+        vectors, result = await run_in_thread(search)
+    scorer = (
+        SentenceScorer(retriever.embedder, plan.question, query_vector=vectors.dense)
+        if plan.scores_sentences
+        else None
+    )
     return Retrieved(tuple(candidates_from(result.hits)), scorer)
 
 

@@ -95,9 +95,15 @@ class SentenceScorer:
     """Cosine similarity of one question with evidence sentences, each text embedded once
     (an alternate model's assembly reuses the sentences already scored)."""
 
-    def __init__(self, embedder: Embedder, question: str) -> None:
+    def __init__(
+        self, embedder: Embedder, question: str, query_vector: Sequence[float] | None = None
+    ) -> None:
+        """``query_vector``: the question's dense query vector when retrieval has already
+        embedded it (same model, same query format), so it is not embedded twice."""
         self._embedder = embedder
-        self._question = _unit(embedder.embed_query(format_query_input(embedder.profile, question)))
+        if query_vector is None:
+            query_vector = embedder.embed_query(format_query_input(embedder.profile, question))
+        self._question = _unit(query_vector)
         self._known: dict[str, float] = {}
 
     def scores(self, sentences: Sequence[EvidenceSentence]) -> dict[str, float]:

@@ -5,7 +5,9 @@ time; nothing holds the corpus's texts or vectors (docs/ingestion.md, "Memory").
 
 0. **Validate** (:func:`prepare_run`) — every document is read, its (tenant, id) checked
    unique, and the stored points of the slice's document ids read by one filtered,
-   payload-light scroll (``document_id``, digests, ``index_state``). A document stored
+   payload-light scroll (``document_id``, digests, ``index_state``); once the scans have
+   found a tenth of the index's points, the index reads its stored payloads ahead
+   (:class:`~ragwright.pipeline.planning.ScanPrefetch`). A document stored
    live under the same source digest is *unchanged*; any other is chunked and its
    embedding inputs measured. Bad input (a duplicate id, a chunking error, an input over
    the embedding limit) stops the run here, with the index untouched. What is kept: the
@@ -74,6 +76,7 @@ from ragwright.pipeline.planning import (
     DocumentKey,
     PointState,
     ProgressCallback,
+    ScanPrefetch,
     check_lengths,
     chunk_and_plan,
     document_key,
@@ -309,6 +312,7 @@ def prepare_run(
     shared_in_run: set[str] = set()
     unchanged = planned = 0
     terms = pending_chunks = 0
+    prefetch = ScanPrefetch(index)
     for part in in_slices(documents, slice_size):
         for document in part:
             seen.add(document)
@@ -316,6 +320,7 @@ def prepare_run(
             if not ids.add(None, document.document_id):
                 shared_in_run.add(document.document_id)
         existing = scan_documents(index, policy.version, part)
+        prefetch.scanned(existing)
         candidates = dict(_changed_documents(part, existing, policy, embedder, sparse_encoder))
         for document in part:
             key = document_key(document)

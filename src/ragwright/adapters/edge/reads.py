@@ -16,6 +16,7 @@ import qdrant_edge as qe
 
 from ragwright.adapters.edge.engine import edge_filter, stored_point
 from ragwright.adapters.edge.files import one_line
+from ragwright.adapters.edge.prefetch import prefetch_mapped
 from ragwright.errors import IndexDamaged
 from ragwright.protocols import IndexPart
 from ragwright.types import CollectionContract, PointFilter, SparseVector, StoredPoint
@@ -122,6 +123,12 @@ class EdgeReads:
                 yield stored_point(record.id, record.payload, None, None, "")
             if offset is None:
                 return
+
+    def prefetch_payloads(self) -> int:
+        # Under the mutex: this process's writes (which may make the engine swap
+        # segments and their mappings) wait until the advice is given.
+        with self._mutex:
+            return prefetch_mapped(self.path / "shard")
 
     def count(self, point_filter: PointFilter | None = None) -> int:
         with self._mutex:

@@ -216,6 +216,12 @@ class VectorIndexConformance:
         assert index.facet("lexical_terms", only) == {7: 1, 8: 1}
         assert index.facet("document_id", PointFilter(must=(FieldMatch("tenant", ("x",)),))) == {}
 
+    def test_prefetch_is_a_hint_that_changes_no_read(self, index: VectorIndex) -> None:
+        index.upsert([_point(n) for n in range(1, 6)])
+        before = {p.point_id: p.payload for p in index.scroll()}
+        assert index.prefetch_payloads() >= 0
+        assert {p.point_id: p.payload for p in index.scroll()} == before
+
     def test_update_sparse_replaces_only_the_sparse_vector(self, index: VectorIndex) -> None:
         first, second = uuid.UUID(int=1), uuid.UUID(int=2)
         index.upsert(
