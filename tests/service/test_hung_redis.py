@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
+from urllib.parse import urlparse
 
 import pytest
 from fastapi.testclient import TestClient
@@ -184,7 +186,10 @@ def test_a_call_to_a_hung_redis_fails_by_its_own_timeout_with_the_reason(
         response = client.post("/v1/answers", json={"question": QUESTION}, headers=bearer(secret))
     assert response.status_code == 200, response.text
     assert response.json()["mode"] == "generated"
-    assert "is unreachable (Timeout reading from socket)" in caplog.text
+    # redis-py words the same read timeout by the layer that caught it: its parser
+    # ("from socket") or its connection ("from HOST:PORT"), which depends on timing.
+    reason = rf"Timeout reading from (socket|127\.0\.0\.1:{urlparse(hung_redis.url).port})"
+    assert re.search(rf"is unreachable \({reason}\)", caplog.text), caplog.text
     pools = client.get("/v1/status", headers=bearer(secret)).json()["service"]["model_capacity"]
-    assert pools and all(p["degraded"] == "Timeout reading from socket" for p in pools.values())
+    assert pools and all(re.fullmatch(reason, p["degraded"]) for p in pools.values()), pools
     assert all(p["backend"] == "local" for p in pools.values())
