@@ -14,7 +14,7 @@ from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.adapters.edge.prefetch import (
     MADV_WILLNEED,
     PAYLOAD_PARTS,
-    data_extents,
+    file_extents,
     mapped_files,
     prefetch_mapped,
 )
@@ -119,7 +119,7 @@ def test_the_advice_covers_the_payload_files_data_within_the_budget(
             min(end, start + (high - offset))
             - (start + (low - offset) // mmap.PAGESIZE * mmap.PAGESIZE)
             for start, end, offset, path in mapped
-            for low, high in data_extents(path, offset, offset + end - start)
+            for low, high in file_extents(path, offset, offset + end - start)
         )
         advised = prefetch_mapped(stored_index, budget=1 << 40)
     assert recorder.calls and all(advice == MADV_WILLNEED for _, _, advice in recorder.calls)

@@ -48,7 +48,7 @@ def test_a_rerun_over_an_unchanged_corpus_prefetches_once_after_a_tenth(
     # reached by the scan just before the prefetch and not by the ones before it.
     assert scanned_before >= PREFETCH_AFTER_SHARE * 40
     assert scanned_before - 3 < PREFETCH_AFTER_SHARE * 40
-    # What the real index advised: its payload files' pages (Linux 5.14+).
+    # What the real index advised: its payload files' data.
     assert index.events[prefetches[0]][1] > 0
 
 

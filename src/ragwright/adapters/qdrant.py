@@ -304,7 +304,7 @@ class QdrantIndex:
         ).count
 
     def prefetch_payloads(self) -> int:
-        # The server (or the client's local mode) holds its storage: nothing to map here.
+        # The server (or the client's local mode) holds its storage: nothing to read ahead here.
         return 0
 
     def facet(self, field: str, point_filter: PointFilter | None = None) -> dict[str | int, int]:

@@ -214,7 +214,6 @@ class ScanPrefetch:
         self._found = 0
         # An empty index has nothing to prefetch.
         self.done = self._threshold == 0
-        self.prefetched = 0
 
     def scanned(self, found: dict[DocumentKey, dict[uuid.UUID, PointState]]) -> None:
         if self.done:
@@ -222,7 +221,7 @@ class ScanPrefetch:
         self._found += sum(len(points) for points in found.values())
         if self._found >= self._threshold:
             self.done = True
-            self.prefetched = self._index.prefetch_payloads()
+            self._index.prefetch_payloads()
 
 
 def scan_documents(

@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -96,27 +96,37 @@ def private_copy(path: Path) -> Path:
     return target
 
 
+def data_extents(descriptor: int, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """The (start, end) byte ranges of the open file within [start, end) that hold data
+    (``SEEK_DATA``/``SEEK_HOLE``): the engine preallocates its files, mostly holes."""
+    offset = start
+    while offset < end:
+        try:
+            data = os.lseek(descriptor, offset, os.SEEK_DATA)
+        except OSError as error:
+            if error.errno != errno.ENXIO:  # ENXIO: only a hole remains
+                raise
+            return
+        if data >= end:
+            return
+        hole = min(os.lseek(descriptor, data, os.SEEK_HOLE), end)
+        yield data, hole
+        offset = hole
+
+
 def _copy_sparse(source: str, destination: str) -> None:
     with open(source, "rb") as reader, open(destination, "wb") as writer:
         size = os.fstat(reader.fileno()).st_size
-        offset = 0
-        while offset < size:
-            try:
-                start = os.lseek(reader.fileno(), offset, os.SEEK_DATA)
-            except OSError as error:
-                if error.errno != errno.ENXIO:  # ENXIO: only a hole remains
-                    raise
-                break
-            end = os.lseek(reader.fileno(), start, os.SEEK_HOLE)
+        for start, end in data_extents(reader.fileno(), 0, size):
             reader.seek(start)
             writer.seek(start)
-            while start < end:
-                block = reader.read(min(end - start, 2**20))
+            position = start
+            while position < end:
+                block = reader.read(min(end - position, 2**20))
                 if not block:
                     break
                 writer.write(block)
-                start += len(block)
-            offset = end
+                position += len(block)
         writer.truncate(size)
 
 

@@ -31,6 +31,8 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from ragwright.adapters.edge.files import data_extents
+
 MADV_WILLNEED = 3  # <linux/mman.h>
 # The engine's files a change-detection scan reads: stored payloads and payload indexes.
 PAYLOAD_PARTS: tuple[str, ...] = ("payload_storage", "payload_index")
@@ -67,24 +69,17 @@ def mapped_files(root: Path, parts: Sequence[str]) -> Iterator[tuple[int, int, i
         yield start, end, int(fields[2], 16), path
 
 
-def data_extents(path: str, start: int, end: int) -> Iterator[tuple[int, int]]:
-    """The (start, end) byte ranges of ``path`` within [start, end) that hold data."""
+def file_extents(path: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """The data extents of the file at ``path`` within [start, end); none when it cannot
+    be read (the engine replaced it meanwhile)."""
     try:
         descriptor = os.open(path, os.O_RDONLY)
     except OSError:
         return
     try:
-        position = start
-        while position < end:
-            try:
-                data = os.lseek(descriptor, position, os.SEEK_DATA)
-            except OSError:  # ENXIO: no data after position
-                return
-            if data >= end:
-                return
-            hole = min(os.lseek(descriptor, data, os.SEEK_HOLE), end)
-            yield data, hole
-            position = hole
+        yield from data_extents(descriptor, start, end)
+    except OSError:
+        return
     finally:
         os.close(descriptor)
 
@@ -154,7 +149,7 @@ def prefetch_mapped(
     page = mmap.PAGESIZE
     advised = 0
     for start, end, offset, path in list(mapped_files(root, parts)):
-        for low, high in data_extents(path, offset, offset + (end - start)):
+        for low, high in file_extents(path, offset, offset + (end - start)):
             first = start + (low - offset) // page * page
             length = min(end, start + (high - offset), first + budget - advised) - first
             if length <= 0:
