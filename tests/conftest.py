@@ -78,6 +78,9 @@ def _isolated_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # the local model"). Commands and child processes inherit it; a test that needs
     # another count sets its own.
     monkeypatch.setenv("RAGWRIGHT_CHAT_THREADS", SUITE_MODEL_THREADS)
+    # A child `ask` or `search` would leave a warm command process behind for the next
+    # (ragwright.warm); the tests of that process set their own value.
+    monkeypatch.setenv("RAGWRIGHT_COMMAND_KEEP_WARM", "0")
 
 
 SUITE_MODEL_THREADS = "1"
@@ -149,6 +152,21 @@ def _no_background_model_outlives_the_run(
 
     for state in tmp_path_factory.getbasetemp().rglob(STATE):
         stop_resident(state.parent)
+    _stop_warm_command_processes(tmp_path_factory.getbasetemp())
+
+
+def _stop_warm_command_processes(under: Path) -> None:
+    """End every warm command process (ragwright.warm) working in a directory of this run."""
+    import contextlib
+    import os
+    import signal
+
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError):
+            if b"ragwright.warm.server" not in (proc / "cmdline").read_bytes():
+                continue
+            if Path(os.readlink(proc / "cwd")).is_relative_to(under):
+                os.kill(int(proc.name), signal.SIGTERM)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -43,7 +43,7 @@ def _alive(pid: int) -> bool:
 def test_a_second_ask_reuses_the_background_model_until_it_is_stopped(
     indexed_home: Path,
 ) -> None:
-    assert _status(indexed_home) == {"running": False}
+    assert _status(indexed_home) == {"running": False, "command_process": None}
     first = json.loads(ragwright(*QUESTION, home=indexed_home, check=True).stdout)
     assert first["provider"] == "local"
     started = _status(indexed_home)
@@ -55,8 +55,8 @@ def test_a_second_ask_reuses_the_background_model_until_it_is_stopped(
     assert second["answer"] == first["answer"]
     assert _status(indexed_home)["pid"] == pid
     stopped = json.loads(ragwright("model", "stop", "--json", home=indexed_home).stdout)
-    assert stopped == {"stopped": True, "pid": pid}
-    assert _status(indexed_home) == {"running": False}
+    assert stopped == {"stopped": True, "pid": pid, "command_process_pid": None}
+    assert _status(indexed_home) == {"running": False, "command_process": None}
     assert not _alive(pid)
     assert not (indexed_home / "models" / STATE).exists()
 
@@ -135,7 +135,7 @@ def test_keep_warm_zero_starts_the_model_inside_the_command_only(
     assert (home / "models" / GGUF_NAME).exists()
     assert not (home / "models" / LOG).exists()
     assert _background_processes(home / "models") == []
-    assert _status(home) == {"running": False}
+    assert _status(home) == {"running": False, "command_process": None}
 
 
 def test_a_record_whose_process_is_gone_is_not_a_running_model(tmp_path: Path) -> None:
@@ -157,10 +157,13 @@ def test_a_record_whose_process_is_gone_is_not_a_running_model(tmp_path: Path) -
     )
     touch_lease(cache, time.time())
     assert read_resident(cache) is None
-    assert _status(tmp_path) == {"running": False}
+    assert _status(tmp_path) == {"running": False, "command_process": None}
     (cache / LEASE).unlink()
 
 
 def test_stop_without_a_background_model_says_so(tmp_path: Path) -> None:
     result = ragwright("model", "stop", home=tmp_path, check=True)
-    assert result.stdout.strip() == "background model: not running"
+    assert result.stdout.splitlines() == [
+        "background model: not running",
+        "warm command process: not running",
+    ]

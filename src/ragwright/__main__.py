@@ -1,3 +1,3 @@
-from ragwright.cli import main
+from ragwright.launcher import main
 
 main()

@@ -336,16 +336,28 @@ def main() -> None:
     system faults (disk full, read-only, permission denied) exit 1 with one line on
     stderr; nothing already stored is touched by any of them. A long-running command
     gives freed large blocks back to the system from its start (``ragwright.heap``)."""
-    if _command(sys.argv[1:]) in LONG_RUNNING:
+    sys.exit(run(sys.argv[1:]))
+
+
+def run(arguments: list[str]) -> int:
+    """Run one command line (without the program's name) in this process; its exit
+    status. :func:`main` and a warm command process (``ragwright.warm``) both call it."""
+    if _command(arguments) in LONG_RUNNING:
         fix_malloc_thresholds()
     try:
-        app()
+        app(args=arguments, prog_name="ragwright")
+    except SystemExit as done:
+        if done.code is None or isinstance(done.code, int):
+            return done.code or 0
+        print(done.code, file=sys.stderr)
+        return 1
     except RagwrightError as error:
         print(f"error: {error}", file=sys.stderr)
-        sys.exit(1)
+        return 1
     except OSError as error:
         print(f"error: {storage_error(error)}", file=sys.stderr)
-        sys.exit(1)
+        return 1
+    return 0
 
 
 LONG_RUNNING = frozenset({"serve", "worker", "ingest-worker", "ingest", "eval"})

@@ -1,19 +1,26 @@
-"""``ragwright model status`` and ``ragwright model stop``: the local model's background
-process (``RAGWRIGHT_CHAT_KEEP_WARM``), made visible and stoppable."""
+"""``ragwright model status`` and ``ragwright model stop``: the background processes a
+command leaves for the next one, made visible and stoppable: the local model's
+(``RAGWRIGHT_CHAT_KEEP_WARM``) and the warm command process that runs ``ask`` and
+``search`` (``RAGWRIGHT_COMMAND_KEEP_WARM``, :mod:`ragwright.warm`)."""
 
 from __future__ import annotations
 
+import os
 import time
+from typing import Any
 
 import typer
 
-from ragwright.cli.common import AsJson, app, print_json
+from ragwright.cli.common import AsJson, app, plural, print_json
 
 model_app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode=None,
-    help="The local model's background process: status, stop. The first command that "
-    "needs the model starts it; it exits after RAGWRIGHT_CHAT_KEEP_WARM idle seconds.",
+    help="The background processes: the local model's and the warm command process "
+    "(status, stop). The first command that needs the model starts the model's; it exits "
+    "after RAGWRIGHT_CHAT_KEEP_WARM idle seconds. The first ask or search starts a warm "
+    "command process that runs the next ones of the same directory and settings; it exits "
+    "after RAGWRIGHT_COMMAND_KEEP_WARM idle seconds.",
 )
 app.add_typer(model_app, name="model")
 
@@ -21,50 +28,111 @@ app.add_typer(model_app, name="model")
 @model_app.command("status")
 def model_status(as_json: AsJson = False) -> None:
     """Whether the background model runs for this home: its process, address, threads
-    (RAGWRIGHT_CHAT_THREADS), and how long until it exits unless used."""
+    (RAGWRIGHT_CHAT_THREADS), and how long until it exits unless used; and whether a warm
+    command process serves this directory and environment: its process, the commands it
+    has run, and how long until it exits unless used."""
     from ragwright.runtime import background_model
     from ragwright.settings import load_settings
 
     running = background_model(load_settings())
-    if running is None:
-        if as_json:
-            print_json({"running": False})
-        else:
-            print("background model: not running (the next ask starts it)")
-        return
+    command = _command_process(stop=False)
+    data: dict[str, object] = {"running": running is not None}
     now = time.time()
-    idle = running.idle_seconds(now)
-    data = {
-        "running": True,
-        "pid": running.pid,
-        "address": running.base_url,
-        "context_tokens": running.context_tokens,
-        "threads": running.threads,
-        "uptime_seconds": round(now - running.started_at, 1),
-        "idle_seconds": round(idle, 1),
-        "exits_in_seconds": round(max(0.0, running.idle_timeout - idle), 1),
-    }
+    if running is not None:
+        idle = running.idle_seconds(now)
+        data |= {
+            "pid": running.pid,
+            "address": running.base_url,
+            "context_tokens": running.context_tokens,
+            "threads": running.threads,
+            "uptime_seconds": round(now - running.started_at, 1),
+            "idle_seconds": round(idle, 1),
+            "exits_in_seconds": round(max(0.0, running.idle_timeout - idle), 1),
+        }
+    data["command_process"] = command
     if as_json:
         print_json(data)
         return
-    threads = "one thread a core" if running.threads is None else f"{running.threads} thread(s)"
-    print(
-        f"background model: running (pid {running.pid}, {running.base_url}, {threads}), "
-        f"idle {data['idle_seconds']} s, exits after {data['exits_in_seconds']} s more "
-        "without use"
-    )
+    if running is None:
+        print("background model: not running (the next ask starts it)")
+    else:
+        threads = (
+            "one thread a core" if running.threads is None else f"{running.threads} thread(s)"
+        )
+        print(
+            f"background model: running (pid {running.pid}, {running.base_url}, {threads}), "
+            f"idle {data['idle_seconds']} s, exits after {data['exits_in_seconds']} s more "
+            "without use"
+        )
+    if command is None:
+        print(
+            "warm command process: not running (the next ask or search starts one unless "
+            "RAGWRIGHT_COMMAND_KEEP_WARM is 0)"
+        )
+    else:
+        state = "running a command" if command["busy"] else f"idle {command['idle_seconds']} s"
+        print(
+            f"warm command process: running (pid {command['pid']}, "
+            f"{plural(int(command['served']), 'command')} run), {state}, exits after "
+            f"{command['exits_in_seconds']} s more without use"
+        )
 
 
 @model_app.command("stop")
 def model_stop(as_json: AsJson = False) -> None:
-    """Stop the background model now (the next command that needs it starts it again)."""
+    """Stop the background model and this context's warm command process now (the next
+    command that needs them starts them again)."""
     from ragwright.runtime import stop_background_model
     from ragwright.settings import load_settings
 
     stopped = stop_background_model(load_settings())
+    command = _command_process(stop=True)
     if as_json:
-        print_json({"stopped": stopped is not None, "pid": stopped.pid if stopped else None})
-    elif stopped is None:
+        print_json(
+            {
+                "stopped": stopped is not None,
+                "pid": stopped.pid if stopped else None,
+                "command_process_pid": command["pid"] if command else None,
+            }
+        )
+        return
+    if stopped is None:
         print("background model: not running")
     else:
         print(f"background model: stopped (pid {stopped.pid})")
+    if command is None:
+        print("warm command process: not running")
+    else:
+        print(f"warm command process: stopped (pid {command['pid']})")
+
+
+def _command_process(*, stop: bool) -> dict[str, Any] | None:
+    """The warm command process serving this context (:mod:`ragwright.warm`), as its
+    status says; ``stop`` ends it (and waits up to 10 s for it to exit)."""
+    from ragwright.warm.client import Context, status
+
+    found = status(Context(), stop=stop)
+    if found is None:
+        return None
+    now = time.time()
+    idle = 0.0 if found["busy"] else max(0.0, now - found["last_used"])
+    found |= {
+        "uptime_seconds": round(now - found["started_at"], 1),
+        "idle_seconds": round(idle, 1),
+        "exits_in_seconds": round(max(0.0, found["idle_timeout"] - idle), 1),
+    }
+    if stop:
+        give_up = time.monotonic() + 10.0
+        while time.monotonic() < give_up and _alive(int(found["pid"])):
+            time.sleep(0.05)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

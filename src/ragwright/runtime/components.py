@@ -32,6 +32,7 @@ from ragwright.pipeline.retrieve import Retriever
 from ragwright.protocols import Embedder, Reranker, SparseEncoder, TokenCounter, VectorIndex
 from ragwright.runtime.chat import chat_profiles
 from ragwright.runtime.embedding import embedding_profile, open_embedder
+from ragwright.runtime.kept import kept
 from ragwright.runtime.index import (
     INDEX_BACKENDS,
     open_held_edge,
@@ -225,7 +226,8 @@ class RuntimeComponents:
     def token_counter(self) -> TokenCounter:
         with self._lock:
             if self._counter is None:
-                self._counter = O200kCounter(self.settings.storage.home / "tokenizers")
+                tables = self.settings.storage.home / "tokenizers"
+                self._counter = kept(("o200k", str(tables)), lambda: O200kCounter(tables))
             return self._counter
 
     def chat_profiles(self) -> tuple[ModelProfile, ...]:

@@ -13,6 +13,7 @@ from ragwright.embedding_gate import EmbeddingCapacityGate
 from ragwright.errors import ConfigError
 from ragwright.protocols import CapacityPool, Embedder
 from ragwright.retry import RetryingEmbedder, RetryPolicy
+from ragwright.runtime.kept import kept
 from ragwright.runtime.registry import Closers, Registry
 from ragwright.runtime.shared import REDIS_RETRY_INTERVAL, redis_outage
 from ragwright.settings import Settings
@@ -83,7 +84,11 @@ def open_embedder(
     """
     kind = settings.embedding.provider
     if kind in BUNDLED_EMBEDDERS:
-        return BUNDLED_EMBEDDERS[kind](settings)
+        # A warm command process keeps the model's session between commands (kept.py).
+        return kept(
+            ("embedder", kind, settings.embedding.threads),
+            lambda: BUNDLED_EMBEDDERS[kind](settings),
+        )
     provider = _open_remote_embedder(settings)
     if closers is not None:
         closers.add(provider.close)

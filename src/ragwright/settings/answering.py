@@ -89,6 +89,16 @@ class ChatSettings(Group):
         "and `worker` keep their own model in-process",
         ge=0,
     )
+    command_keep_warm: float = setting(
+        600.0,
+        "seconds a warm command process stays after its last `ask` or `search`: it keeps the "
+        "application imported, the embedding model's session and the token table built, and "
+        "runs the next `ask` or `search` of the same context (directory, environment, "
+        "installed code) in place of a new process; settings, stores and the index are "
+        "still opened per command. `0`: every command starts afresh "
+        "(`ragwright model status` / `stop`; docs/cli.md)",
+        ge=0,
+    )
     threads: int | None = setting(
         None,
         "threads the embedded local model computes with; unset: llama.cpp's default, one per "

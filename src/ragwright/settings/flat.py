@@ -75,6 +75,7 @@ _TABLE = {
     "chat_cache_max_entries": ("chat", "cache_max_entries"),
     "chat_temperature": ("chat", "temperature"),
     "chat_keep_warm": ("chat", "keep_warm"),
+    "command_keep_warm": ("chat", "command_keep_warm"),
     "chat_threads": ("chat", "threads"),
     "chat_schema_style": ("chat", "schema_style"),
     "chat_context_window": ("chat", "context_window"),

@@ -1,0 +1,278 @@
+"""The warm process: ``python -m ragwright.warm.server DIGEST --idle-timeout SECONDS``.
+
+Binds its socket before importing the application, so a second process started for the
+same context exits at once; then imports and builds what it keeps (the embedding
+model's session, the token table), and runs the commands handed to it one at a time in
+its main thread (where Python delivers Ctrl-C), each with the caller's descriptors,
+environment and directory in place of its own. It exits after ``idle_timeout`` seconds
+without a command, on ``ragwright model stop``, or when a command's settings no longer
+want it (``RAGWRIGHT_COMMAND_KEEP_WARM=0`` in ``ragwright.toml``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import queue
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragwright.warm.context import address
+
+Runner = Callable[[list[str]], int]
+
+
+@dataclass
+class _Job:
+    connection: socket.socket
+    arguments: list[str]
+    environ: dict[str, str]
+    cwd: str
+    descriptors: list[int] = field(default_factory=list)
+
+
+@dataclass
+class WarmServer:
+    """Serves commands on ``listener`` with ``run`` (``ragwright.cli.common.run``)."""
+
+    listener: socket.socket
+    idle_timeout: float
+    run: Runner
+    keep_wanted: Callable[[], bool] = lambda: True
+    """Asked after each command: False ends the process (the settings turned it off)."""
+    started_at: float = field(default_factory=time.time)
+    last_used: float = field(default_factory=time.time)
+    served: int = 0
+    _jobs: queue.Queue[_Job | None] = field(default_factory=queue.Queue)
+    _busy: threading.Lock = field(default_factory=threading.Lock)
+    _command_running: bool = False
+    _stopping: bool = False
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(),
+            "started_at": self.started_at,
+            "last_used": self.last_used,
+            "idle_timeout": self.idle_timeout,
+            "served": self.served,
+            "busy": self._busy.locked(),
+        }
+
+    def serve(self, warm_up: Callable[[], None] = lambda: None) -> None:
+        """Accept in a thread, warm up, then run commands until idle or stopped."""
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, self._interrupted)
+        threading.Thread(target=self._accept, name="warm-accept", daemon=True).start()
+        with contextlib.suppress(Exception):  # a broken setting: the commands report it
+            warm_up()
+        self.last_used = time.time()
+        while not self._stopping:
+            remaining = self.last_used + self.idle_timeout - time.time()
+            if remaining <= 0:
+                break
+            try:
+                job = self._jobs.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if job is None:
+                break
+            try:
+                self._execute(job)
+            finally:
+                self.last_used = time.time()
+                self._busy.release()
+            if not self.keep_wanted():
+                break
+        self.listener.close()
+
+    # -- the acceptor thread ----------------------------------------------------------
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:  # the listener closed: the process is ending
+                return
+            try:
+                self._greet(connection)
+            except (OSError, ValueError):
+                connection.close()
+
+    def _greet(self, connection: socket.socket) -> None:
+        connection.settimeout(10.0)
+        credentials = connection.getsockopt(
+            socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")
+        )
+        if struct.unpack("3i", credentials)[1] != os.getuid():
+            connection.close()  # only this user's commands (the address is public)
+            return
+        first, descriptors, _, _ = socket.recv_fds(connection, 1, 3)
+        try:
+            if first in (b"S", b"Q"):
+                connection.sendall(json.dumps(self.status()).encode() + b"\n")
+                connection.close()
+                if first == b"Q":
+                    self._stopping = True
+                    self._jobs.put(None)
+                return
+            if first != b"R" or len(descriptors) != 3:
+                connection.close()
+                return
+            request = json.loads(connection.makefile("rb").readline())
+            if self._stopping or not self._busy.acquire(blocking=False):
+                connection.sendall(b'{"accepted": false, "reason": "busy"}\n')
+                connection.close()
+                return
+            try:
+                # A caller that gave up waiting has closed its end: this fails (EPIPE)
+                # and the command is not run twice.
+                connection.sendall(b'{"accepted": true}\n')
+            except OSError:
+                self._busy.release()
+                raise
+        except BaseException:
+            for descriptor in descriptors:
+                os.close(descriptor)
+            raise
+        connection.settimeout(None)
+        job = _Job(connection, list(request["argv"]), dict(request["env"]), str(request["cwd"]))
+        job.descriptors = descriptors
+        self._jobs.put(job)
+
+    # -- the main thread --------------------------------------------------------------
+
+    def _execute(self, job: _Job) -> None:
+        code = 1
+        saved_fds = [os.dup(0), os.dup(1), os.dup(2)]
+        saved_env, saved_cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
+        try:
+            _flush()
+            for target, descriptor in enumerate(job.descriptors):
+                os.dup2(descriptor, target)
+            os.environ.clear()
+            os.environ.update(job.environ)
+            os.chdir(job.cwd)
+            sys.argv = ["ragwright", *job.arguments]
+            self._command_running = True
+            try:
+                threading.Thread(
+                    target=self._watch,
+                    args=(job.connection, threading.get_ident()),
+                    name="warm-watch",
+                    daemon=True,
+                ).start()
+                try:
+                    code = self.run(job.arguments)
+                finally:
+                    self._command_running = False
+            except KeyboardInterrupt:  # arrived as the command ended
+                self._command_running = False
+                code = 130
+            except Exception:  # what an uncaught error prints in a process of its own
+                self._command_running = False
+                traceback.print_exc()
+                code = 1
+            self.served += 1
+        finally:
+            _flush()
+            for target, descriptor in enumerate(saved_fds):
+                os.dup2(descriptor, target)
+                os.close(descriptor)
+            for descriptor in job.descriptors:
+                os.close(descriptor)
+            os.environ.clear()
+            os.environ.update(saved_env)
+            with contextlib.suppress(OSError):
+                os.chdir(saved_cwd)
+            sys.argv = saved_argv
+        with contextlib.suppress(OSError):
+            job.connection.sendall(json.dumps({"exit": code}).encode() + b"\n")
+        job.connection.close()
+
+    def _watch(self, connection: socket.socket, main_thread: int) -> None:
+        """Interrupt the running command when its caller asks (Ctrl-C) or goes away."""
+        reader = connection.makefile("rb")
+        while True:
+            try:
+                line = reader.readline()
+            except (OSError, ValueError):
+                line = b""
+            if not self._command_running:
+                return
+            if not line or b"interrupt" in line:
+                signal.pthread_kill(main_thread, signal.SIGINT)
+            if not line:
+                return
+
+    def _interrupted(self, signum: int, frame: object) -> None:
+        """SIGINT: a KeyboardInterrupt in the running command, ignored between commands."""
+        if self._command_running:
+            raise KeyboardInterrupt
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+
+
+def _warm_up() -> None:
+    """Import every command and build the parts kept between commands."""
+    from ragwright.cli import common  # noqa: F401  (every command module)
+    from ragwright.runtime import RuntimeComponents
+    from ragwright.runtime.kept import keep_across_commands
+    from ragwright.settings import load_settings
+
+    keep_across_commands()
+    components = RuntimeComponents(load_settings())
+    try:
+        components.token_counter().count("warm")
+        components.embedder().embed_query("warm")
+    finally:
+        components.close()
+
+
+def _keep_wanted() -> bool:
+    from ragwright.settings import load_settings
+
+    try:
+        return load_settings().chat.command_keep_warm > 0
+    except Exception:
+        return False
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="A warm ragwright command process.")
+    parser.add_argument("digest")
+    parser.add_argument("--idle-timeout", type=float, required=True)
+    arguments = parser.parse_args()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(address(arguments.digest))
+    except OSError:  # another process serves this context already
+        return
+    listener.listen(16)
+    from ragwright.heap import fix_malloc_thresholds
+
+    fix_malloc_thresholds()  # a long-lived process: freed large blocks go back
+    # The acceptor answers while the warm-up imports the application.
+    WarmServer(listener, arguments.idle_timeout, _run, keep_wanted=_keep_wanted).serve(_warm_up)
+
+
+def _run(arguments: list[str]) -> int:
+    from ragwright.cli.common import run
+
+    return run(arguments)
+
+if __name__ == "__main__":
+    main()
