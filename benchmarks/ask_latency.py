@@ -4,11 +4,16 @@ Each ``ask`` is its own process, as a user runs it (``python -m ragwright ask QU
 --json``), over the sample corpus ingested into a temporary ``RAGWRIGHT_HOME``, with the
 embedded local model and the default (quoted) answer style:
 
-1. **in-command model** (``RAGWRIGHT_CHAT_KEEP_WARM=0``, what every ``ask`` paid before
-   the background model): two asks, each loading the model into the command;
-2. **background model** (the default): the first ask starts the background model
-   process, then every sample question (``samples/eval/cases.jsonl``, ``--rounds`` times)
-   is asked by a new process that reuses it.
+1. **in-command model** (``RAGWRIGHT_CHAT_KEEP_WARM=0`` and
+   ``RAGWRIGHT_COMMAND_KEEP_WARM=0``, what every ``ask`` paid before the background
+   processes): two asks, each loading the model into the command;
+2. **background model and warm command process** (the defaults): the first ask starts
+   the background model process and a warm command process (``ragwright.warm``); then
+   every sample question (``samples/eval/cases.jsonl``, ``--rounds`` times) is asked
+   twice, the order alternating between questions, both times by a new ``python -m
+   ragwright`` process reusing the model: once handed to the warm command process
+   (``warm_asks``), once run in its own process with ``RAGWRIGHT_COMMAND_KEEP_WARM=0``
+   (``own_process_asks``, what an ask cost before the warm command process).
 
 For every warm ask: the process's wall time and the answer's own stage timings (the
 ``timings`` of ``ask --json``: retrieve, assemble, score, generate, validate, support)
@@ -19,7 +24,7 @@ process's start (interpreter, imports, opening the index and the embedder). The 
 average is recorded at the start and the end (timings on a busy machine are not
 comparable). The asks pass ``--type runbook --type note`` (the sample questions ask about
 notes too). Reads only the project's ``samples/``; loads the local model (about 470 MiB),
-and takes about 3 minutes on a quiet 2-core machine. "Process start" is everything
+and takes about 4 minutes on a quiet 2-core machine. "Process start" is everything
 outside the answer's stages: interpreter start, imports, opening the index and the
 embedder, and the process's exit. Writes ``benchmarks/results/ask_latency.json``.
 
@@ -97,6 +102,19 @@ _MODEL_FIGURES = (
 )
 
 
+def _wait_for_warm_process(home: Path) -> None:
+    """Until the warm command process the first ask started has imported and built what
+    it keeps (a command handed to it earlier would wait for that)."""
+    give_up = time.monotonic() + 120
+    while time.monotonic() < give_up:
+        _, done = _ragwright(home, "model", "status", "--json")
+        process = json.loads(done.stdout)["command_process"]
+        if process and process["ready"]:
+            return
+        time.sleep(0.2)
+    raise SystemExit("the warm command process did not come up in 120 s")
+
+
 def _percentiles(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
     p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
@@ -118,17 +136,33 @@ def main() -> None:
         # The model's file is assembled once (as a user's first command does), so
         # neither figure below pays it.
         assemble_model(home / "models")
-        cold = [_ask(home, questions[0], RAGWRIGHT_CHAT_KEEP_WARM="0") for _ in range(2)]
+        cold = [
+            _ask(home, questions[0], RAGWRIGHT_CHAT_KEEP_WARM="0", RAGWRIGHT_COMMAND_KEEP_WARM="0")
+            for _ in range(2)
+        ]
         print(f"in-command model: {[c['wall_s'] for c in cold]} s", flush=True)
         try:
             first = _ask(home, questions[0])
             print(f"background model, first ask (starts it): {first['wall_s']} s", flush=True)
-            warm = []
+            _wait_for_warm_process(home)
+            warm, alone = [], []
             for _ in range(args.rounds):
-                for question in questions:
-                    warm.append(_ask(home, question))
-                    print(f"  warm ask {len(warm)}: {warm[-1]['wall_s']} s", flush=True)
-        finally:  # the background model must not outlive its temporary home
+                for number, question in enumerate(questions):
+                    # Each question twice, in the warm command process and in a process
+                    # of its own, the order alternating: the second ask of a question
+                    # finds its whole prompt in the model's cache.
+                    if number % 2 == 0:
+                        warm.append(_ask(home, question))
+                        alone.append(_ask(home, question, RAGWRIGHT_COMMAND_KEEP_WARM="0"))
+                    else:
+                        alone.append(_ask(home, question, RAGWRIGHT_COMMAND_KEEP_WARM="0"))
+                        warm.append(_ask(home, question))
+                    print(
+                        f"  warm ask {len(warm)}: {warm[-1]['wall_s']} s in the warm process, "
+                        f"{alone[-1]['wall_s']} s in its own",
+                        flush=True,
+                    )
+        finally:  # the background processes must not outlive the temporary home
             _ragwright(home, "model", "stop")
     stages = sorted({stage for ask in warm for stage in ask["stages_ms"]})
     summary = {
@@ -140,6 +174,11 @@ def main() -> None:
         "warm_ask_stage_ms": {
             stage: _percentiles([a["stages_ms"].get(stage, 0.0) for a in warm]) for stage in stages
         },
+        "own_process_ask_wall_s": _percentiles([a["wall_s"] for a in alone]),
+        "own_process_ask_process_start_s": _percentiles(
+            [a["wall_s"] - a["stages_sum_s"] for a in alone]
+        ),
+        "own_process_ask_stages_sum_s": _percentiles([a["stages_sum_s"] for a in alone]),
         "warm_ask_model": {
             figure: _percentiles(
                 [a["model"][figure] for a in warm if a["model"] and a["model"][figure] is not None]
@@ -158,6 +197,7 @@ def main() -> None:
         "in_command_model": cold,
         "background_first_ask": first,
         "warm_asks": warm,
+        "own_process_asks": alone,
     }
     args.out.write_text(json.dumps(report, indent=1) + "\n", "utf-8")
     print(json.dumps(summary, indent=1))

@@ -33,7 +33,9 @@ def _ragwright(*args: str, home: Path, check: bool = False, **env: str) -> Resul
 
 def _warm(home: Path, **env: str) -> dict[str, Any] | None:
     """The warm command process of this context, as ``model status --json`` shows it."""
-    status = json.loads(_ragwright("model", "status", "--json", home=home, check=True, **env).stdout)
+    status = json.loads(
+        _ragwright("model", "status", "--json", home=home, check=True, **env).stdout
+    )
     return status["command_process"]  # type: ignore[no-any-return]
 
 
@@ -116,9 +118,7 @@ def test_an_ingestion_between_two_asks_is_seen_and_not_locked_out(
     _wait_for_warm(home)
     note = tmp_path / "notes" / "ferry.md"
     note.parent.mkdir()
-    note.write_text(
-        "# Fjord ferry\n\nThe fjord ferry leaves at 07:40 from pier four.\n", "utf-8"
-    )
+    note.write_text("# Fjord ferry\n\nThe fjord ferry leaves at 07:40 from pier four.\n", "utf-8")
     # The warm process holds no index between commands: the ingestion takes it.
     _ragwright(
         "ingest", str(note.parent), "--type", "note", "--state", "published", home=home, check=True
@@ -144,9 +144,12 @@ def test_another_context_is_not_served_by_this_process(home: Path, tmp_path: Pat
     assert unchanged is not None and unchanged["served"] == 0
     # With RAGWRIGHT_COMMAND_KEEP_WARM=0 nothing is started.
     ragwright_process("search", "drain", home=home, check=True)
-    assert json.loads(
-        ragwright_process("model", "status", "--json", home=home, check=True).stdout
-    )["command_process"] is None
+    assert (
+        json.loads(ragwright_process("model", "status", "--json", home=home, check=True).stdout)[
+            "command_process"
+        ]
+        is None
+    )
     _ragwright("model", "stop", home=home, check=True)
     _ragwright("model", "stop", home=home, check=True, **other)
 

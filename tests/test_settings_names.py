@@ -84,6 +84,7 @@ SAMPLES: dict[str, tuple[str, str, Any]] = {
     "RAGWRIGHT_CHAT_CACHE_MAX_ENTRIES": ("chat.cache_max_entries", "10", 10),
     "RAGWRIGHT_CHAT_TEMPERATURE": ("chat.temperature", "0.4", 0.4),
     "RAGWRIGHT_CHAT_KEEP_WARM": ("chat.keep_warm", "0", 0.0),
+    "RAGWRIGHT_COMMAND_KEEP_WARM": ("chat.command_keep_warm", "30", 30.0),
     "RAGWRIGHT_CHAT_THREADS": ("chat.threads", "3", 3),
     "RAGWRIGHT_CHAT_SCHEMA_STYLE": ("chat.schema_style", "object", "object"),
     "RAGWRIGHT_CHAT_CONTEXT_WINDOW": ("chat.context_window", "8192", 8192),

@@ -56,9 +56,7 @@ def model_status(as_json: AsJson = False) -> None:
     if running is None:
         print("background model: not running (the next ask starts it)")
     else:
-        threads = (
-            "one thread a core" if running.threads is None else f"{running.threads} thread(s)"
-        )
+        threads = "one thread a core" if running.threads is None else f"{running.threads} thread(s)"
         print(
             f"background model: running (pid {running.pid}, {running.base_url}, {threads}), "
             f"idle {data['idle_seconds']} s, exits after {data['exits_in_seconds']} s more "

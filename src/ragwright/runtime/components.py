@@ -32,7 +32,6 @@ from ragwright.pipeline.retrieve import Retriever
 from ragwright.protocols import Embedder, Reranker, SparseEncoder, TokenCounter, VectorIndex
 from ragwright.runtime.chat import chat_profiles
 from ragwright.runtime.embedding import embedding_profile, open_embedder
-from ragwright.runtime.kept import kept
 from ragwright.runtime.index import (
     INDEX_BACKENDS,
     open_held_edge,
@@ -41,6 +40,7 @@ from ragwright.runtime.index import (
     open_retriever,
     open_sparse_encoder,
 )
+from ragwright.runtime.kept import kept
 from ragwright.runtime.registry import Closers
 from ragwright.runtime.sessions import ChatOpener
 from ragwright.runtime.stores import (

@@ -24,7 +24,7 @@ _kept: dict[Hashable, Any] | None = None
 
 def keep_across_commands() -> None:
     """From now on, :func:`kept` keeps what it builds (a warm command process calls it)."""
-    global _kept
+    global _kept  # noqa: PLW0603 (one switch for the process, set once)
     with _lock:
         if _kept is None:
             _kept = {}

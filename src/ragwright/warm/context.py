@@ -53,7 +53,7 @@ def code_fingerprint(package: Path = PACKAGE) -> list[object]:
     """What changes when the code a command would run changes: every Python file of the
     package (path, size, modification time) and the modification time of each directory
     on the import path (installing or removing a package changes its directory)."""
-    files: list[object] = []
+    files: list[tuple[str, int, int]] = []
     pending = [package]
     while pending:
         with os.scandir(pending.pop()) as entries:
@@ -66,12 +66,12 @@ def code_fingerprint(package: Path = PACKAGE) -> list[object]:
     paths = []
     # sys.path[0] is the script's directory (or the working directory, under ``-m``):
     # where the command was started from, not what it runs.
-    for entry in sys.path[1:]:
+    for directory in sys.path[1:]:
         try:
-            paths.append((entry, os.stat(entry or ".").st_mtime_ns))
+            paths.append((directory, os.stat(directory or ".").st_mtime_ns))
         except OSError:
             continue
-    return [sorted(files), paths]  # type: ignore[type-var]
+    return [sorted(files), paths]
 
 
 def context_digest(

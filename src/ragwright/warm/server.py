@@ -49,10 +49,14 @@ class WarmServer:
     idle_timeout: float
     run: Runner
     keep_wanted: Callable[[], bool] = lambda: True
+    owner: int = field(default_factory=os.getuid)
+    """The only user whose connections are served."""
     """Asked after each command: False ends the process (the settings turned it off)."""
     started_at: float = field(default_factory=time.time)
     last_used: float = field(default_factory=time.time)
     served: int = 0
+    ready: bool = False
+    """Whether the warm-up has ended (a command handed over before waits for it)."""
     _jobs: queue.Queue[_Job | None] = field(default_factory=queue.Queue)
     _busy: threading.Lock = field(default_factory=threading.Lock)
     _command_running: bool = False
@@ -66,6 +70,7 @@ class WarmServer:
             "idle_timeout": self.idle_timeout,
             "served": self.served,
             "busy": self._busy.locked(),
+            "ready": self.ready,
         }
 
     def serve(self, warm_up: Callable[[], None] = lambda: None) -> None:
@@ -75,6 +80,7 @@ class WarmServer:
         threading.Thread(target=self._accept, name="warm-accept", daemon=True).start()
         with contextlib.suppress(Exception):  # a broken setting: the commands report it
             warm_up()
+        self.ready = True
         self.last_used = time.time()
         while not self._stopping:
             remaining = self.last_used + self.idle_timeout - time.time()
@@ -93,6 +99,10 @@ class WarmServer:
                 self._busy.release()
             if not self.keep_wanted():
                 break
+        # shutdown() wakes the acceptor blocked in accept(); close() alone would not, and
+        # the address would stay taken until the process exits.
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)
         self.listener.close()
 
     # -- the acceptor thread ----------------------------------------------------------
@@ -113,7 +123,7 @@ class WarmServer:
         credentials = connection.getsockopt(
             socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")
         )
-        if struct.unpack("3i", credentials)[1] != os.getuid():
+        if struct.unpack("3i", credentials)[1] != self.owner:
             connection.close()  # only this user's commands (the address is public)
             return
         first, descriptors, _, _ = socket.recv_fds(connection, 1, 3)
@@ -273,6 +283,7 @@ def _run(arguments: list[str]) -> int:
     from ragwright.cli.common import run
 
     return run(arguments)
+
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,167 @@
+"""The warm command process's parts (ragwright.warm), in this process with a recording
+runner in place of the command line: what a command is handed, one command at a time,
+only its owner's connections, stop and idle exit, and what names a context."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from ragwright.warm.client import Context, forward, status
+from ragwright.warm.context import code_fingerprint, context_digest
+from ragwright.warm.server import WarmServer
+
+
+@dataclass
+class Recorder:
+    """A runner that records what each command saw and waits for ``release``."""
+
+    code: int = 7
+    seen: list[tuple[list[str], str | None, str, list[str]]] = field(default_factory=list)
+    started: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+    def __call__(self, arguments: list[str]) -> int:
+        self.seen.append((arguments, os.environ.get("WARM_PROBE"), os.getcwd(), sys.argv))
+        self.started.set()
+        assert self.release.wait(30)
+        return self.code
+
+
+@pytest.fixture
+def context(tmp_path: Path) -> Context:
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    return Context({"WARM_PROBE": "one", "PATH": os.environ["PATH"]}, str(caller))
+
+
+@pytest.fixture
+def serving(context: Context) -> Iterator[tuple[WarmServer, Recorder, threading.Thread]]:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(context.address)
+    listener.listen(4)
+    recorder = Recorder()
+    server = WarmServer(listener, idle_timeout=60, run=recorder)
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    yield server, recorder, thread
+    recorder.release.set()
+    status(context, stop=True)
+    thread.join(10)
+
+
+def test_a_command_runs_with_the_callers_arguments_environment_and_directory(
+    serving: tuple[WarmServer, Recorder, threading.Thread], context: Context, tmp_path: Path
+) -> None:
+    _, recorder, _ = serving
+    recorder.release.set()
+    assert forward(["ask", "why?"], context) == 7  # the runner's exit status
+    caller = str(tmp_path / "caller")
+    assert recorder.seen == [(["ask", "why?"], "one", caller, ["ragwright", "ask", "why?"])]
+    # and the server's own environment and directory are back
+    assert os.environ.get("WARM_PROBE") is None and os.getcwd() == str(tmp_path)
+    assert status(context)["served"] == 1  # type: ignore[index]
+
+
+def test_a_command_arriving_while_another_runs_is_declined(
+    serving: tuple[WarmServer, Recorder, threading.Thread], context: Context
+) -> None:
+    _, recorder, _ = serving
+    codes: list[int | None] = []
+    first = threading.Thread(target=lambda: codes.append(forward(["ask", "a"], context)))
+    first.start()
+    assert recorder.started.wait(30)
+    assert status(context)["busy"] is True  # type: ignore[index]
+    assert forward(["ask", "b"], context) is None  # the caller runs it itself
+    recorder.release.set()
+    first.join(30)
+    assert codes == [7]
+    assert [seen[0] for seen in recorder.seen] == [["ask", "a"]]
+
+
+def test_connections_of_another_user_get_nothing(
+    serving: tuple[WarmServer, Recorder, threading.Thread], context: Context
+) -> None:
+    server, recorder, _ = serving
+    server.owner = os.getuid() + 1
+    recorder.release.set()
+    assert status(context) is None
+    assert forward(["ask", "a"], context) is None
+    assert recorder.seen == []
+    server.owner = os.getuid()  # so that the fixture can stop it
+
+
+def test_stop_ends_the_process_and_no_process_means_none(
+    serving: tuple[WarmServer, Recorder, threading.Thread], context: Context
+) -> None:
+    _, _, thread = serving
+    assert status(context, stop=True)["served"] == 0  # type: ignore[index]
+    thread.join(10)
+    assert not thread.is_alive()
+    assert status(context) is None
+    assert forward(["ask", "a"], context) is None
+
+
+def test_the_process_ends_after_its_idle_timeout(context: Context) -> None:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(context.address)
+    listener.listen(4)
+    server = WarmServer(listener, idle_timeout=0.3, run=Recorder())
+    started = time.monotonic()
+    server.serve()  # returns by itself
+    assert time.monotonic() - started < 30
+    assert status(context) is None
+
+
+def test_a_context_is_its_environment_directory_and_code(tmp_path: Path) -> None:
+    base = {"RAGWRIGHT_HOME": "/h", "PATH": "/bin"}
+    digest = context_digest(base, "/work")
+    assert context_digest(dict(base), "/work") == digest
+    assert context_digest(base | {"RAGWRIGHT_RRF_K": "30"}, "/work") != digest
+    assert context_digest(base | {"RAGWRIGHT_HOME": "/other"}, "/work") != digest
+    assert context_digest(base, "/elsewhere") != digest
+    # what a terminal sets does not change the context
+    assert context_digest(base | {"TERM": "xterm", "COLUMNS": "80", "SSH_TTY": "x"}, "/work") == (
+        digest
+    )
+    # a changed file of the code does
+    package = tmp_path / "package"
+    (package / "sub").mkdir(parents=True)
+    module = package / "sub" / "m.py"
+    module.write_text("x = 1\n")
+    before = code_fingerprint(package)
+    assert code_fingerprint(package) == before
+    module.write_text("x = 22\n")
+    assert code_fingerprint(package) != before
+    assert context_digest(base, "/work", code_fingerprint(package)) != context_digest(
+        base, "/work", before
+    )
+
+
+def test_a_warm_process_keeps_the_embedder_and_token_table_and_no_other_does(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from ragwright.runtime import RuntimeComponents, kept
+    from ragwright.settings import Settings
+
+    settings = Settings(home=tmp_path / "home")
+    one, two = RuntimeComponents(settings), RuntimeComponents(settings)
+    assert one.embedder() is not two.embedder()
+    assert one.token_counter() is not two.token_counter()
+    monkeypatch.setattr(kept, "_kept", None)  # this test's own keeping, undone after it
+    kept.keep_across_commands()
+    three, four = RuntimeComponents(settings), RuntimeComponents(settings)
+    assert three.embedder() is four.embedder()
+    assert three.token_counter() is four.token_counter()
+    # another configuration of the model is another part
+    other = RuntimeComponents(Settings(home=tmp_path / "home", embedding_threads=1))
+    assert other.embedder() is not three.embedder()
+    assert kept.kept_count() == 3
