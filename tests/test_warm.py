@@ -165,3 +165,37 @@ def test_a_warm_process_keeps_the_embedder_and_token_table_and_no_other_does(
     other = RuntimeComponents(Settings(home=tmp_path / "home", embedding_threads=1))
     assert other.embedder() is not three.embedder()
     assert kept.kept_count() == 3
+
+
+def test_output_a_closed_pipe_refused_never_reaches_the_next_caller(
+    serving: tuple[WarmServer, Recorder, threading.Thread], context: Context
+) -> None:
+    server, recorder, _ = serving
+    recorder.release.set()
+
+    def prints(arguments: list[str]) -> int:
+        print(f"output of {arguments[0]}", end="")  # held in the stream's buffer
+        return 0
+
+    server.run = prints
+    with open(os.devnull) as stdin:
+        gone_read, gone_write = os.pipe()
+        os.close(gone_read)  # the first caller's reader has gone (`| head` ended)
+        assert forward(["first"], context, (stdin.fileno(), gone_write, gone_write)) == 0
+        os.close(gone_write)
+        read, write = os.pipe()
+        assert forward(["second"], context, (stdin.fileno(), write, write)) == 0
+        os.close(write)
+        with os.fdopen(read) as output:
+            assert output.read() == "output of second"
+
+
+def test_another_file_mode_mask_is_another_context() -> None:
+    base = {"PATH": "/bin"}
+    digest = context_digest(base, "/work")
+    before = os.umask(0o077)
+    try:
+        assert context_digest(base, "/work") != digest
+    finally:
+        os.umask(before)
+    assert context_digest(base, "/work") == digest

@@ -18,14 +18,14 @@ stores and the index are opened by each command and closed at its end, so an
 ingestion, a calibration or a key change made in between is seen by the next command,
 and an ingestion is never locked out by a warm process.
 
-One warm process serves one *context*: the user, the Python interpreter, the installed
-code (the modification times of ragwright's files and of the import path), the working
-directory and the environment (volatile terminal variables aside) are hashed into its
-socket's name (:mod:`.context`). A command from another context (another
-``RAGWRIGHT_HOME``, another setting, upgraded code) finds no process at its address and
-starts its own. The socket is in Linux's abstract namespace and the process serves only
-connections of its own user (``SO_PEERCRED``). It runs one command at a time; a command
-that arrives while another runs is run by its own process. It exits after
-``RAGWRIGHT_COMMAND_KEEP_WARM`` seconds without a command (``0``: no warm process).
-``ragwright model status`` shows it and ``ragwright model stop`` ends it.
+One warm process serves one *context*: the user and file mode mask, the Python
+interpreter, the installed code (the modification times of ragwright's files and of the
+import path), the working directory and the environment (volatile terminal variables
+aside) are hashed into its socket's name (:mod:`.context`). A command from another
+context (another ``RAGWRIGHT_HOME``, another setting, upgraded code) finds no process at
+its address and starts its own. The socket is in Linux's abstract namespace and the
+process serves only connections of its own user (``SO_PEERCRED``). It runs one command
+at a time; a command that arrives while another runs is run by its own process. It
+exits after ``RAGWRIGHT_COMMAND_KEEP_WARM`` seconds without a command (``0``: no warm
+process). ``ragwright model status`` shows it and ``ragwright model stop`` ends it.
 """

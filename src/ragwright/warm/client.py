@@ -61,16 +61,19 @@ def _read_message(reader: Any) -> dict[str, Any] | None:
     return message if isinstance(message, dict) else None
 
 
-def forward(arguments: list[str], context: Context) -> int | None:
+def forward(
+    arguments: list[str], context: Context, descriptors: tuple[int, int, int] = (0, 1, 2)
+) -> int | None:
     """Run ``arguments`` in the warm process serving ``context``: its exit status, or
     None when there is no such process or it declined (the caller then runs the command
-    itself). Ctrl-C while it runs interrupts the command there."""
+    itself). ``descriptors``: the command's standard input, output and error (this
+    process's own by default). Ctrl-C while it runs interrupts the command there."""
     connection = _connect(context)
     if connection is None:
         return None
     with connection:
         try:
-            socket.send_fds(connection, [b"R"], [0, 1, 2])
+            socket.send_fds(connection, [b"R"], list(descriptors))
             request = {"argv": arguments, "env": context.environ, "cwd": context.cwd}
             connection.sendall(json.dumps(request).encode("utf-8", "surrogateescape") + b"\n")
             reader = connection.makefile("rb")

@@ -77,10 +77,14 @@ def code_fingerprint(package: Path = PACKAGE) -> list[object]:
 def context_digest(
     environ: Mapping[str, str], cwd: str, fingerprint: list[object] | None = None
 ) -> str:
-    """The digest naming one context: user, interpreter, code, directory, environment."""
+    """The digest naming one context: user, file mode mask, interpreter, code, directory,
+    environment."""
     relevant = sorted((k, v) for k, v in environ.items() if not _volatile(k))
+    mask = os.umask(0o022)  # reading the mask means setting it: put it straight back
+    os.umask(mask)
     material = [
         os.getuid(),
+        mask,
         sys.prefix,
         os.path.realpath(sys.executable),
         sys.version,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import os
 import queue
@@ -25,7 +26,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 from ragwright.warm.context import address
 
@@ -94,6 +95,11 @@ class WarmServer:
                 break
             try:
                 self._execute(job)
+            except Exception:  # the process's own fault, not the command's: it goes on
+                traceback.print_exc()
+                with contextlib.suppress(OSError):
+                    job.connection.sendall(b'{"exit": 1}\n')
+                job.connection.close()
             finally:
                 self.last_used = time.time()
                 self._busy.release()
@@ -165,12 +171,17 @@ class WarmServer:
         code = 1
         saved_fds = [os.dup(0), os.dup(1), os.dup(2)]
         saved_env, saved_cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
+        saved_streams = sys.stdin, sys.stdout, sys.stderr
         try:
             _flush()
             for target, descriptor in enumerate(job.descriptors):
                 os.dup2(descriptor, target)
+            # Streams of the command's own over the caller's descriptors, buffered as a
+            # new process's would be; dropped after it, so output a closed pipe refused
+            # cannot reach the next caller.
             os.environ.clear()
             os.environ.update(job.environ)
+            sys.stdin, sys.stdout, sys.stderr = _streams()
             os.chdir(job.cwd)
             sys.argv = ["ragwright", *job.arguments]
             self._command_running = True
@@ -195,6 +206,7 @@ class WarmServer:
             self.served += 1
         finally:
             _flush()
+            sys.stdin, sys.stdout, sys.stderr = saved_streams
             for target, descriptor in enumerate(saved_fds):
                 os.dup2(descriptor, target)
                 os.close(descriptor)
@@ -228,6 +240,32 @@ class WarmServer:
         """SIGINT: a KeyboardInterrupt in the running command, ignored between commands."""
         if self._command_running:
             raise KeyboardInterrupt
+
+
+def _streams() -> tuple[TextIO, TextIO, TextIO]:
+    """Text streams over descriptors 0, 1 and 2 as Python sets up a new process's: the
+    interpreter's encoding, stdout line-buffered on a terminal, stderr always, and no
+    buffering at all under ``PYTHONUNBUFFERED``."""
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))  # the caller's, set by now
+
+    def stream(descriptor: int, mode: str, errors: str, lines: bool) -> TextIO:
+        opened = open(  # noqa: SIM115 (dropped, not closed: the descriptor is the caller's)
+            descriptor,
+            mode,
+            encoding=sys.__stdout__.encoding if sys.__stdout__ else "utf-8",
+            errors=errors,
+            closefd=False,
+        )
+        assert isinstance(opened, io.TextIOWrapper)
+        if mode == "w":
+            opened.reconfigure(line_buffering=lines, write_through=unbuffered)
+        return opened
+
+    return (
+        stream(0, "r", "strict", False),
+        stream(1, "w", "strict", os.isatty(1)),
+        stream(2, "w", "backslashreplace", True),
+    )
 
 
 def _flush() -> None:
