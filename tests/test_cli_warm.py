@@ -209,3 +209,66 @@ def test_ctrl_c_interrupts_the_command_in_the_warm_process(home: Path) -> None:
         idle = _warm(home, **env)
         assert idle is not None and idle["pid"] == warm["pid"] and idle["busy"] is False
         _ragwright("model", "stop", home=home, check=True, **env)
+
+
+def _with_reader_gone(*args: str, home: Path, env: dict[str, str]) -> tuple[int, str]:
+    """``ragwright ARGS`` writing into a pipe whose reader has already gone (as after
+    ``| head -1``): its exit status and stderr."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        command = subprocess.Popen(
+            [sys.executable, "-m", "ragwright", *args],
+            env={**env, "RAGWRIGHT_HOME": str(home)},
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    finally:
+        os.close(write)
+    _, stderr = command.communicate(timeout=CHILD_TIMEOUT)
+    return command.returncode, stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "PYTHONUNBUFFERED"])
+def test_a_reader_gone_ends_the_command_as_it_ends_a_process_of_its_own(
+    home: Path, unbuffered: bool
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    search = ("search", "drain", "--k", "2")
+    alone = _with_reader_gone(*search, home=home, env=env)  # KEEP_WARM=0 from the suite
+    warm_env = env | WARM
+    _with_reader_gone(*search, home=home, env=warm_env)  # starts the warm process
+
+    def status(*args: str) -> dict[str, Any] | None:
+        # exactly this environment: ragwright_process would add the suite's own back
+        shown = subprocess.run(
+            [sys.executable, "-m", "ragwright", "model", *args, "--json"],
+            env={**warm_env, "RAGWRIGHT_HOME": str(home)},
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=CHILD_TIMEOUT,
+        )
+        return json.loads(shown.stdout).get("command_process")  # type: ignore[no-any-return]
+
+    give_up = time.monotonic() + CHILD_TIMEOUT
+    while not ((found := status("status")) and found["ready"]):
+        assert time.monotonic() < give_up, "no warm command process came up"
+        time.sleep(0.2)
+    warm = _with_reader_gone(*search, home=home, env=warm_env)
+    served = status("status")
+    assert served is not None and served["served"] == 1
+    assert warm[0] == alone[0] != 0  # 120 buffered (the exit's flush), 1 unbuffered
+    assert ("BrokenPipeError" in warm[1]) == ("BrokenPipeError" in alone[1])
+    status("stop")
+
+
+@pytest.mark.slow
+def test_help_neither_uses_nor_starts_a_warm_process(home: Path) -> None:
+    shown = _ragwright("ask", "--help", home=home, check=True)
+    assert "RAGWRIGHT_COMMAND_KEEP_WARM" in shown.stdout
+    assert _warm(home) is None

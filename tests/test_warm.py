@@ -181,7 +181,8 @@ def test_output_a_closed_pipe_refused_never_reaches_the_next_caller(
     with open(os.devnull) as stdin:
         gone_read, gone_write = os.pipe()
         os.close(gone_read)  # the first caller's reader has gone (`| head` ended)
-        assert forward(["first"], context, (stdin.fileno(), gone_write, gone_write)) == 0
+        # as a process of its own: the flush at its end fails, exit 120
+        assert forward(["first"], context, (stdin.fileno(), gone_write, gone_write)) == 120
         os.close(gone_write)
         read, write = os.pipe()
         assert forward(["second"], context, (stdin.fileno(), write, write)) == 0

@@ -17,7 +17,7 @@ def main() -> None:
     context = None
     from ragwright.warm.client import WARM_COMMANDS
 
-    if command in WARM_COMMANDS:
+    if command in WARM_COMMANDS and "--help" not in arguments:
         from ragwright.warm.client import Context, forward
 
         context = Context()  # the environment and directory as they are at the start

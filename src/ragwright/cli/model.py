@@ -18,19 +18,23 @@ model_app = typer.Typer(
     rich_markup_mode=None,
     help="The background processes: the local model's and the warm command process "
     "(status, stop). The first command that needs the model starts the model's; it exits "
-    "after RAGWRIGHT_CHAT_KEEP_WARM idle seconds. The first ask or search starts a warm "
-    "command process that runs the next ones of the same directory and settings; it exits "
-    "after RAGWRIGHT_COMMAND_KEEP_WARM idle seconds.",
+    "after RAGWRIGHT_CHAT_KEEP_WARM idle seconds. An ask or search run in its own process "
+    "starts a warm command process that runs the next ones from the same directory and "
+    "environment (any variable but a terminal's: another value gets a process of its "
+    "own); it exits after RAGWRIGHT_COMMAND_KEEP_WARM idle seconds.",
 )
 app.add_typer(model_app, name="model")
 
 
 @model_app.command("status")
 def model_status(as_json: AsJson = False) -> None:
-    """Whether the background model runs for this home: its process, address, threads
-    (RAGWRIGHT_CHAT_THREADS), and how long until it exits unless used; and whether a warm
-    command process serves this directory and environment: its process, the commands it
-    has run, and how long until it exits unless used."""
+    """Show the background model and the warm command process.
+
+    The background model of this home: its process, address, threads
+    (RAGWRIGHT_CHAT_THREADS) and how long until it exits unless used. The warm command
+    process of this directory and environment: its process, the commands it has run, and
+    how long until it exits unless used; and the pids of this user's other warm command
+    processes (other directories or environments)."""
     from ragwright.runtime import background_model
     from ragwright.settings import load_settings
 
@@ -50,13 +54,21 @@ def model_status(as_json: AsJson = False) -> None:
             "exits_in_seconds": round(max(0.0, running.idle_timeout - idle), 1),
         }
     data["command_process"] = command
+    from ragwright.warm.client import running_pids
+
+    others = [pid for pid in running_pids() if command is None or pid != command["pid"]]
+    data["other_command_processes"] = others
     if as_json:
         print_json(data)
         return
     if running is None:
         print("background model: not running (the next ask starts it)")
     else:
-        threads = "one thread a core" if running.threads is None else f"{running.threads} thread(s)"
+        threads = (
+            "threads: one per core (default)"
+            if running.threads is None
+            else f"threads: {running.threads}"
+        )
         print(
             f"background model: running (pid {running.pid}, {running.base_url}, {threads}), "
             f"idle {data['idle_seconds']} s, exits after {data['exits_in_seconds']} s more "
@@ -64,22 +76,31 @@ def model_status(as_json: AsJson = False) -> None:
         )
     if command is None:
         print(
-            "warm command process: not running (the next ask or search starts one unless "
-            "RAGWRIGHT_COMMAND_KEEP_WARM is 0)"
+            "warm command process: not running (the next ask or search runs in its own "
+            "process and starts one, unless RAGWRIGHT_COMMAND_KEEP_WARM is 0)"
         )
     else:
         state = "running a command" if command["busy"] else f"idle {command['idle_seconds']} s"
         print(
             f"warm command process: running (pid {command['pid']}, "
-            f"{plural(int(command['served']), 'command')} run), {state}, exits after "
+            f"{plural(int(command['served']), 'command')} run here so far), {state}, exits after "
             f"{command['exits_in_seconds']} s more without use"
+        )
+
+    if others:
+        print(
+            f"other warm command processes: {', '.join(map(str, others))} (other directories "
+            "or environments; each exits after its idle timeout, or `ragwright model stop` "
+            "from there)"
         )
 
 
 @model_app.command("stop")
 def model_stop(as_json: AsJson = False) -> None:
-    """Stop the background model and this context's warm command process now (the next
-    command that needs them starts them again)."""
+    """Stop both background processes now.
+
+    The background model of this home and the warm command process of this directory and
+    environment (the next command that needs them starts them again)."""
     from ragwright.runtime import stop_background_model
     from ragwright.settings import load_settings
 

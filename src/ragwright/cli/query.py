@@ -87,7 +87,7 @@ def search(
     an empty result means no eligible evidence (conditions are never relaxed). Each
     score says its kind: cosine (dense), bm25 (sparse), rrf (hybrid) or rerank. The
     last line says which score thresholds applied and where each came from (option,
-    setting or the persisted calibration).
+    setting or the persisted calibration). Run warm like ask (RAGWRIGHT_COMMAND_KEEP_WARM).
     """
     from ragwright.application import SearchRequest
 
@@ -266,6 +266,10 @@ def ask(
     eligible evidence, no model is called; when the best evidence sentence is less
     similar to the question than the calibrated answerability threshold, the answer is
     [insufficient] without a model call.
+
+    After an ask or search run in its own process, a warm command process runs the next
+    ones from the same directory and environment (RAGWRIGHT_COMMAND_KEEP_WARM; `ragwright
+    model status`).
     """
     import asyncio
 

@@ -115,6 +115,26 @@ def status(context: Context, *, stop: bool = False) -> dict[str, Any] | None:
             return None
 
 
+def running_pids() -> list[int]:
+    """Pids of this user's warm command processes, whatever context they serve."""
+    found = []
+    uid = os.getuid()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                if entry.stat().st_uid != uid:
+                    continue
+                with open(os.path.join(entry.path, "cmdline"), "rb") as handle:
+                    command = handle.read().split(b"\0")
+            except OSError:
+                continue
+            if b"ragwright.warm.server" in command:
+                found.append(int(entry.name))
+    return sorted(found)
+
+
 def start(context: Context, idle_timeout: float) -> subprocess.Popen[bytes]:
     """Start a warm process for ``context`` in the background (a second one for the same
     context finds the address taken and exits at once)."""
@@ -126,6 +146,14 @@ def start(context: Context, idle_timeout: float) -> subprocess.Popen[bytes]:
             context.digest,
             "--idle-timeout",
             str(idle_timeout),
+            # For `ps` only: what the process serves (its address is a digest).
+            "--directory",
+            context.cwd,
+            *(
+                ("--home", context.environ["RAGWRIGHT_HOME"])
+                if "RAGWRIGHT_HOME" in context.environ
+                else ()
+            ),
         ],
         env=context.environ,
         cwd=context.cwd,

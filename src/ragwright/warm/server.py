@@ -172,6 +172,7 @@ class WarmServer:
         saved_fds = [os.dup(0), os.dup(1), os.dup(2)]
         saved_env, saved_cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
         saved_streams = sys.stdin, sys.stdout, sys.stderr
+        raws: list[io.FileIO] = []
         try:
             _flush()
             for target, descriptor in enumerate(job.descriptors):
@@ -181,7 +182,7 @@ class WarmServer:
             # cannot reach the next caller.
             os.environ.clear()
             os.environ.update(job.environ)
-            sys.stdin, sys.stdout, sys.stderr = _streams()
+            (sys.stdin, sys.stdout, sys.stderr), raws = _streams()
             os.chdir(job.cwd)
             sys.argv = ["ragwright", *job.arguments]
             self._command_running = True
@@ -204,8 +205,11 @@ class WarmServer:
                 traceback.print_exc()
                 code = 1
             self.served += 1
+            code = _flush_at_exit(code)
         finally:
             _flush()
+            for raw in raws:
+                raw.close()
             sys.stdin, sys.stdout, sys.stderr = saved_streams
             for target, descriptor in enumerate(saved_fds):
                 os.dup2(descriptor, target)
@@ -242,30 +246,44 @@ class WarmServer:
             raise KeyboardInterrupt
 
 
-def _streams() -> tuple[TextIO, TextIO, TextIO]:
+def _streams() -> tuple[tuple[TextIO, TextIO, TextIO], list[io.FileIO]]:
     """Text streams over descriptors 0, 1 and 2 as Python sets up a new process's: the
     interpreter's encoding, stdout line-buffered on a terminal, stderr always, and no
-    buffering at all under ``PYTHONUNBUFFERED``."""
+    buffering at all under ``PYTHONUNBUFFERED``; and their raw files, which the command's
+    end closes (the descriptors stay open: they are the caller's), so that nothing a
+    stream still buffers is written later, when descriptor 1 is another caller's."""
     unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))  # the caller's, set by now
+    encoding = sys.__stdout__.encoding if sys.__stdout__ else "utf-8"
+    raws = [
+        io.FileIO(descriptor, "r" if descriptor == 0 else "w", closefd=False)
+        for descriptor in (0, 1, 2)
+    ]
 
-    def stream(descriptor: int, mode: str, errors: str, lines: bool) -> TextIO:
-        opened = open(  # noqa: SIM115 (dropped, not closed: the descriptor is the caller's)
-            descriptor,
-            mode,
-            encoding=sys.__stdout__.encoding if sys.__stdout__ else "utf-8",
-            errors=errors,
-            closefd=False,
-        )
-        assert isinstance(opened, io.TextIOWrapper)
-        if mode == "w":
-            opened.reconfigure(line_buffering=lines, write_through=unbuffered)
-        return opened
+    def writer(raw: io.FileIO, errors: str, lines: bool) -> TextIO:
+        if unbuffered:  # as -u: no buffer under the text layer either
+            return io.TextIOWrapper(raw, encoding, errors, write_through=True)
+        return io.TextIOWrapper(io.BufferedWriter(raw), encoding, errors, line_buffering=lines)
 
-    return (
-        stream(0, "r", "strict", False),
-        stream(1, "w", "strict", os.isatty(1)),
-        stream(2, "w", "backslashreplace", True),
+    reader = io.TextIOWrapper(io.BufferedReader(raws[0]), encoding)
+    streams = (
+        reader,
+        writer(raws[1], "strict", os.isatty(1)),
+        writer(raws[2], "backslashreplace", True),
     )
+    return streams, raws
+
+
+def _flush_at_exit(code: int) -> int:
+    """What the interpreter does with standard output at exit: flush it, and when that
+    fails (a reader that has gone, as after ``| head``) say so on stderr and exit 120."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError) as error:
+        with contextlib.suppress(Exception):
+            print(f"Exception ignored in: {sys.stdout!r}", file=sys.stderr)
+            print(f"{type(error).__name__}: {error}", file=sys.stderr)
+        return 120
+    return code
 
 
 def _flush() -> None:
@@ -303,6 +321,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="A warm ragwright command process.")
     parser.add_argument("digest")
     parser.add_argument("--idle-timeout", type=float, required=True)
+    # Shown by `ps` (the address is a digest); the context itself is in the digest.
+    parser.add_argument("--directory")
+    parser.add_argument("--home")
     arguments = parser.parse_args()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
