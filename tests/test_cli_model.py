@@ -7,7 +7,6 @@ outlives the command that started it."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from ragwright.adapters.chatmodels.resident import (
     read_resident,
     touch_lease,
 )
+from ragwright.processes import alive
 from tests.cli import copy_home
 from tests.cli import ragwright_process as ragwright
 
@@ -35,14 +35,6 @@ def _status(home: Path) -> dict[str, object]:
     return status  # type: ignore[no-any-return]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 @pytest.mark.slow
 def test_a_second_ask_reuses_the_background_model_until_it_is_stopped(
     indexed_home: Path,
@@ -53,7 +45,7 @@ def test_a_second_ask_reuses_the_background_model_until_it_is_stopped(
     started = _status(indexed_home)
     assert started["running"] is True
     pid = started["pid"]
-    assert isinstance(pid, int) and _alive(pid)
+    assert isinstance(pid, int) and alive(pid)
     second = json.loads(ragwright(*QUESTION, home=indexed_home, check=True).stdout)
     # The same process answered (greedy decoding: the same answer), no new start.
     assert second["answer"] == first["answer"]
@@ -61,7 +53,7 @@ def test_a_second_ask_reuses_the_background_model_until_it_is_stopped(
     stopped = json.loads(ragwright("model", "stop", "--json", home=indexed_home).stdout)
     assert stopped == {"stopped": True, "pid": pid, "command_process_pid": None}
     assert _status(indexed_home) == {"running": False, "command_process": None}
-    assert not _alive(pid)
+    assert not alive(pid)
     assert not (indexed_home / "models" / STATE).exists()
 
 
@@ -87,7 +79,7 @@ def test_the_background_model_computes_with_the_configured_threads(
     )
     second = _status(indexed_home)
     assert second["threads"] == 2 and second["pid"] != first["pid"]
-    assert not _alive(int(first["pid"]))  # type: ignore[call-overload]
+    assert not alive(int(first["pid"]))  # type: ignore[call-overload]
     assert _threads_of(int(second["pid"])) == with_one + 1  # type: ignore[call-overload]
     assert two["answer"] == one["answer"]  # the same greedy answer either way
     ragwright("model", "stop", home=indexed_home, check=True)

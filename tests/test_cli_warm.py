@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from ragwright.processes import alive
 from tests.cli import Result, copy_home, ragwright_process
 from tests.processes import CHILD_TIMEOUT
 from tests.scripted_openai import scripted_openai
@@ -45,14 +46,6 @@ def _wait_for_warm(home: Path, **env: str) -> dict[str, Any]:
         assert time.monotonic() < give_up, "no warm command process came up"
         time.sleep(0.2)
     return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _without_timings(stdout: str) -> dict[str, Any]:
@@ -83,7 +76,7 @@ def test_the_next_ask_is_run_by_the_warm_process_with_the_same_result(home: Path
     assert third.stdout == alone.stdout and third.stderr == alone.stderr
     stopped = json.loads(_ragwright("model", "stop", "--json", home=home, check=True).stdout)
     assert stopped["command_process_pid"] == started["pid"]
-    assert not _alive(int(started["pid"]))
+    assert not alive(int(started["pid"]))
     assert _warm(home) is None
 
 
@@ -170,9 +163,9 @@ def test_the_warm_process_exits_by_itself_after_its_idle_timeout(home: Path) -> 
     assert pid is not None, "no warm command process came up"
     assert _warm(home, **short) is None
     give_up = time.monotonic() + 10
-    while _alive(pid) and time.monotonic() < give_up:
+    while alive(pid) and time.monotonic() < give_up:
         time.sleep(0.05)
-    assert not _alive(pid)
+    assert not alive(pid)
 
 
 @pytest.mark.slow

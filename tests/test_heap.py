@@ -89,6 +89,8 @@ def test_long_running_commands_fix_them_before_they_run_and_one_shot_ones_do_not
     events: list[str] = []
     monkeypatch.setattr(sys, "argv", ["ragwright", *argv])
     monkeypatch.setattr(common, "fix_malloc_thresholds", lambda: events.append("fixed") or True)
-    monkeypatch.setattr(common, "app", lambda: events.append("command"))
-    common.main()
+    monkeypatch.setattr(common, "app", lambda **_: events.append("command"))
+    with pytest.raises(SystemExit) as ended:
+        common.main()
+    assert ended.value.code == 0
     assert events == (["fixed", "command"] if fixed else ["command"])

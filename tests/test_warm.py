@@ -49,13 +49,19 @@ def serving(context: Context) -> Iterator[tuple[WarmServer, Recorder, threading.
     listener.bind(context.address)
     listener.listen(4)
     recorder = Recorder()
-    server = WarmServer(listener, idle_timeout=60, run=recorder)
+    # Descriptors of the test's own stand in for 0, 1 and 2: a pytest-xdist worker talks
+    # to its controller over its real ones.
+    with open(os.devnull, "r+") as null:
+        targets = (os.dup(null.fileno()), os.dup(null.fileno()), os.dup(null.fileno()))
+    server = WarmServer(listener, idle_timeout=60, run=recorder, targets=targets)
     thread = threading.Thread(target=server.serve, daemon=True)
     thread.start()
     yield server, recorder, thread
     recorder.release.set()
     status(context, stop=True)
     thread.join(10)
+    for descriptor in targets:
+        os.close(descriptor)
 
 
 def test_a_command_runs_with_the_callers_arguments_environment_and_directory(
@@ -114,7 +120,7 @@ def test_the_process_ends_after_its_idle_timeout(context: Context) -> None:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(context.address)
     listener.listen(4)
-    server = WarmServer(listener, idle_timeout=0.3, run=Recorder())
+    server = WarmServer(listener, idle_timeout=0.3, run=Recorder(), targets=(-1, -1, -1))
     started = time.monotonic()
     server.serve()  # returns by itself
     assert time.monotonic() - started < 30

@@ -5,7 +5,6 @@ command leaves for the next one, made visible and stoppable: the local model's
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
@@ -141,17 +140,9 @@ def _command_process(*, stop: bool) -> dict[str, Any] | None:
         "exits_in_seconds": round(max(0.0, found["idle_timeout"] - idle), 1),
     }
     if stop:
+        from ragwright.processes import alive
+
         give_up = time.monotonic() + 10.0
-        while time.monotonic() < give_up and _alive(int(found["pid"])):
+        while time.monotonic() < give_up and alive(int(found["pid"])):
             time.sleep(0.05)
     return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

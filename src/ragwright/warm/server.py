@@ -52,6 +52,9 @@ class WarmServer:
     keep_wanted: Callable[[], bool] = lambda: True
     owner: int = field(default_factory=os.getuid)
     """The only user whose connections are served."""
+    targets: tuple[int, int, int] = (0, 1, 2)
+    """The descriptors a command's standard streams take the place of (a process's own;
+    tests running the server in a thread give others, leaving the test process's alone)."""
     """Asked after each command: False ends the process (the settings turned it off)."""
     started_at: float = field(default_factory=time.time)
     last_used: float = field(default_factory=time.time)
@@ -169,20 +172,20 @@ class WarmServer:
 
     def _execute(self, job: _Job) -> None:
         code = 1
-        saved_fds = [os.dup(0), os.dup(1), os.dup(2)]
+        saved_fds = [os.dup(target) for target in self.targets]
         saved_env, saved_cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
         saved_streams = sys.stdin, sys.stdout, sys.stderr
         raws: list[io.FileIO] = []
         try:
             _flush()
-            for target, descriptor in enumerate(job.descriptors):
+            for target, descriptor in zip(self.targets, job.descriptors, strict=True):
                 os.dup2(descriptor, target)
             # Streams of the command's own over the caller's descriptors, buffered as a
             # new process's would be; dropped after it, so output a closed pipe refused
             # cannot reach the next caller.
             os.environ.clear()
             os.environ.update(job.environ)
-            (sys.stdin, sys.stdout, sys.stderr), raws = _streams()
+            (sys.stdin, sys.stdout, sys.stderr), raws = _streams(self.targets)
             os.chdir(job.cwd)
             sys.argv = ["ragwright", *job.arguments]
             self._command_running = True
@@ -211,7 +214,7 @@ class WarmServer:
             for raw in raws:
                 raw.close()
             sys.stdin, sys.stdout, sys.stderr = saved_streams
-            for target, descriptor in enumerate(saved_fds):
+            for target, descriptor in zip(self.targets, saved_fds, strict=True):
                 os.dup2(descriptor, target)
                 os.close(descriptor)
             for descriptor in job.descriptors:
@@ -246,7 +249,9 @@ class WarmServer:
             raise KeyboardInterrupt
 
 
-def _streams() -> tuple[tuple[TextIO, TextIO, TextIO], list[io.FileIO]]:
+def _streams(
+    targets: tuple[int, int, int] = (0, 1, 2),
+) -> tuple[tuple[TextIO, TextIO, TextIO], list[io.FileIO]]:
     """Text streams over descriptors 0, 1 and 2 as Python sets up a new process's: the
     interpreter's encoding, stdout line-buffered on a terminal, stderr always, and no
     buffering at all under ``PYTHONUNBUFFERED``; and their raw files, which the command's
@@ -255,8 +260,8 @@ def _streams() -> tuple[tuple[TextIO, TextIO, TextIO], list[io.FileIO]]:
     unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))  # the caller's, set by now
     encoding = sys.__stdout__.encoding if sys.__stdout__ else "utf-8"
     raws = [
-        io.FileIO(descriptor, "r" if descriptor == 0 else "w", closefd=False)
-        for descriptor in (0, 1, 2)
+        io.FileIO(descriptor, "r" if descriptor == targets[0] else "w", closefd=False)
+        for descriptor in targets
     ]
 
     def writer(raw: io.FileIO, errors: str, lines: bool) -> TextIO:
@@ -267,7 +272,7 @@ def _streams() -> tuple[tuple[TextIO, TextIO, TextIO], list[io.FileIO]]:
     reader = io.TextIOWrapper(io.BufferedReader(raws[0]), encoding)
     streams = (
         reader,
-        writer(raws[1], "strict", os.isatty(1)),
+        writer(raws[1], "strict", os.isatty(targets[1])),
         writer(raws[2], "backslashreplace", True),
     )
     return streams, raws

@@ -44,6 +44,7 @@ from ragwright.adapters.chatmodels.local import (
 )
 from ragwright.chat.contract import ChatRequest, ChatResponse, ChatUpdate, Deadline
 from ragwright.errors import ChatError, FailureCategory
+from ragwright.processes import alive
 from ragwright.stages import announce
 
 STATE = "resident.json"
@@ -210,27 +211,13 @@ def stop_resident(cache_dir: Path, wait: float = 30.0) -> ResidentModel | None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(found.pid, signal.SIGTERM)
     give_up = time.monotonic() + wait
-    while time.monotonic() < give_up and _alive(found.pid):
+    while time.monotonic() < give_up and alive(found.pid):
         time.sleep(0.05)
-    if _alive(found.pid):
+    if alive(found.pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(found.pid, signal.SIGKILL)
     (cache_dir / STATE).unlink(missing_ok=True)
     return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A child of this process that has exited stays a zombie until reaped.
-    with contextlib.suppress(ChildProcessError):
-        if os.waitpid(pid, os.WNOHANG) != (0, 0):
-            return False
-    return True
 
 
 def _last_line(path: Path) -> str:
