@@ -24,6 +24,7 @@ LONGEST_FIRST = (
     "tests/service/test_replicas.py",
     "tests/test_cli.py",
     "tests/test_ingest_workers.py",
+    "tests/test_cli_warm.py",
     "tests/test_cli_calibration.py",
     "tests/test_cli_damage.py",
     "tests/pipeline/test_ingest_memory.py",

@@ -143,8 +143,11 @@ def test_another_context_is_not_served_by_this_process(home: Path, tmp_path: Pat
         ]
         is None
     )
-    _ragwright("model", "stop", home=home, check=True)
-    _ragwright("model", "stop", home=home, check=True, **other)
+    # one stop ends both: this context's and, with --all, the other's
+    stopped = json.loads(_ragwright("model", "stop", "--all", "--json", home=home).stdout)
+    assert stopped["command_process_pid"] == first["pid"]
+    assert second["pid"] in stopped["other_command_process_pids"]
+    assert not alive(int(first["pid"])) and not alive(int(second["pid"]))
 
 
 @pytest.mark.slow

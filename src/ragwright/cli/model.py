@@ -6,11 +6,14 @@ command leaves for the next one, made visible and stoppable: the local model's
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ragwright.cli.common import AsJson, app, plural, print_json
+
+if TYPE_CHECKING:
+    from ragwright.settings import Settings
 
 model_app = typer.Typer(
     no_args_is_help=True,
@@ -32,8 +35,8 @@ def model_status(as_json: AsJson = False) -> None:
     The background model of this home: its process, address, threads
     (RAGWRIGHT_CHAT_THREADS) and how long until it exits unless used. The warm command
     process of this directory and environment: its process, the commands it has run, and
-    how long until it exits unless used; and the pids of this user's other warm command
-    processes (other directories or environments)."""
+    how long until it exits unless used; and the pids of the other warm command processes
+    serving this home (from other directories or environments)."""
     from ragwright.runtime import background_model
     from ragwright.settings import load_settings
 
@@ -53,10 +56,15 @@ def model_status(as_json: AsJson = False) -> None:
             "exits_in_seconds": round(max(0.0, running.idle_timeout - idle), 1),
         }
     data["command_process"] = command
-    from ragwright.warm.client import running_pids
+    from ragwright.warm.client import of_home
 
-    others = [pid for pid in running_pids() if command is None or pid != command["pid"]]
-    data["other_command_processes"] = others
+    home = str(load_settings().storage.home.resolve())
+    others = [
+        int(found["pid"])
+        for found in of_home(home)
+        if command is None or found["pid"] != command["pid"]
+    ]
+    data["other_command_processes"] = sorted(others)
     if as_json:
         print_json(data)
         return
@@ -88,14 +96,24 @@ def model_status(as_json: AsJson = False) -> None:
 
     if others:
         print(
-            f"other warm command processes: {', '.join(map(str, others))} (other directories "
-            "or environments; each exits after its idle timeout, or `ragwright model stop` "
-            "from there)"
+            f"other warm command processes of this home: {', '.join(map(str, others))} (other "
+            "directories or environments; each exits after its idle timeout; `ragwright model "
+            "stop --all` ends them)"
         )
 
 
 @model_app.command("stop")
-def model_stop(as_json: AsJson = False) -> None:
+def model_stop(
+    every: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Also stop the warm command processes serving this home from other "
+            "directories or environments.",
+        ),
+    ] = False,
+    as_json: AsJson = False,
+) -> None:
     """Stop both background processes now.
 
     The background model of this home and the warm command process of this directory and
@@ -105,12 +123,16 @@ def model_stop(as_json: AsJson = False) -> None:
 
     stopped = stop_background_model(load_settings())
     command = _command_process(stop=True)
+    others = _stop_other_command_processes(load_settings()) if every else []
+    if command is not None:  # stopping already, it may still have answered
+        others = [pid for pid in others if pid != command["pid"]]
     if as_json:
         print_json(
             {
                 "stopped": stopped is not None,
                 "pid": stopped.pid if stopped else None,
                 "command_process_pid": command["pid"] if command else None,
+                **({"other_command_process_pids": others} if every else {}),
             }
         )
         return
@@ -122,6 +144,24 @@ def model_stop(as_json: AsJson = False) -> None:
         print("warm command process: not running")
     else:
         print(f"warm command process: stopped (pid {command['pid']})")
+    if every:
+        listed = ", ".join(map(str, others)) if others else "none"
+        print(f"other warm command processes stopped: {listed}")
+
+
+def _stop_other_command_processes(settings: Settings) -> list[int]:
+    """End the other warm command processes serving this home (each between commands:
+    one running a command ends after it); their pids."""
+    from ragwright.processes import alive
+    from ragwright.warm.client import of_home
+
+    pids = sorted(
+        int(found["pid"]) for found in of_home(str(settings.storage.home.resolve()), stop=True)
+    )
+    give_up = time.monotonic() + 10.0
+    while time.monotonic() < give_up and any(alive(pid) for pid in pids):
+        time.sleep(0.05)
+    return pids
 
 
 def _command_process(*, stop: bool) -> dict[str, Any] | None:

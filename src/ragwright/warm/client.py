@@ -42,11 +42,12 @@ class Context:
         self.address = address(self.digest)
 
 
-def _connect(context: Context) -> socket.socket | None:
+def _connect(context: Context | str) -> socket.socket | None:
+    """A connection to the process at ``context``'s address (or that address itself)."""
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         connection.settimeout(CONNECT_TIMEOUT)
-        connection.connect(context.address)
+        connection.connect(context if isinstance(context, str) else context.address)
     except OSError:  # no process serves this context (refused), or it is stuck
         connection.close()
         return None
@@ -102,8 +103,9 @@ def forward(
             return int(done["exit"])
 
 
-def status(context: Context, *, stop: bool = False) -> dict[str, Any] | None:
-    """The warm process serving ``context`` (None when there is none); ``stop`` ends it."""
+def status(context: Context | str, *, stop: bool = False) -> dict[str, Any] | None:
+    """The warm process serving ``context`` (or listening at that address; None when
+    there is none); ``stop`` ends it."""
     connection = _connect(context)
     if connection is None:
         return None
@@ -115,9 +117,9 @@ def status(context: Context, *, stop: bool = False) -> dict[str, Any] | None:
             return None
 
 
-def running_pids() -> list[int]:
-    """Pids of this user's warm command processes, whatever context they serve."""
-    found = []
+def running() -> dict[int, str]:
+    """This user's warm command processes, whatever context they serve: pid → address."""
+    found = {}
     uid = os.getuid()
     with contextlib.suppress(OSError):
         for entry in os.scandir("/proc"):
@@ -131,8 +133,21 @@ def running_pids() -> list[int]:
             except OSError:
                 continue
             if b"ragwright.warm.server" in command:
-                found.append(int(entry.name))
-    return sorted(found)
+                at = command.index(b"ragwright.warm.server") + 1
+                if at < len(command):
+                    found[int(entry.name)] = address(command[at].decode(errors="replace"))
+    return found
+
+
+def of_home(home: str, *, stop: bool = False) -> list[dict[str, Any]]:
+    """The statuses of this user's warm processes serving ``home`` (an absolute path),
+    whatever directory or environment; ``stop`` ends each."""
+    found = []
+    for found_address in running().values():
+        shown = status(found_address)
+        if shown is not None and shown.get("home") == home:
+            found.append(status(found_address, stop=True) or shown if stop else shown)
+    return found
 
 
 def start(context: Context, idle_timeout: float) -> subprocess.Popen[bytes]:

@@ -60,6 +60,8 @@ class WarmServer:
     last_used: float = field(default_factory=time.time)
     served: int = 0
     ready: bool = False
+    home: str | None = None
+    """The home the settings pointed at when it started (``model stop --all`` matches it)."""
     """Whether the warm-up has ended (a command handed over before waits for it)."""
     _jobs: queue.Queue[_Job | None] = field(default_factory=queue.Queue)
     _busy: threading.Lock = field(default_factory=threading.Lock)
@@ -75,15 +77,16 @@ class WarmServer:
             "served": self.served,
             "busy": self._busy.locked(),
             "ready": self.ready,
+            "home": self.home,
         }
 
-    def serve(self, warm_up: Callable[[], None] = lambda: None) -> None:
+    def serve(self, warm_up: Callable[[], str | None] = lambda: None) -> None:
         """Accept in a thread, warm up, then run commands until idle or stopped."""
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, self._interrupted)
         threading.Thread(target=self._accept, name="warm-accept", daemon=True).start()
         with contextlib.suppress(Exception):  # a broken setting: the commands report it
-            warm_up()
+            self.home = warm_up()
         self.ready = True
         self.last_used = time.time()
         while not self._stopping:
@@ -297,20 +300,22 @@ def _flush() -> None:
             stream.flush()
 
 
-def _warm_up() -> None:
-    """Import every command and build the parts kept between commands."""
+def _warm_up() -> str:
+    """Import every command and build the parts kept between commands; the home."""
     from ragwright.cli import common  # noqa: F401  (every command module)
     from ragwright.runtime import RuntimeComponents
     from ragwright.runtime.kept import keep_across_commands
     from ragwright.settings import load_settings
 
     keep_across_commands()
-    components = RuntimeComponents(load_settings())
+    settings = load_settings()
+    components = RuntimeComponents(settings)
     try:
         components.token_counter().count("warm")
         components.embedder().embed_query("warm")
     finally:
         components.close()
+    return str(settings.storage.home.resolve())
 
 
 def _keep_wanted() -> bool:
