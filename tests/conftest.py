@@ -162,12 +162,12 @@ def _stop_warm_command_processes(under: Path) -> None:
     import os
     import signal
 
-    for proc in Path("/proc").iterdir():
-        with contextlib.suppress(OSError, ValueError):
-            if b"ragwright.warm.server" not in (proc / "cmdline").read_bytes():
-                continue
-            if Path(os.readlink(proc / "cwd")).is_relative_to(under):
-                os.kill(int(proc.name), signal.SIGTERM)
+    from ragwright.warm.client import running
+
+    for pid in running():
+        with contextlib.suppress(OSError):
+            if Path(os.readlink(f"/proc/{pid}/cwd")).is_relative_to(under):
+                os.kill(pid, signal.SIGTERM)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

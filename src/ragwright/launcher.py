@@ -9,6 +9,10 @@ starts a warm process for the next one when ``RAGWRIGHT_COMMAND_KEEP_WARM`` is a
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ragwright.warm.client import Context
 
 
 def main() -> None:
@@ -32,12 +36,11 @@ def main() -> None:
     sys.exit(code)
 
 
-def _start_warm(context: object) -> None:
+def _start_warm(context: Context) -> None:
     """Start a warm process for the next command, as the settings ask."""
     from ragwright.settings import load_settings
-    from ragwright.warm.client import Context, start
+    from ragwright.warm.client import start
 
-    assert isinstance(context, Context)
     try:
         idle = load_settings().chat.command_keep_warm
     except Exception:  # settings the command already reported as invalid

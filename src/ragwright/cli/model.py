@@ -121,9 +121,10 @@ def model_stop(
     from ragwright.runtime import stop_background_model
     from ragwright.settings import load_settings
 
-    stopped = stop_background_model(load_settings())
+    settings = load_settings()
+    stopped = stop_background_model(settings)
     command = _command_process(stop=True)
-    others = _stop_other_command_processes(load_settings()) if every else []
+    others = _stop_other_command_processes(settings) if every else []
     if command is not None:  # stopping already, it may still have answered
         others = [pid for pid in others if pid != command["pid"]]
     if as_json:

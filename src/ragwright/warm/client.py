@@ -145,8 +145,11 @@ def of_home(home: str, *, stop: bool = False) -> list[dict[str, Any]]:
     found = []
     for found_address in running().values():
         shown = status(found_address)
-        if shown is not None and shown.get("home") == home:
-            found.append(status(found_address, stop=True) or shown if stop else shown)
+        if shown is None or shown.get("home") != home:
+            continue
+        if stop:
+            status(found_address, stop=True)
+        found.append(shown)
     return found
 
 

@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -39,7 +39,7 @@ class _Job:
     arguments: list[str]
     environ: dict[str, str]
     cwd: str
-    descriptors: list[int] = field(default_factory=list)
+    descriptors: list[int]
 
 
 @dataclass
@@ -50,19 +50,19 @@ class WarmServer:
     idle_timeout: float
     run: Runner
     keep_wanted: Callable[[], bool] = lambda: True
+    """Asked after each command: False ends the process (the settings turned it off)."""
     owner: int = field(default_factory=os.getuid)
     """The only user whose connections are served."""
     targets: tuple[int, int, int] = (0, 1, 2)
     """The descriptors a command's standard streams take the place of (a process's own;
     tests running the server in a thread give others, leaving the test process's alone)."""
-    """Asked after each command: False ends the process (the settings turned it off)."""
     started_at: float = field(default_factory=time.time)
     last_used: float = field(default_factory=time.time)
     served: int = 0
     ready: bool = False
+    """Whether the warm-up has ended (a command handed over before waits for it)."""
     home: str | None = None
     """The home the settings pointed at when it started (``model stop --all`` matches it)."""
-    """Whether the warm-up has ended (a command handed over before waits for it)."""
     _jobs: queue.Queue[_Job | None] = field(default_factory=queue.Queue)
     _busy: threading.Lock = field(default_factory=threading.Lock)
     _command_running: bool = False
@@ -167,30 +167,21 @@ class WarmServer:
                 os.close(descriptor)
             raise
         connection.settimeout(None)
-        job = _Job(connection, list(request["argv"]), dict(request["env"]), str(request["cwd"]))
-        job.descriptors = descriptors
-        self._jobs.put(job)
+        self._jobs.put(
+            _Job(
+                connection,
+                list(request["argv"]),
+                dict(request["env"]),
+                str(request["cwd"]),
+                descriptors,
+            )
+        )
 
     # -- the main thread --------------------------------------------------------------
 
     def _execute(self, job: _Job) -> None:
         code = 1
-        saved_fds = [os.dup(target) for target in self.targets]
-        saved_env, saved_cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
-        saved_streams = sys.stdin, sys.stdout, sys.stderr
-        raws: list[io.FileIO] = []
-        try:
-            _flush()
-            for target, descriptor in zip(self.targets, job.descriptors, strict=True):
-                os.dup2(descriptor, target)
-            # Streams of the command's own over the caller's descriptors, buffered as a
-            # new process's would be; dropped after it, so output a closed pipe refused
-            # cannot reach the next caller.
-            os.environ.clear()
-            os.environ.update(job.environ)
-            (sys.stdin, sys.stdout, sys.stderr), raws = _streams(self.targets)
-            os.chdir(job.cwd)
-            sys.argv = ["ragwright", *job.arguments]
+        with _in_callers_place(job, self.targets):
             self._command_running = True
             try:
                 threading.Thread(
@@ -212,21 +203,6 @@ class WarmServer:
                 code = 1
             self.served += 1
             code = _flush_at_exit(code)
-        finally:
-            _flush()
-            for raw in raws:
-                raw.close()
-            sys.stdin, sys.stdout, sys.stderr = saved_streams
-            for target, descriptor in zip(self.targets, saved_fds, strict=True):
-                os.dup2(descriptor, target)
-                os.close(descriptor)
-            for descriptor in job.descriptors:
-                os.close(descriptor)
-            os.environ.clear()
-            os.environ.update(saved_env)
-            with contextlib.suppress(OSError):
-                os.chdir(saved_cwd)
-            sys.argv = saved_argv
         with contextlib.suppress(OSError):
             job.connection.sendall(json.dumps({"exit": code}).encode() + b"\n")
         job.connection.close()
@@ -250,6 +226,43 @@ class WarmServer:
         """SIGINT: a KeyboardInterrupt in the running command, ignored between commands."""
         if self._command_running:
             raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _in_callers_place(job: _Job, targets: tuple[int, int, int]) -> Iterator[None]:
+    """The caller's standard descriptors (on ``targets``), environment, directory and
+    command line in place of this process's while the command runs; then its own again.
+    The command gets streams of its own over those descriptors, buffered as a new
+    process's would be and dropped after it (:func:`_streams`)."""
+    saved_fds = [os.dup(target) for target in targets]
+    saved_env, saved_cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
+    saved_streams = sys.stdin, sys.stdout, sys.stderr
+    raws: list[io.FileIO] = []
+    try:
+        _flush()
+        for target, descriptor in zip(targets, job.descriptors, strict=True):
+            os.dup2(descriptor, target)
+        os.environ.clear()
+        os.environ.update(job.environ)
+        (sys.stdin, sys.stdout, sys.stderr), raws = _streams(targets)
+        os.chdir(job.cwd)
+        sys.argv = ["ragwright", *job.arguments]
+        yield
+    finally:
+        _flush()
+        for raw in raws:
+            raw.close()
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        for target, descriptor in zip(targets, saved_fds, strict=True):
+            os.dup2(descriptor, target)
+            os.close(descriptor)
+        for descriptor in job.descriptors:
+            os.close(descriptor)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        with contextlib.suppress(OSError):
+            os.chdir(saved_cwd)
+        sys.argv = saved_argv
 
 
 def _streams(
