@@ -176,7 +176,7 @@ def test_ctrl_c_interrupts_the_command_in_the_warm_process(home: Path) -> None:
     def reply(evidence: list[dict[str, Any]]) -> dict[str, Any]:
         return {"status": "answered", "answer": "x", "sourceIds": [evidence[0]["id"]]}
 
-    with scripted_openai(reply, delay=30.0) as (base_url, requests):
+    with scripted_openai(reply, delay=300.0) as (base_url, requests):
         env = WARM | {
             "RAGWRIGHT_CHAT_PROVIDER": "openai",
             "RAGWRIGHT_CHAT_MODEL": "scripted",
@@ -200,7 +200,7 @@ def test_ctrl_c_interrupts_the_command_in_the_warm_process(home: Path) -> None:
         busy = _warm(home, **env)
         assert busy is not None and busy["busy"] is True
         command.send_signal(signal.SIGINT)
-        command.communicate(timeout=20)  # not the model's 30 s
+        command.communicate(timeout=120)  # not the model's 300 s
         assert command.returncode == 130  # as Typer ends an interrupted command
         idle = _warm(home, **env)
         assert idle is not None and idle["pid"] == warm["pid"] and idle["busy"] is False

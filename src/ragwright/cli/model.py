@@ -40,7 +40,8 @@ def model_status(as_json: AsJson = False) -> None:
     from ragwright.runtime import background_model
     from ragwright.settings import load_settings
 
-    running = background_model(load_settings())
+    settings = load_settings()
+    running = background_model(settings)
     command = _command_process(stop=False)
     data: dict[str, object] = {"running": running is not None}
     now = time.time()
@@ -58,7 +59,7 @@ def model_status(as_json: AsJson = False) -> None:
     data["command_process"] = command
     from ragwright.warm.client import of_home
 
-    home = str(load_settings().storage.home.resolve())
+    home = str(settings.storage.home.resolve())
     others = [
         int(found["pid"])
         for found in of_home(home)
