@@ -127,9 +127,14 @@ class VectorIndex(Protocol):
         ...
 
     def retrieve(
-        self, ids: Sequence[uuid.UUID], *, with_vectors: bool = False
+        self,
+        ids: Sequence[uuid.UUID],
+        *,
+        with_vectors: bool = False,
+        payload_fields: Sequence[str] | None = None,
     ) -> list[StoredPoint]:
-        """Points by id with full payload; missing ids are absent from the result."""
+        """Points by id with full payload, or only ``payload_fields`` when given; missing
+        ids are absent from the result."""
         ...
 
     def scroll(
@@ -209,6 +214,10 @@ class SparseEncoder(Protocol):
 
     def terms(self, text: str) -> list[str]:
         """Analysed terms of a text; document vectors are built from them."""
+        ...
+
+    def count_terms(self, text: str) -> int:
+        """How many analysed terms a text has: ``len(terms(text))``, without stemming."""
         ...
 
     def encode_query(self, text: str) -> SparseVector:

@@ -28,6 +28,25 @@ def test_analysis_lowercases_drops_stop_words_and_stems() -> None:
     assert Bm25Encoder().terms("The Queues were DRAINED") == ["queue", "drain"]
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "The Queues were DRAINED",
+        "Drain, drains, draining and drained: the same stem four times over.",
+        "Zwölf Boxkämpfer jagen Viktor quer über den großen Sylter Deich; it's fine.",
+        "a an the of to and or but if then when while only unless except",
+        "v2.3.1 TLS_CERT /var/log/app-01.log 4xx errors at 12:00 UTC",
+        *CORPUS,
+    ],
+)
+def test_counting_terms_without_stemming_gives_the_number_of_analysed_terms(text: str) -> None:
+    # The validation pass measures BM25 lengths with count_terms; the vectors are built
+    # from terms(): the two must agree, or the recorded mean is not the corpus's.
+    encoder = Bm25Encoder()
+    assert encoder.count_terms(text) == len(encoder.terms(text))
+
+
 def test_document_weight_saturates_and_normalises_length() -> None:
     profile = LexicalProfile(k1=1.2, b=0.75)
     one = document_vector(["a", "b", "c", "d"], profile, avgdl=4)

@@ -185,9 +185,13 @@ class HeldIndexView:
         self._index.upsert(points)
 
     def retrieve(
-        self, ids: Sequence[uuid.UUID], *, with_vectors: bool = False
+        self,
+        ids: Sequence[uuid.UUID],
+        *,
+        with_vectors: bool = False,
+        payload_fields: Sequence[str] | None = None,
     ) -> list[StoredPoint]:
-        return self._index.retrieve(ids, with_vectors=with_vectors)
+        return self._index.retrieve(ids, with_vectors=with_vectors, payload_fields=payload_fields)
 
     def scroll(
         self,

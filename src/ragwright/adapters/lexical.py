@@ -7,7 +7,7 @@ from functools import lru_cache
 
 import snowballstemmer
 
-from ragwright.core.lexical import LexicalProfile, analyze, query_vector
+from ragwright.core.lexical import LexicalProfile, analyze, count_terms, query_vector
 from ragwright.types import SparseVector
 
 
@@ -38,6 +38,10 @@ class Bm25Encoder:
     def terms(self, text: str) -> list[str]:
         """Analysed terms of a text (lower-case, stop words out, stemmed)."""
         return analyze(text, self._stem)
+
+    def count_terms(self, text: str) -> int:
+        """``len(self.terms(text))``, without stemming."""
+        return count_terms(text)
 
     def encode_query(self, text: str) -> SparseVector:
         return query_vector(self.terms(text))

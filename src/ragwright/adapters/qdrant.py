@@ -248,12 +248,19 @@ class QdrantIndex:
         self.contract = contract
 
     def retrieve(
-        self, ids: Sequence[uuid.UUID], *, with_vectors: bool = False
+        self,
+        ids: Sequence[uuid.UUID],
+        *,
+        with_vectors: bool = False,
+        payload_fields: Sequence[str] | None = None,
     ) -> list[StoredPoint]:
         if not ids:
             return []
         records = self._client.retrieve(
-            self.collection, ids=[str(i) for i in ids], with_payload=True, with_vectors=with_vectors
+            self.collection,
+            ids=[str(i) for i in ids],
+            with_payload=True if payload_fields is None else (list(payload_fields) or False),
+            with_vectors=with_vectors,
         )
         return [self._stored(r.id, r.payload, None, r.vector) for r in records]
 

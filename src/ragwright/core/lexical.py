@@ -75,6 +75,12 @@ def analyze(text: str, stem: Stemmer) -> list[str]:
     return [stem(t) for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS]
 
 
+def count_terms(text: str) -> int:
+    """``len(analyze(text, stem))`` for any stemmer: stemming maps a token to one term,
+    so the count needs no stemming (the validation pass's BM25 lengths)."""
+    return sum(1 for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS)
+
+
 # Each chunk hashes each of its distinct terms: a corpus's vocabulary is small, so the
 # indexes of its frequent terms are kept (about 10 MB at most).
 @lru_cache(maxsize=2**16)

@@ -213,6 +213,16 @@ def source_digest(
     return sha256_text(canonical)
 
 
+def chunk_inputs(
+    document: SourceDocument, chunk: Chunk, profile: EmbeddingProfile
+) -> tuple[str, str]:
+    """A chunk's embedding input and BM25 text: the two strings its vectors derive from."""
+    embedding_input = format_document_input(
+        profile, document.title, chunk_body(document.title, chunk.heading, chunk.text)
+    )
+    return embedding_input, lexical_text(document.title, chunk.heading, chunk.text)
+
+
 def plan_document(
     document: SourceDocument,
     chunks: Sequence[Chunk],
@@ -223,10 +233,7 @@ def plan_document(
     """Compute stored ids, embedding inputs, payloads and the document digest."""
     planned: list[tuple[uuid.UUID, Chunk, str, str, dict[str, Any]]] = []
     for chunk in chunks:
-        embedding_input = format_document_input(
-            profile, document.title, chunk_body(document.title, chunk.heading, chunk.text)
-        )
-        lexical = lexical_text(document.title, chunk.heading, chunk.text)
+        embedding_input, lexical = chunk_inputs(document, chunk, profile)
         # Both vectors derive from these two strings; either changing makes a new point.
         content_hash = sha256_text(embedding_input + "\x00" + lexical)
         payload: dict[str, Any] = {

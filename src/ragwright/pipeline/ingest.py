@@ -78,6 +78,7 @@ from ragwright.pipeline.planning import (
     ProgressCallback,
     ScanPrefetch,
     check_lengths,
+    check_new_document,
     chunk_and_plan,
     document_key,
     document_source_digest,
@@ -328,8 +329,17 @@ def prepare_run(
             if source is None:  # stored live under the same source digest
                 unchanged += len(existing[key])
                 continue
-            plan = chunk_and_plan(document, policy, embedder, source)
             stored = existing.get(key, {})
+            if not stored:
+                chunks, lexical_terms = check_new_document(
+                    document, policy, embedder, sparse_encoder, count_terms=stats is None
+                )
+                terms += lexical_terms
+                pending_chunks += chunks if stats is None else 0
+                planned += chunks
+                changed.add(*key)
+                continue
+            plan = chunk_and_plan(document, policy, embedder, source)
             if stored.keys() == {p.stored_id for p in plan.points} and all(
                 (s.document, s.state) == (plan.digest, LIVE) for s in stored.values()
             ):
@@ -338,7 +348,7 @@ def prepare_run(
             pending = [p for p in plan.points if p.stored_id not in stored]
             check_lengths(embedder, pending)
             if stats is None:
-                terms += sum(len(sparse_encoder.terms(p.lexical_text)) for p in pending)
+                terms += sum(sparse_encoder.count_terms(p.lexical_text) for p in pending)
                 pending_chunks += len(pending)
             planned += len(plan.points)
             changed.add(*key)

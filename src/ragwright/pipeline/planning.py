@@ -19,6 +19,7 @@ from ragwright.core.points import (
     DocumentPlan,
     PlannedPoint,
     chunk_body,
+    chunk_inputs,
     format_document_input,
     plan_document,
     source_digest,
@@ -26,6 +27,7 @@ from ragwright.core.points import (
 from ragwright.errors import InputTooLong
 from ragwright.protocols import Embedder, SparseEncoder, VectorIndex
 from ragwright.types import (
+    Chunk,
     ChunkingPolicy,
     DocumentKey,
     FieldMatch,
@@ -45,7 +47,9 @@ __all__ = [
     "ProgressCallback",
     "ScanPrefetch",
     "SlicePlan",
+    "check_input_lengths",
     "check_lengths",
+    "check_new_document",
     "chunk_and_plan",
     "document_key",
     "document_source_digest",
@@ -125,6 +129,30 @@ def chunk_and_plan(
     stored ids, payloads and digest."""
     chunks = build_chunks(document, policy, count_tokens=token_counter(embedder, document))
     return plan_document(document, chunks, embedder.profile, source=source)
+
+
+def check_new_document(
+    document: SourceDocument,
+    policy: ChunkingPolicy,
+    embedder: Embedder,
+    sparse_encoder: SparseEncoder,
+    *,
+    count_terms: bool,
+) -> tuple[int, int]:
+    """The validation pass's check of a document nothing is stored under: chunk it and
+    measure its embedding inputs (the first over the limit raises); its number of
+    chunks and, with ``count_terms``, of BM25 terms (0 otherwise).
+
+    Every chunk of such a document is new, so no stored id or digest is compared and
+    :func:`chunk_and_plan`'s payloads, ids and digest are left to the writing pass:
+    planning them here too was about half of the pass's cost on a first ingestion
+    (docs/ingestion.md, "The validation pass of new documents").
+    """
+    chunks = build_chunks(document, policy, count_tokens=token_counter(embedder, document))
+    inputs = [chunk_inputs(document, chunk, embedder.profile) for chunk in chunks]
+    check_input_lengths(embedder, [text for text, _ in inputs], chunks)
+    terms = sum(sparse_encoder.count_terms(lexical) for _, lexical in inputs) if count_terms else 0
+    return len(chunks), terms
 
 
 def plan_slice(
@@ -263,17 +291,27 @@ def scan_documents(
 
 def check_lengths(embedder: Embedder, pending: Sequence[PlannedPoint]) -> list[int]:
     """Token counts of every pending input; the first over the limit stops the run."""
+    return check_input_lengths(
+        embedder, [p.embedding_input for p in pending], [p.chunk for p in pending]
+    )
+
+
+def check_input_lengths(
+    embedder: Embedder, inputs: Sequence[str], chunks: Sequence[Chunk]
+) -> list[int]:
+    """Token counts of embedding ``inputs`` (one per chunk of ``chunks``); the first over
+    the limit stops the run."""
     if not embedder.counts_tokens:
-        return [len(p.embedding_input) for p in pending]
-    lengths = embedder.count_tokens([p.embedding_input for p in pending])
+        return [len(text) for text in inputs]
+    lengths = embedder.count_tokens(list(inputs))
     limit = embedder.profile.max_input_tokens
-    for point, tokens in zip(pending, lengths, strict=True):
+    for chunk, tokens in zip(chunks, lengths, strict=True):
         if tokens > limit:
             raise InputTooLong(
-                f"document {point.chunk.document_id!r}, chunk {point.chunk.chunk_id!r}",
+                f"document {chunk.document_id!r}, chunk {chunk.chunk_id!r}",
                 tokens,
                 limit,
-                document_id=point.chunk.document_id,
-                chunk_id=point.chunk.chunk_id,
+                document_id=chunk.document_id,
+                chunk_id=chunk.chunk_id,
             )
     return lengths

@@ -127,9 +127,11 @@ def stage_points(
     # writes) or a concurrent run did. Staging it again would hide it until its document
     # switches again, which never comes if this attempt then dies: it is left as it is.
     planned = {p.stored_id: p.payload["document_digest"] for p in batch}
+    # Only the two fields compared are read (the engine converts what it returns).
+    state_fields = ("index_state", "document_digest")
     switched = {
         point.point_id
-        for point in index.retrieve(list(planned))
+        for point in index.retrieve(list(planned), payload_fields=state_fields)
         if point.payload.get("index_state") == LIVE
         and point.payload.get("document_digest") == planned[point.point_id]
     }
@@ -150,7 +152,10 @@ def stage_points(
     if not points:
         return
     index.upsert(points)
-    stored = {p.point_id: p.payload for p in index.retrieve([p.point_id for p in points])}
+    stored = {
+        p.point_id: p.payload
+        for p in index.retrieve([p.point_id for p in points], payload_fields=_READBACK_FIELDS)
+    }
     for point in points:
         payload = stored.get(point.point_id)
         if payload is None:

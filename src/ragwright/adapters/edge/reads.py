@@ -83,12 +83,17 @@ class EdgeReads:
         }
 
     def retrieve(
-        self, ids: Sequence[uuid.UUID], *, with_vectors: bool = False
+        self,
+        ids: Sequence[uuid.UUID],
+        *,
+        with_vectors: bool = False,
+        payload_fields: Sequence[str] | None = None,
     ) -> list[StoredPoint]:
         if not ids:
             return []
+        with_payload = True if payload_fields is None else (list(payload_fields) or False)
         with self._mutex:
-            records = self._shard.retrieve(list(ids), True, with_vectors)
+            records = self._shard.retrieve(list(ids), with_payload, with_vectors)
         return [
             stored_point(r.id, r.payload, None, r.vector, self.contract.vector_name)
             for r in records

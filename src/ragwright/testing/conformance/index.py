@@ -84,6 +84,20 @@ class VectorIndexConformance:
         found = index.retrieve([uuid.UUID(int=2), uuid.UUID(int=999)])
         assert [p.point_id for p in found] == [uuid.UUID(int=2)]
 
+    def test_retrieve_returns_only_the_payload_fields_asked_for(self, index: VectorIndex) -> None:
+        index.upsert(
+            [_point(i, text=t, document_type="runbook") for i, t in ((1, "body"), (2, "other"))]
+        )
+        ids = [uuid.UUID(int=2), uuid.UUID(int=3)]
+        some = index.retrieve(ids, payload_fields=("text", "document_type"))
+        assert {p.point_id: p.payload for p in some} == {
+            uuid.UUID(int=2): {"text": "body", "document_type": "runbook"},
+            uuid.UUID(int=3): {"text": "other", "document_type": "runbook"},
+        }
+        assert [p.payload for p in index.retrieve(ids, payload_fields=())] == [{}, {}]
+        (whole, _) = index.retrieve(ids)
+        assert {"text", "document_type", "document_id", "index_state"} <= set(whole.payload)
+
     def test_upsert_replaces_whole_point(self, index: VectorIndex) -> None:
         index.upsert([_point(1, extra="old")])
         index.upsert([_point(1)])
