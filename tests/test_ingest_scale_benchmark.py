@@ -22,6 +22,8 @@ EXPECTED = {
     "change-detection scans (both passes)",
     "chunking and planning (both passes)",
     "token counts (both passes)",
+    "validation: new documents (chunk, measure)",
+    "BM25 term counts (validation)",
     "writing pass (whole)",
     "writing: plan slice (whole)",
     "writing: stage (whole)",
