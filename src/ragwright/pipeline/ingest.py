@@ -11,8 +11,9 @@ time; nothing holds the corpus's texts or vectors (docs/ingestion.md, "Memory").
    live under the same source digest is *unchanged*; any other is chunked and its
    embedding inputs measured (one with nothing stored under its key only that: its
    ids, payloads and digest are planned by the writing pass). Bad input (a duplicate
-   id, a chunking error, an input over the embedding limit) stops the run here, with the index untouched. What is kept: the
-   run's document keys (for prune), the changed keys and counts (:class:`RunPlan`).
+   id, a chunking error, an input over the embedding limit) stops the run here, with
+   the index untouched. What is kept: the run's document keys (for prune), the changed
+   keys and counts (:class:`RunPlan`).
 
 Then per slice of changed documents (:mod:`ragwright.pipeline.writing`:
 :func:`~ragwright.pipeline.writing.ingest_slice`; several workers may each take slices
