@@ -225,3 +225,65 @@ def test_a_malformed_request_is_closed_and_the_process_serves_on(
             assert reply == b""  # closed without a reply
     assert recorder.seen == []
     assert forward(["ask", "after"], context) == 7
+
+
+class SlowRelease:
+    """A lock whose release waits a little first: a window in which a caller told its
+    status too early would find the process still busy."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def acquire(self, blocking: bool = True) -> bool:
+        return self._lock.acquire(blocking)
+
+    def release(self) -> None:
+        threading.Event().wait(0.3)
+        self._lock.release()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+
+def test_the_process_is_free_again_before_its_caller_hears_the_status(
+    serving: tuple[WarmServer, Recorder, threading.Thread], context: Context
+) -> None:
+    # A caller's next command follows its exit at once (a script of asks): it must be
+    # handed over, not declined as busy and run in a process of its own.
+    server, recorder, _ = serving
+    server._busy = SlowRelease()  # type: ignore[assignment]
+    recorder.release.set()
+    assert forward(["first"], context) == 7
+    assert forward(["second"], context) == 7
+    assert [seen[0] for seen in recorder.seen] == [["first"], ["second"]]
+
+
+def test_a_command_accepted_as_the_process_decides_to_end_still_runs(
+    serving: tuple[WarmServer, Recorder, threading.Thread], context: Context
+) -> None:
+    # The settings turn keeping off after the first command; a second command is
+    # accepted in the moment between the first one's end and the process closing its
+    # doors. It was accepted, so it runs there; the process ends after it.
+    server, recorder, thread = serving
+    recorder.release.set()
+    server.keep_wanted = lambda: False
+    close_doors = server._close_doors
+    results: list[int | None] = []
+    second = threading.Thread(target=lambda: results.append(forward(["second"], context)))
+
+    def accepted_first() -> bool:
+        server._close_doors = close_doors  # type: ignore[method-assign]
+        second.start()
+        for _ in range(300):  # the acceptor holds the process for the second command
+            if server._busy.locked():
+                break
+            threading.Event().wait(0.01)
+        return close_doors()
+
+    server._close_doors = accepted_first  # type: ignore[method-assign]
+    assert forward(["first"], context) == 7
+    thread.join(30)
+    second.join(30)
+    assert not thread.is_alive()
+    assert results == [7]
+    assert [seen[0] for seen in recorder.seen] == [["first"], ["second"]]

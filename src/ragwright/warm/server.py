@@ -31,6 +31,9 @@ from typing import Any, TextIO
 from ragwright.warm.context import address
 
 Runner = Callable[[list[str]], int]
+# How long the loop waits for a command the acceptor took just as the process decided to
+# end (its request is read already; only the hand-over to the queue is left).
+_ACCEPTING_SECONDS = 10.0
 
 
 @dataclass
@@ -89,33 +92,44 @@ class WarmServer:
             self.home = warm_up()
         self.ready = True
         self.last_used = time.time()
-        while not self._stopping:
+        ending = False
+        while True:
             remaining = self.last_used + self.idle_timeout - time.time()
-            if remaining <= 0:
-                break
+            if ending or remaining <= 0:
+                if self._close_doors():
+                    break
+                remaining = _ACCEPTING_SECONDS  # one was accepted meanwhile: run it
             try:
                 job = self._jobs.get(timeout=remaining)
             except queue.Empty:
                 continue
             if job is None:
                 break
+            code = 1
             try:
-                self._execute(job)
+                code = self._execute(job)
             except Exception:  # the process's own fault, not the command's: it goes on
                 traceback.print_exc()
-                with contextlib.suppress(OSError):
-                    job.connection.sendall(b'{"exit": 1}\n')
-                job.connection.close()
             finally:
                 self.last_used = time.time()
+                ending = self._stopping or not self.keep_wanted()
+                # Free before the caller hears the status, so the command it runs next
+                # finds this process free, not busy.
                 self._busy.release()
-            if not self.keep_wanted():
-                break
+            with contextlib.suppress(OSError):
+                job.connection.sendall(json.dumps({"exit": code}).encode() + b"\n")
+            job.connection.close()
         # shutdown() wakes the acceptor blocked in accept(); close() alone would not, and
         # the address would stay taken until the process exits.
         with contextlib.suppress(OSError):
             self.listener.shutdown(socket.SHUT_RDWR)
         self.listener.close()
+
+    def _close_doors(self) -> bool:
+        """Accept nothing more; True when no command was accepted before that (the
+        process may end), False when one was and is on its way to the queue."""
+        self._stopping = True
+        return self._busy.acquire(blocking=False)  # held for good: nothing more runs
 
     # -- the acceptor thread ----------------------------------------------------------
 
@@ -179,7 +193,8 @@ class WarmServer:
 
     # -- the main thread --------------------------------------------------------------
 
-    def _execute(self, job: _Job) -> None:
+    def _execute(self, job: _Job) -> int:
+        """Run one command in the caller's place; its exit status."""
         code = 1
         with _in_callers_place(job, self.targets):
             self._command_running = True
@@ -202,10 +217,7 @@ class WarmServer:
                 traceback.print_exc()
                 code = 1
             self.served += 1
-            code = _flush_at_exit(code)
-        with contextlib.suppress(OSError):
-            job.connection.sendall(json.dumps({"exit": code}).encode() + b"\n")
-        job.connection.close()
+            return _flush_at_exit(code)
 
     def _watch(self, connection: socket.socket, main_thread: int) -> None:
         """Interrupt the running command when its caller asks (Ctrl-C) or goes away."""
