@@ -31,14 +31,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "seal_cost.json"
-KEYWORD_FIELDS = (
-    "document_id",
-    "chunking_version",
-    "document_type",
-    "publication_state",
-    "tenant",
-    "index_state",
-)
 WORDS = ("queue", "drain", "deadline", "shutdown", "writer", "certificate", "rotate", "lease")
 
 
@@ -101,6 +93,7 @@ def seal_once(points: int, indexes: int, words: int) -> dict[str, Any]:
 
     from ragwright.adapters.edge import engine
     from ragwright.core.contracts import contract_for
+    from ragwright.core.points import KEYWORD_INDEX_FIELDS
     from ragwright.testing import HASHING_PROFILE
 
     # A threshold the points pass, so the one optimize() seals them all.
@@ -111,7 +104,7 @@ def seal_once(points: int, indexes: int, words: int) -> dict[str, Any]:
         shard_path = Path(workdir) / "shard"
         shard_path.mkdir()
         shard = qe.EdgeShard.create(str(shard_path), engine.edge_config(contract))
-        for field in KEYWORD_FIELDS[:indexes]:
+        for field in KEYWORD_INDEX_FIELDS[:indexes]:
             params = qe.KeywordIndexParams(memory=qe.Memory.Cold)
             shard.update(qe.UpdateOperation.create_field_index(field, params))
         for start in range(0, points, 256):
