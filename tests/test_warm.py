@@ -5,6 +5,7 @@ only its owner's connections, stop and idle exit, and what names a context."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
 import threading
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ragwright.warm import client
 from ragwright.warm.client import Context, forward, status
 from ragwright.warm.context import code_fingerprint, context_digest
 from ragwright.warm.server import WarmServer
@@ -287,3 +289,42 @@ def test_a_command_accepted_as_the_process_decides_to_end_still_runs(
     assert not thread.is_alive()
     assert results == [7]
     assert [seen[0] for seen in recorder.seen] == [["first"], ["second"]]
+
+
+def test_a_caller_leaving_after_its_status_never_interrupts_the_next_command(
+    serving: tuple[WarmServer, Recorder, threading.Thread],
+    context: Context,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each command has a watcher that interrupts it when its caller goes away. The first
+    # caller closes its end once its status arrives, and on a busy machine its watcher
+    # may only see that while the second caller's command runs: it must then end, not
+    # interrupt the second. Here the first caller's end is held open (a duplicate of its
+    # descriptor) until the second command runs, then closed.
+    server, _, _ = serving
+    interrupts: list[int] = []
+    held: list[int] = []
+    connect = client._connect
+
+    def connect_holding_the_first(target: Context | str) -> socket.socket | None:
+        connection = connect(target)
+        if connection is not None and not held:
+            held.append(os.dup(connection.fileno()))
+        return connection
+
+    def runs(arguments: list[str]) -> int:
+        if arguments == ["second"]:
+            os.close(held.pop())  # the first caller is gone now, during this command
+            threading.Event().wait(0.5)  # time for its watcher to see it
+        return 0
+
+    monkeypatch.setattr(client, "_connect", connect_holding_the_first)
+    server.run = runs
+    # The server runs in a thread here, so its interrupt would reach this main thread.
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupts.append(signum))
+    try:
+        assert forward(["first"], context) == 0
+        assert forward(["second"], context) == 0
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert interrupts == []

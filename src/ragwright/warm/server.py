@@ -69,6 +69,7 @@ class WarmServer:
     _jobs: queue.Queue[_Job | None] = field(default_factory=queue.Queue)
     _busy: threading.Lock = field(default_factory=threading.Lock)
     _command_running: bool = False
+    _running_job: _Job | None = None
     _stopping: bool = False
 
     def status(self) -> dict[str, Any]:
@@ -198,10 +199,11 @@ class WarmServer:
         code = 1
         with _in_callers_place(job, self.targets):
             self._command_running = True
+            self._running_job = job
             try:
                 threading.Thread(
                     target=self._watch,
-                    args=(job.connection, threading.get_ident()),
+                    args=(job, threading.get_ident()),
                     name="warm-watch",
                     daemon=True,
                 ).start()
@@ -219,15 +221,17 @@ class WarmServer:
             self.served += 1
             return _flush_at_exit(code)
 
-    def _watch(self, connection: socket.socket, main_thread: int) -> None:
-        """Interrupt the running command when its caller asks (Ctrl-C) or goes away."""
-        reader = connection.makefile("rb")
+    def _watch(self, job: _Job, main_thread: int) -> None:
+        """Interrupt ``job``'s command when its caller asks (Ctrl-C) or goes away; never
+        a later command (this caller closing its end after its exit status arrives is
+        seen here while the next caller's command may already run)."""
+        reader = job.connection.makefile("rb")
         while True:
             try:
                 line = reader.readline()
             except (OSError, ValueError):
                 line = b""
-            if not self._command_running:
+            if not self._command_running or self._running_job is not job:
                 return
             if not line or b"interrupt" in line:
                 signal.pthread_kill(main_thread, signal.SIGINT)
