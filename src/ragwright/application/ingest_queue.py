@@ -3,7 +3,7 @@
 The coordinator (``ragwright ingest --queue``) runs the validation pass
 (:func:`~ragwright.pipeline.ingest.prepare_run`) before anything is written, puts the
 changed documents on the queue in items of a few documents each, waits until every item
-has a recorded result, then runs :func:`~ragwright.pipeline.ingest.finish_run` over
+has a recorded result, then runs :func:`~ragwright.pipeline.finishing.finish_run` over
 those results (prune, BM25 statistics, the summary). Workers (``ragwright
 ingest-worker``), on this machine or others, take items and run
 :func:`~ragwright.pipeline.writing.ingest_slice` on them (one slice of the run's changed

@@ -24,8 +24,9 @@ from ragwright.application.ingest_queue import (
 from ragwright.application.requests.corpus import IngestRequest, IngestResult
 from ragwright.deadline import Deadline, deadline_bound
 from ragwright.errors import ConfigError, ContractMismatch, IngestItemFailed, RequestError
-from ragwright.pipeline.ingest import RunPlan, finish_run, in_slices, prepare_run
-from ragwright.pipeline.planning import ProgressCallback, document_key
+from ragwright.pipeline.finishing import finish_run
+from ragwright.pipeline.ingest import RunPlan, prepare_run
+from ragwright.pipeline.planning import ProgressCallback, document_key, in_slices
 from ragwright.pipeline.writing import SliceContext, ingest_slice
 from ragwright.protocols import Embedder, SparseEncoder
 from ragwright.settings import Settings

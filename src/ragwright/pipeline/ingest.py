@@ -37,7 +37,7 @@ from a queue):
    flip it is the new revision. A reader never sees a mix (docs/ingestion.md).
 4. **Verify** — the document's points are read back and validated fail-closed.
 
-Finally (:func:`finish_run`):
+Finally (:func:`~ragwright.pipeline.finishing.finish_run`, in its own module):
 
 5. **Prune** — with ``prune``, one payload-light scroll finds stored documents of the
    run's tenants that the run does not hold, and deletes them.
@@ -65,16 +65,17 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ragwright.core.chunking import build_chunks
 from ragwright.core.contracts import require_compatible
 from ragwright.core.documents import SeenDocuments
 from ragwright.core.keysets import KeySet
-from ragwright.core.lexical import AVGDL_TOLERANCE, avgdl_drifted, document_vector
-from ragwright.core.points import LEXICAL_TERMS, LIVE, DocumentPlan, lexical_text, plan_document
+from ragwright.core.lexical import AVGDL_TOLERANCE
+from ragwright.core.points import LIVE, DocumentPlan, plan_document
 from ragwright.errors import SourceError
+from ragwright.pipeline.finishing import finish_run
 from ragwright.pipeline.planning import (
+    DOCUMENT_SLICE,
     DocumentKey,
     PointState,
     ProgressCallback,
@@ -84,6 +85,7 @@ from ragwright.pipeline.planning import (
     chunk_and_plan,
     document_key,
     document_source_digest,
+    in_slices,
     scan_documents,
     tenant_order,
     token_counter,
@@ -94,15 +96,19 @@ from ragwright.types import (
     ChunkingPolicy,
     FieldMatch,
     IngestReport,
-    LexicalStats,
-    PointFilter,
-    SliceReport,
     SourceDocument,
-    SparseVector,
-    record_fields,
 )
 
-_SPARSE_UPDATES_PER_CALL = 256
+# The run's end and the slicing helpers live beside it; callers reach them here too.
+__all__ = [
+    "DOCUMENT_SLICE",
+    "RunPlan",
+    "finish_run",
+    "in_slices",
+    "ingest",
+    "plan_documents",
+    "prepare_run",
+]
 
 
 def plan_documents(
@@ -156,24 +162,6 @@ class RunPlan:
 
     def slice_context(self) -> SliceContext:
         return SliceContext(self.chunking_version, self.staging_avgdl)
-
-
-# Documents per change-detection scan (one filtered, payload-light scroll each) in the
-# validation pass, and per slice in the writing pass: what memory holds at once is about
-# SLICES_IN_FLIGHT such slices with their chunks, and one embedding batch per call.
-DOCUMENT_SLICE = 128
-
-
-def in_slices(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    """Consecutive lists of ``size`` items (the last may be shorter)."""
-    part: list[Any] = []
-    for item in items:
-        part.append(item)
-        if len(part) == size:
-            yield part
-            part = []
-    if part:
-        yield part
 
 
 def ingest(
@@ -400,133 +388,3 @@ def _changed_documents(
             for s in stored.values()
         ):
             yield document_key(document), source
-
-
-def finish_run(
-    run: RunPlan,
-    reports: Iterable[SliceReport],
-    *,
-    index: VectorIndex,
-    sparse_encoder: SparseEncoder,
-    avgdl_tolerance: float = AVGDL_TOLERANCE,
-    on_changed: Callable[[Sequence[DocumentKey]], None] | None = None,
-) -> IngestReport:
-    """Prune (when asked), refresh the BM25 statistics, and sum the run's slices.
-    ``on_changed`` receives the pruned documents' keys (see :func:`ingest`)."""
-    written = SliceReport.total(reports)
-    deleted = written.deleted
-    touched = list(written.changed_documents)
-    pruned_documents = 0
-    if run.prune:
-        for key, stale in _stale_documents(index, run).items():
-            index.delete(stale)
-            deleted += len(stale)
-            pruned_documents += 1
-            if on_changed is not None:
-                on_changed((key,))
-            else:
-                touched.append(key)
-    bm25_avgdl, reencoded = _refresh_lexical_stats(
-        index, sparse_encoder, run.encoded_avgdl, avgdl_tolerance
-    )
-    return IngestReport(
-        **{
-            **record_fields(written),
-            "chunks": run.unchanged_chunks + written.chunks,
-            "deleted": deleted,
-            "changed_documents": tuple(touched),
-        },
-        documents=run.documents,
-        unchanged=run.unchanged_chunks,
-        documents_pruned=pruned_documents,
-        bm25_avgdl=bm25_avgdl,
-        sparse_reencoded=reencoded,
-        tenants=run.scope,
-    )
-
-
-def _stale_documents(index: VectorIndex, run: RunPlan) -> dict[DocumentKey, list[uuid.UUID]]:
-    """Stored documents of the run's tenants that the run does not hold (and that meet
-    the run's ``prune_within`` conditions).
-
-    The stored documents come from a facet of ``document_id`` per tenant in scope (the
-    payload index, no payload read); only the stale documents' points are scrolled,
-    for their ids. A point without a string document id or tenant is in no facet, so it
-    is left to read-time validation, never guessed at.
-    """
-    version = FieldMatch("chunking_version", (run.chunking_version,))
-    stale: dict[DocumentKey, list[uuid.UUID]] = {}
-    for tenant in run.scope:
-        owner = _tenant_filter(tenant, version, *run.prune_within)
-        stored = [d for d in index.facet("document_id", owner) if isinstance(d, str)]
-        gone = sorted(d for d in stored if (tenant, d) not in run.keys)
-        for ids in in_slices(gone, DOCUMENT_SLICE):
-            points = index.scroll(
-                PointFilter(
-                    must=(*owner.must, FieldMatch("document_id", tuple(ids))), empty=owner.empty
-                ),
-                payload_fields=("document_id",),
-            )
-            for point in points:
-                document_id = point.payload.get("document_id")
-                if isinstance(document_id, str):
-                    stale.setdefault((tenant, document_id), []).append(point.point_id)
-    return stale
-
-
-def _tenant_filter(tenant: str | None, *must: FieldMatch) -> PointFilter:
-    """Points of ``tenant`` (untenanted ones: no ``tenant`` field) matching ``must``."""
-    if tenant is None:
-        return PointFilter(must=must, empty=("tenant",))
-    return PointFilter(must=(*must, FieldMatch("tenant", (tenant,))))
-
-
-def _refresh_lexical_stats(
-    index: VectorIndex,
-    sparse_encoder: SparseEncoder,
-    encoded_avgdl: float | None,
-    tolerance: float,
-) -> tuple[float | None, int]:
-    """Count the corpus again; re-encode every sparse vector when its mean drifted.
-
-    Returns the avgdl the stored vectors now carry and how many were re-encoded.
-    """
-    chunks = terms = 0
-    # A facet of the integer-indexed term counts: the corpus is counted from the payload
-    # index, never by reading every point (a whole scroll's pages would stay resident
-    # in an embedded index's process). Points written by other tools carry no count;
-    # they are not part of the mean.
-    for count, points in index.facet(LEXICAL_TERMS).items():
-        if isinstance(count, int):
-            chunks += points
-            terms += count * points
-    if not terms:
-        return encoded_avgdl, 0
-    current = terms / chunks
-    reencoded = 0
-    if encoded_avgdl is None or avgdl_drifted(encoded_avgdl, current, tolerance):
-        reencoded = _reencode(index, sparse_encoder, current)
-        encoded_avgdl = current
-    stats = LexicalStats(chunks=chunks, terms=terms, avgdl=encoded_avgdl)
-    if stats != index.contract.lexical_stats:
-        index.record_lexical_stats(stats)
-    return encoded_avgdl, reencoded
-
-
-def _reencode(index: VectorIndex, sparse_encoder: SparseEncoder, avgdl: float) -> int:
-    """Rebuild every point's sparse vector from its stored text under ``avgdl``."""
-    done = 0
-    updates: list[tuple[uuid.UUID, SparseVector]] = []
-    for point in index.scroll(payload_fields=("title", "heading", "text")):
-        title, heading, text = (point.payload.get(k) for k in ("title", "heading", "text"))
-        if not (isinstance(title, str) and isinstance(heading, str) and isinstance(text, str)):
-            continue  # not a ragwright chunk: it has no BM25 text to rebuild from
-        terms = sparse_encoder.terms(lexical_text(title, heading, text))
-        if terms:  # a text without terms has no sparse vector, whatever the mean
-            updates.append((point.point_id, document_vector(terms, sparse_encoder.profile, avgdl)))
-        if len(updates) >= _SPARSE_UPDATES_PER_CALL:
-            index.update_sparse(updates)
-            done += len(updates)
-            updates = []
-    index.update_sparse(updates)
-    return done + len(updates)

@@ -10,7 +10,7 @@ which points to embed (length sorted), keep and delete — before it stages them
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,7 @@ from ragwright.types import (
 ProgressCallback = Callable[[str, int], None]
 
 __all__ = [
+    "DOCUMENT_SLICE",
     "DocumentKey",
     "DocumentWork",
     "PointState",
@@ -53,12 +54,31 @@ __all__ = [
     "chunk_and_plan",
     "document_key",
     "document_source_digest",
+    "in_slices",
     "plan_slice",
     "scan_documents",
     "shared_ids",
     "tenant_order",
     "token_counter",
 ]
+
+
+# Documents per change-detection scan (one filtered, payload-light scroll each) in the
+# validation pass, and per slice in the writing pass: what memory holds at once is about
+# SLICES_IN_FLIGHT such slices with their chunks, and one embedding batch per call.
+DOCUMENT_SLICE = 128
+
+
+def in_slices(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """Consecutive lists of ``size`` items (the last may be shorter)."""
+    part: list[Any] = []
+    for item in items:
+        part.append(item)
+        if len(part) == size:
+            yield part
+            part = []
+    if part:
+        yield part
 
 
 def document_key(document: SourceDocument) -> DocumentKey:

@@ -1,6 +1,6 @@
 """The writing pass of an ingestion run: stage, switch and verify, slice after slice.
 
-A run's changed documents are written a slice (:data:`~ragwright.pipeline.ingest.DOCUMENT_SLICE`
+A run's changed documents are written a slice (:data:`~ragwright.pipeline.planning.DOCUMENT_SLICE`
 documents) at a time. :func:`ingest_slice` writes one slice (a worker's work item);
 :func:`write_slices` writes a run's slices one after another with the embedding calls
 of the next ones in flight while one is switched. Planning a slice is
