@@ -5,18 +5,21 @@ workers, :mod:`ragwright.application.queued`): with ``prune``, the stored docume
 the run's tenants that the run does not hold are deleted; the collection's BM25
 statistics are counted again from the payload index of term counts, and every sparse
 vector is re-encoded when the mean drifted (docs/ingestion.md, "BM25 average document
-length"); the slices' reports are summed into the run's :class:`IngestReport`.
+length"); the slices' reports are summed into the run's :class:`IngestReport`. What the
+validation pass decided, and the run's end reads, is a :class:`RunPlan`.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
+from ragwright.core.keysets import KeySet
 from ragwright.core.lexical import AVGDL_TOLERANCE, avgdl_drifted, document_vector
 from ragwright.core.points import LEXICAL_TERMS, lexical_text
 from ragwright.pipeline.planning import DOCUMENT_SLICE, DocumentKey, in_slices
+from ragwright.pipeline.writing import SliceContext
 from ragwright.protocols import SparseEncoder, VectorIndex
 from ragwright.types import (
     FieldMatch,
@@ -28,10 +31,39 @@ from ragwright.types import (
     record_fields,
 )
 
-if TYPE_CHECKING:
-    from ragwright.pipeline.ingest import RunPlan
-
 _SPARSE_UPDATES_PER_CALL = 256
+
+
+@dataclass(frozen=True, slots=True)
+class RunPlan:
+    """What the validation pass decided before any write.
+
+    ``keys`` holds every document of the run (prune deletes documents of the run's
+    tenants not in it); ``changed`` the documents the writing pass must process;
+    ``shared_in_run`` the document ids the run holds under more than one tenant. Keys
+    are the only per-document state kept for the whole run, 16 bytes each
+    (:class:`~ragwright.core.keysets.KeySet`: membership and size, no iteration): no
+    texts, no vectors.
+    """
+
+    chunking_version: str
+    scope: tuple[str | None, ...]
+    keys: KeySet
+    changed: KeySet
+    unchanged_chunks: int
+    planned_chunks: int
+    staging_avgdl: float
+    encoded_avgdl: float | None
+    prune: bool
+    shared_in_run: frozenset[str] = frozenset()
+    prune_within: tuple[FieldMatch, ...] = ()
+
+    @property
+    def documents(self) -> int:
+        return len(self.keys)
+
+    def slice_context(self) -> SliceContext:
+        return SliceContext(self.chunking_version, self.staging_avgdl)
 
 
 def finish_run(

@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 
 from ragwright.core.chunking import build_chunks
 from ragwright.core.contracts import require_compatible
@@ -73,7 +72,7 @@ from ragwright.core.keysets import KeySet
 from ragwright.core.lexical import AVGDL_TOLERANCE
 from ragwright.core.points import LIVE, DocumentPlan, plan_document
 from ragwright.errors import SourceError
-from ragwright.pipeline.finishing import finish_run
+from ragwright.pipeline.finishing import RunPlan, finish_run
 from ragwright.pipeline.planning import (
     DOCUMENT_SLICE,
     DocumentKey,
@@ -90,7 +89,7 @@ from ragwright.pipeline.planning import (
     tenant_order,
     token_counter,
 )
-from ragwright.pipeline.writing import SliceContext, write_slices
+from ragwright.pipeline.writing import write_slices
 from ragwright.protocols import Embedder, SparseEncoder, VectorIndex
 from ragwright.types import (
     ChunkingPolicy,
@@ -130,38 +129,6 @@ def plan_documents(
         )
         for d in documents
     ]
-
-
-@dataclass(frozen=True, slots=True)
-class RunPlan:
-    """What the validation pass decided before any write.
-
-    ``keys`` holds every document of the run (prune deletes documents of the run's
-    tenants not in it); ``changed`` the documents the writing pass must process;
-    ``shared_in_run`` the document ids the run holds under more than one tenant. Keys
-    are the only per-document state kept for the whole run, 16 bytes each
-    (:class:`~ragwright.core.keysets.KeySet`: membership and size, no iteration): no
-    texts, no vectors.
-    """
-
-    chunking_version: str
-    scope: tuple[str | None, ...]
-    keys: KeySet
-    changed: KeySet
-    unchanged_chunks: int
-    planned_chunks: int
-    staging_avgdl: float
-    encoded_avgdl: float | None
-    prune: bool
-    shared_in_run: frozenset[str] = frozenset()
-    prune_within: tuple[FieldMatch, ...] = ()
-
-    @property
-    def documents(self) -> int:
-        return len(self.keys)
-
-    def slice_context(self) -> SliceContext:
-        return SliceContext(self.chunking_version, self.staging_avgdl)
 
 
 def ingest(
