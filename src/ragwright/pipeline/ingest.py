@@ -291,8 +291,9 @@ def prepare_run(
                 chunks, lexical_terms = check_new_document(
                     document, policy, embedder, sparse_encoder, count_terms=stats is None
                 )
-                terms += lexical_terms
-                pending_chunks += chunks if stats is None else 0
+                if stats is None:
+                    terms += lexical_terms
+                    pending_chunks += chunks
                 planned += chunks
                 changed.add(*key)
                 continue

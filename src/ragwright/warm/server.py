@@ -68,8 +68,8 @@ class WarmServer:
     """The home the settings pointed at when it started (``model stop --all`` matches it)."""
     _jobs: queue.Queue[_Job | None] = field(default_factory=queue.Queue)
     _busy: threading.Lock = field(default_factory=threading.Lock)
-    _command_running: bool = False
     _running_job: _Job | None = None
+    """The command running now (None between commands)."""
     _stopping: bool = False
 
     def status(self) -> dict[str, Any]:
@@ -198,7 +198,6 @@ class WarmServer:
         """Run one command in the caller's place; its exit status."""
         code = 1
         with _in_callers_place(job, self.targets):
-            self._command_running = True
             self._running_job = job
             try:
                 threading.Thread(
@@ -210,12 +209,12 @@ class WarmServer:
                 try:
                     code = self.run(job.arguments)
                 finally:
-                    self._command_running = False
+                    self._running_job = None
             except KeyboardInterrupt:  # arrived as the command ended
-                self._command_running = False
+                self._running_job = None
                 code = 130
             except Exception:  # what an uncaught error prints in a process of its own
-                self._command_running = False
+                self._running_job = None
                 traceback.print_exc()
                 code = 1
             self.served += 1
@@ -231,7 +230,7 @@ class WarmServer:
                 line = reader.readline()
             except (OSError, ValueError):
                 line = b""
-            if not self._command_running or self._running_job is not job:
+            if self._running_job is not job:
                 return
             if not line or b"interrupt" in line:
                 signal.pthread_kill(main_thread, signal.SIGINT)
@@ -240,7 +239,7 @@ class WarmServer:
 
     def _interrupted(self, signum: int, frame: object) -> None:
         """SIGINT: a KeyboardInterrupt in the running command, ignored between commands."""
-        if self._command_running:
+        if self._running_job is not None:
             raise KeyboardInterrupt
 
 
