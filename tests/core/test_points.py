@@ -114,3 +114,85 @@ def test_documents_without_pages_keep_the_payload_they_always_had() -> None:
         .sha256(b'["Title",[["s","Heading",["First paragraph.","Second one."]]]]')
         .hexdigest()
     )
+
+
+def _reference_source_digest(
+    document: Any, chunking_version: str, profile: Any, lexical_profile_id: str
+) -> str:
+    """The digest's definition: SHA-256 of the canonical JSON of its fields."""
+    import hashlib
+    import json
+
+    from ragwright.core.documents import document_content_hash
+    from ragwright.core.points import PLAN_REVISION
+
+    canonical = json.dumps(
+        {
+            "plan_revision": PLAN_REVISION,
+            "content": document_content_hash(document),
+            "revision": document.revision,
+            "title": document.title,
+            "document_type": document.document_type,
+            "publication_state": document.publication_state,
+            "tenant": document.tenant,
+            "source_uri": document.source_uri,
+            "chunking_version": chunking_version,
+            "embedding": [
+                profile.profile_id,
+                profile.artifact_digest,
+                profile.document_format,
+                profile.max_input_tokens,
+            ],
+            "lexical_profile": lexical_profile_id,
+        },
+        ensure_ascii=False,
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("title", "tenant", "source_uri", "revision", "chunking_version"),
+    [
+        ("Drain a queue", None, None, "r1", "section-paragraphs-v1"),
+        ('Quotes " and \\ back\\slash', "acme", "file:///runbooks/drain.md", "r 2", "c"),
+        (
+            "Überschrift — naïve 東京 🚀",
+            "tenant\twith\ncontrol\x01",
+            'https://x/ä?q=1&b="',
+            "",
+            "v\u2028",
+        ),
+        ("", "", "", "7", ""),
+    ],
+)
+def test_source_digest_is_the_sha256_of_its_canonical_json(
+    title: str, tenant: str | None, source_uri: str | None, revision: str, chunking_version: str
+) -> None:
+    from dataclasses import replace
+
+    from ragwright.core.points import source_digest
+
+    document = validate_document(
+        document_id="doc-1",
+        title=title or "T",
+        document_type="runbook",
+        publication_state="published",
+        sections=[SourceSection("s1", "Heading", ("A paragraph.",))],
+    )
+    # Fields set past validation, so the digest sees values validation would refuse too.
+    document = replace(
+        document, title=title, tenant=tenant, source_uri=source_uri, revision=revision
+    )
+    for profile_format in (HASHING_PROFILE, replace(HASHING_PROFILE, document_format="é {title}")):
+        expected = _reference_source_digest(document, chunking_version, profile_format, "bm25-ü")
+        assert (
+            source_digest(
+                document,
+                chunking_version=chunking_version,
+                profile=profile_format,
+                lexical_profile_id="bm25-ü",
+            )
+            == expected
+        )
