@@ -29,8 +29,6 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from json.encoder import encode_basestring
 from typing import Any
 
 from ragwright.core.documents import document_content_hash
@@ -188,76 +186,31 @@ def source_digest(
     profile: EmbeddingProfile,
     lexical_profile_id: str,
 ) -> str:
-    """Hash of everything a document's chunks and vectors are derived from.
-
-    The SHA-256 of the canonical JSON (keys sorted, no spaces, non-ASCII kept) of
-    ``chunking_version``, ``content`` (the content hash), ``document_type``,
-    ``embedding`` (profile id, artifact digest, document format, input limit),
-    ``lexical_profile``, ``plan_revision``, ``publication_state``, ``revision``,
-    ``source_uri``, ``tenant`` and ``title``. Every run computes it for every document
-    (an unchanged re-run does little else), so the run's constant part is encoded once
-    and only the document's own values each time: the same bytes as ``json.dumps`` of
-    the whole object (tested), in about a third of the time.
-    """
-    head, middle = _source_digest_parts(
-        chunking_version,
-        (
-            profile.profile_id,
-            profile.artifact_digest,
-            profile.document_format,
-            profile.max_input_tokens,
-        ),
-        lexical_profile_id,
-    )
-    canonical = "".join(
-        (
-            head,
-            _json_value(document_content_hash(document)),
-            ',"document_type":',
-            _json_value(document.document_type),
-            middle,
-            _json_value(document.publication_state),
-            ',"revision":',
-            _json_value(document.revision),
-            ',"source_uri":',
-            _json_value(document.source_uri),
-            ',"tenant":',
-            _json_value(document.tenant),
-            ',"title":',
-            _json_value(document.title),
-            "}",
-        )
+    """Hash of everything a document's chunks and vectors are derived from."""
+    canonical = json.dumps(
+        {
+            "plan_revision": PLAN_REVISION,
+            "content": document_content_hash(document),
+            "revision": document.revision,
+            "title": document.title,
+            "document_type": document.document_type,
+            "publication_state": document.publication_state,
+            "tenant": document.tenant,
+            "source_uri": document.source_uri,
+            "chunking_version": chunking_version,
+            "embedding": [
+                profile.profile_id,
+                profile.artifact_digest,
+                profile.document_format,
+                profile.max_input_tokens,
+            ],
+            "lexical_profile": lexical_profile_id,
+        },
+        ensure_ascii=False,
+        sort_keys=True,
+        separators=(",", ":"),
     )
     return sha256_text(canonical)
-
-
-def _canonical_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-
-
-def _json_value(value: Any) -> str:
-    if type(value) is str:
-        return encode_basestring(value)
-    return _canonical_json(value)
-
-
-@lru_cache(maxsize=64)
-def _source_digest_parts(
-    chunking_version: str, embedding: tuple[str, str, str, int], lexical_profile_id: str
-) -> tuple[str, str]:
-    """The run's constant JSON around a document's values, in sorted key order: before
-    ``content``'s value, and between ``document_type``'s and ``publication_state``'s."""
-    head = '{"chunking_version":' + _canonical_json(chunking_version) + ',"content":'
-    middle = (
-        ',"embedding":'
-        + _canonical_json(list(embedding))
-        + ',"lexical_profile":'
-        + _canonical_json(lexical_profile_id)
-        + ',"plan_revision":'
-        + _canonical_json(PLAN_REVISION)
-        + ',"publication_state":'
-    )
-    return head, middle
 
 
 def chunk_inputs(
