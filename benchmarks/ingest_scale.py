@@ -18,14 +18,18 @@ it, and each pass (first, again) also reports its own peak (the high-water mark 
 before it) split into anonymous and file-backed pages. The child fixes glibc's malloc
 thresholds as the ``ingest`` command does (``--glibc-default-heap`` leaves them). Wall
 seconds depend on the machine's load (recorded: ``/proc/loadavg`` before and after each
-size); CPU seconds (every thread of the child, user and system) much less,
-so both are reported. ``--steps`` adds the per-step timers (which cost a little).
+size); CPU seconds (every thread of the child, user and system, plus its planning
+process's) much less, so both are reported. Like ``ragwright ingest``, a large run
+plans its slices in a forked planning process (``planner_peak_rss_mib`` is that
+process's peak); ``--in-process-planning`` keeps planning in the child, the baseline.
+``--steps`` adds the per-step timers (which cost a little) and plans in process, so
+every step is timed where it runs.
 The code measured is whatever ``ragwright`` the interpreter imports, so the same
 script measures another checkout with ``PYTHONPATH=<checkout>/src``. Prints JSON and
 writes ``benchmarks/results/ingest_scale.json`` (or ``--out``).
 
     python benchmarks/ingest_scale.py [--sizes 10000 30000 100000 300000] [--steps]
-        [--label after] [--glibc-default-heap] [--out FILE]
+        [--label after] [--glibc-default-heap] [--in-process-planning] [--out FILE]
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import argparse
 import functools
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -67,25 +72,46 @@ def main() -> None:
         action="store_true",
         help="leave glibc's malloc thresholds adjusting (the ingest command fixes them)",
     )
+    parser.add_argument(
+        "--in-process-planning",
+        action="store_true",
+        help="plan every slice in the ingesting process (the command forks a planning "
+        "process for a large run)",
+    )
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(
-            json.dumps(
-                run_child(args.child, steps=args.steps, fix_heap=not args.glibc_default_heap)
-            )
+        figures = run_child(
+            args.child,
+            steps=args.steps,
+            fix_heap=not args.glibc_default_heap,
+            # Step timers count this process's time only: planning stays here to be seen.
+            planning_process=not (args.in_process_planning or args.steps),
         )
+        print(json.dumps(figures))
         return
     import ragwright
 
     runs = []
     for size in args.sizes:
-        runs.append(run_in_child(size, steps=args.steps, default_heap=args.glibc_default_heap))
+        runs.append(
+            run_in_child(
+                size,
+                steps=args.steps,
+                default_heap=args.glibc_default_heap,
+                in_process_planning=args.in_process_planning,
+            )
+        )
         print(json.dumps(runs[-1]), flush=True)
     first, last = runs[0], runs[-1]
     result = {
         "label": args.label,
         "heap": "glibc default" if args.glibc_default_heap else "thresholds fixed (as ingest)",
+        "planning": (
+            "in process"
+            if args.in_process_planning or args.steps
+            else "planning process (as ingest)"
+        ),
         "code": str(Path(ragwright.__file__).parents[1]),
         "cpus": os.cpu_count(),
         "runs": runs,
@@ -104,11 +130,14 @@ def _load() -> list[float]:
     return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
 
 
-def run_in_child(size: int, *, steps: bool, default_heap: bool) -> dict[str, Any]:
+def run_in_child(
+    size: int, *, steps: bool, default_heap: bool, in_process_planning: bool = False
+) -> dict[str, Any]:
     """One size in a fresh interpreter; its peak RSS from the kernel."""
     load_before = _load()
     command = [sys.executable, __file__, "--child", str(size)]
     command += (["--steps"] if steps else []) + (["--glibc-default-heap"] if default_heap else [])
+    command += ["--in-process-planning"] if in_process_planning else []
     child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     assert child.stdout is not None
     output = child.stdout.read()
@@ -223,9 +252,15 @@ def instrument(timers: Timers) -> None:
 
 
 def _cpu() -> float:
-    """CPU seconds of this process, every thread (user and system)."""
+    """CPU seconds of this process, every thread (user and system), and of its children
+    once they ended (the planning process, joined at the end of the writing pass)."""
     times = os.times()
-    return times.user + times.system
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def _children_peak_rss_mib() -> float:
+    """The largest peak RSS of this process's ended children (the planning processes)."""
+    return round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
 
 
 class _TimedSource:
@@ -265,7 +300,9 @@ def _peak_rss_mib() -> float:
     return float("nan")
 
 
-def run_child(size: int, *, steps: bool, fix_heap: bool) -> dict[str, Any]:
+def run_child(
+    size: int, *, steps: bool, fix_heap: bool, planning_process: bool = True
+) -> dict[str, Any]:
     if fix_heap:  # what `ragwright ingest` does (cli/common.py, LONG_RUNNING)
         from ragwright.heap import fix_malloc_thresholds
 
@@ -306,6 +343,7 @@ def run_child(size: int, *, steps: bool, fix_heap: bool) -> dict[str, Any]:
                     sparse_encoder=Bm25Encoder(lexical),
                     index=index,
                     batch_size=BATCH_SIZE,
+                    planning_process=planning_process,
                 )
             seconds, cpu = time.perf_counter() - started, _cpu() - cpu
             figures[label] = {
@@ -320,6 +358,9 @@ def run_child(size: int, *, steps: bool, fix_heap: bool) -> dict[str, Any]:
                 # Producing the source documents (every pass over them), inside `seconds`.
                 "source_seconds": round(documents.seconds, 3),
                 "peak_rss_mib": _peak_rss_mib() if phase_peak else None,
+                # The planning process's, separately (its pages are partly the parent's,
+                # shared since the fork): the largest of any child so far.
+                "planner_peak_rss_mib": _children_peak_rss_mib() if planning_process else None,
                 **sampler.stop(),
             }
             if steps:

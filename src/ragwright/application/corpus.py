@@ -112,11 +112,17 @@ class Corpus:
         )
 
     def ingest(
-        self, request: IngestRequest, *, progress: ProgressCallback | None = None
+        self,
+        request: IngestRequest,
+        *,
+        progress: ProgressCallback | None = None,
+        planning_process: bool = False,
     ) -> IngestResult:
         """Bring the index in line with ``request.sources`` within the run's tenants,
         within ``RAGWRIGHT_INGEST_DEADLINE`` when set (no embedding attempt, retry or
-        backoff outlives it; the run stops as ``deadline_exhausted``)."""
+        backoff outlives it; the run stops as ``deadline_exhausted``).
+        ``planning_process``: a large run may plan its slices in a forked child (the
+        command line's choice; a threaded service does not fork)."""
         seconds = self.settings.ingest.deadline
         run_deadline = None if seconds is None else Deadline.after(seconds)
         policy = self.parts.chunking_policy(request.chunking)
@@ -140,6 +146,7 @@ class Corpus:
                     progress=progress,
                     # Drafts citing a changed document go as each slice is verified.
                     on_changed=self.parts.purge_drafts,
+                    planning_process=planning_process,
                 )
         finally:
             index.close()

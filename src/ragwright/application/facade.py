@@ -235,10 +235,14 @@ class Application:
         return self.corpus.chunks(request)
 
     def ingest(
-        self, request: IngestRequest, *, progress: ProgressCallback | None = None
+        self,
+        request: IngestRequest,
+        *,
+        progress: ProgressCallback | None = None,
+        planning_process: bool = False,
     ) -> IngestResult:
         """Bring the index in line with ``request.sources`` (see :meth:`Corpus.ingest`)."""
-        return self.corpus.ingest(request, progress=progress)
+        return self.corpus.ingest(request, progress=progress, planning_process=planning_process)
 
     def stream_documents(self, request: IngestRequest) -> DocumentStream:
         """The documents ``request.sources`` hold, read one file at a time per pass."""

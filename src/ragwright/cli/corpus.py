@@ -274,7 +274,8 @@ def ingest(
             )
     else:
         with ProgressDisplay(force_lines=progress) as display:
-            data = application().ingest(request, progress=display).to_dict()
+            # A large run plans its slices in a second process (pipeline/planning_process).
+            data = application().ingest(request, progress=display, planning_process=True).to_dict()
     if as_json:
         print_json(data)
         return

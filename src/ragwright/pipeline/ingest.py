@@ -17,7 +17,9 @@ time; nothing holds the corpus's texts or vectors (docs/ingestion.md, "Memory").
 
 Then per slice of changed documents (:mod:`ragwright.pipeline.writing`:
 :func:`~ragwright.pipeline.writing.ingest_slice`; several workers may each take slices
-from a queue):
+from a queue; in a large run from the command line a forked child,
+:mod:`ragwright.pipeline.planning_process`, does the part of planning that needs no
+index a few slices ahead):
 
 1. **Scan** — the slice's stored points again (one filtered scroll).
 2. **Stage** — chunks whose stored id is absent (new or edited text) are embedded in
@@ -89,6 +91,7 @@ from ragwright.pipeline.planning import (
     tenant_order,
     token_counter,
 )
+from ragwright.pipeline.planning_process import wanted as planning_wanted
 from ragwright.pipeline.writing import write_slices
 from ragwright.protocols import Embedder, SparseEncoder, VectorIndex
 from ragwright.types import (
@@ -147,6 +150,7 @@ def ingest(
     phase_hook: Callable[[str, str], None] | None = None,
     avgdl_tolerance: float = AVGDL_TOLERANCE,
     on_changed: Callable[[Sequence[DocumentKey]], None] | None = None,
+    planning_process: bool = False,
 ) -> IngestReport:
     """Bring the index in line with ``documents`` for ``policy``'s chunking version.
 
@@ -182,6 +186,10 @@ def ingest(
         on_changed: receives the (tenant, id) keys of the documents the run replaced
             (each slice once it is verified) and pruned, as it goes; the report's
             ``changed_documents`` is then empty. Without it the report lists them all.
+        planning_process: allow the writing pass to plan its slices in a forked child
+            (:mod:`~ragwright.pipeline.planning_process`) when the run is large enough
+            (:func:`~ragwright.pipeline.planning_process.wanted`); for a process that
+            forks safely (the command line, not a threaded service).
 
     Raises:
         DocumentError (duplicate ids), SourceError (``prune`` with no documents),
@@ -218,6 +226,7 @@ def ingest(
         phase_hook=phase_hook,
         shared_in_run=run.shared_in_run,
         on_changed=on_changed,
+        planning_process=planning_process and planning_wanted(run.planned_chunks),
     )
     return finish_run(
         run,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragwright.core.chunking import TokenCounter, build_chunks
+from ragwright.core.lexical import document_vector
 from ragwright.core.points import (
     DocumentPlan,
     PlannedPoint,
@@ -34,6 +35,7 @@ from ragwright.types import (
     PointFilter,
     SharedDocumentId,
     SourceDocument,
+    SparseVector,
 )
 
 # Called with a phase name and a count: ("plan", total_chunks), ("embedded", n),
@@ -44,6 +46,7 @@ __all__ = [
     "DOCUMENT_SLICE",
     "DocumentKey",
     "DocumentWork",
+    "PlannedDocument",
     "PointState",
     "ProgressCallback",
     "ScanPrefetch",
@@ -55,6 +58,7 @@ __all__ = [
     "document_key",
     "document_source_digest",
     "in_slices",
+    "plan_documents",
     "plan_slice",
     "scan_documents",
     "shared_ids",
@@ -107,6 +111,42 @@ class SlicePlan:
     held: dict[str, set[str | None]]
     pending: list[PlannedPoint]
     lengths: list[int]
+    # Stored id → (analysed term count, BM25 vector), when planned in a planning
+    # process (:mod:`ragwright.pipeline.planning_process`); else encoded when staged.
+    encoded: dict[uuid.UUID, tuple[int, SparseVector]] | None = None
+
+
+@dataclass(slots=True, eq=False)
+class PlannedDocument:
+    """What planning a document needs no index for: its plan, each point's embedding
+    input length and, encoded under the run's staging mean, its BM25 term count and
+    vector (all of them aligned with ``plan.points``)."""
+
+    plan: DocumentPlan
+    lengths: list[int]
+    encoded: list[tuple[int, SparseVector]]
+
+
+def plan_documents(
+    documents: Sequence[SourceDocument],
+    policy: ChunkingPolicy,
+    embedder: Embedder,
+    sparse_encoder: SparseEncoder,
+    avgdl: float,
+) -> list[PlannedDocument]:
+    """Plan ``documents`` as :func:`plan_slice` would, without reading the index: the
+    part a planning process does for the writing pass."""
+    planned = []
+    for document in documents:
+        source = document_source_digest(document, policy, embedder, sparse_encoder)
+        plan = chunk_and_plan(document, policy, embedder, source)
+        lengths = check_lengths(embedder, plan.points)
+        encoded = []
+        for point in plan.points:
+            terms = sparse_encoder.terms(point.lexical_text)
+            encoded.append((len(terms), document_vector(terms, sparse_encoder.profile, avgdl)))
+        planned.append(PlannedDocument(plan, lengths, encoded))
+    return planned
 
 
 def token_counter(embedder: Embedder, document: SourceDocument) -> TokenCounter | None:
@@ -182,20 +222,35 @@ def plan_slice(
     sparse_encoder: SparseEncoder,
     index: VectorIndex,
     earlier: dict[str, set[str | None]],
+    planned: Sequence[PlannedDocument] | None = None,
 ) -> SlicePlan:
     """Scan the slice's stored points and plan its documents: what to embed (in
     length-sorted order), keep and delete, and which ids the index holds for other
-    tenants (``earlier``: those of earlier slices of the pass, written or not)."""
+    tenants (``earlier``: those of earlier slices of the pass, written or not).
+    ``planned``: the documents' plans made elsewhere (:func:`plan_documents`, in order)."""
     existing = scan_documents(index, policy.version, documents)
     held: dict[str, set[str | None]] = {}
     for tenant, document_id in existing:
         held.setdefault(document_id, set()).add(tenant)
     work: list[DocumentWork] = []
-    for document in documents:
+    known: dict[uuid.UUID, int] = {}
+    encoded: dict[uuid.UUID, tuple[int, SparseVector]] | None = None
+    if planned is not None:
+        encoded = {}
+        for made in planned:
+            for point, length, sparse in zip(
+                made.plan.points, made.lengths, made.encoded, strict=True
+            ):
+                known[point.stored_id] = length
+                encoded[point.stored_id] = sparse
+    for number, document in enumerate(documents):
         if document.document_id in earlier:
             held.setdefault(document.document_id, set()).update(earlier[document.document_id])
-        source = document_source_digest(document, policy, embedder, sparse_encoder)
-        plan = chunk_and_plan(document, policy, embedder, source)
+        if planned is not None:
+            plan = planned[number].plan
+        else:
+            source = document_source_digest(document, policy, embedder, sparse_encoder)
+            plan = chunk_and_plan(document, policy, embedder, source)
         stored = existing.get(document_key(document), {})
         desired = {p.stored_id for p in plan.points}
         work.append(
@@ -207,10 +262,13 @@ def plan_slice(
             )
         )
     pending = [p for item in work for p in item.to_embed]
-    lengths = check_lengths(embedder, pending)
+    if planned is not None:
+        lengths = [known[p.stored_id] for p in pending]
+    else:
+        lengths = check_lengths(embedder, pending)
     # Padding is wasted compute: each embedding call gets inputs of similar length.
     order = sorted(range(len(pending)), key=lambda i: lengths[i])
-    return SlicePlan(work, held, [pending[i] for i in order], [lengths[i] for i in order])
+    return SlicePlan(work, held, [pending[i] for i in order], [lengths[i] for i in order], encoded)
 
 
 def shared_ids(

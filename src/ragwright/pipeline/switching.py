@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -34,7 +34,7 @@ from ragwright.pipeline.planning import (
     shared_ids,
 )
 from ragwright.protocols import SparseEncoder, VectorIndex
-from ragwright.types import IndexPoint, SliceReport, StoredPoint
+from ragwright.types import IndexPoint, SliceReport, SparseVector, StoredPoint
 
 T = TypeVar("T")
 _READBACK_FIELDS = ("text", "document_id", "chunking_version", "document_type", "publication_state")
@@ -118,9 +118,11 @@ def stage_points(
     batch: Sequence[PlannedPoint],
     vectors: Sequence[Sequence[float]],
     avgdl: float,
+    encoded: Mapping[uuid.UUID, tuple[int, SparseVector]] | None = None,
 ) -> None:
     """Upsert one embedding call's points (``batch``, with its ``vectors``) as staged,
-    their BM25 vectors encoded against ``avgdl``, and read them back."""
+    their BM25 vectors encoded against ``avgdl`` (or taken from ``encoded``, a planning
+    process's, by stored id), and read them back."""
     # A point's id is its content's (embedding input and BM25 text), so a point already
     # live with the plan's document digest is this very point after its switch: another
     # attempt at the slice switched it (a worker presumed dead after its lease that still
@@ -140,13 +142,17 @@ def stage_points(
     for p, vector in zip(batch, vectors, strict=True):
         if p.stored_id in switched:
             continue
-        terms = sparse_encoder.terms(p.lexical_text)
+        if encoded is not None:
+            count, sparse = encoded[p.stored_id]
+        else:
+            terms = sparse_encoder.terms(p.lexical_text)
+            count, sparse = len(terms), document_vector(terms, sparse_encoder.profile, avgdl)
         points.append(
             IndexPoint(
                 p.stored_id,
                 vector,
-                {**p.payload, "index_state": STAGED, LEXICAL_TERMS: len(terms)},
-                document_vector(terms, sparse_encoder.profile, avgdl),
+                {**p.payload, "index_state": STAGED, LEXICAL_TERMS: count},
+                sparse,
             )
         )
     if not points:

@@ -30,10 +30,12 @@ from ragwright.errors import (
 )
 from ragwright.pipeline.planning import (
     DocumentKey,
+    PlannedDocument,
     ProgressCallback,
     SlicePlan,
     plan_slice,
 )
+from ragwright.pipeline.planning_process import PlanningProcess
 from ragwright.pipeline.switching import Writer, stage_points, switch_slice
 from ragwright.protocols import BULK_EMBEDDING, Embedder, SparseEncoder, VectorIndex
 from ragwright.types import ChunkingPolicy, SliceReport, SourceDocument
@@ -118,6 +120,7 @@ def write_slices(
     phase_hook: Callable[[str, str], None] | None = None,
     shared_in_run: frozenset[str] = frozenset(),
     on_changed: Callable[[Sequence[DocumentKey]], None] | None = None,
+    planning_process: bool = False,
 ) -> list[SliceReport]:
     """Stage, switch and verify each slice of documents; their reports, in order.
 
@@ -142,16 +145,62 @@ def write_slices(
     ``shared_in_run`` names the document ids the run holds under several tenants: a
     later slice reports such an id as shared with an earlier slice's document even when
     that one is not written yet, as one slice after another would.
+
+    ``planning_process``: plan the slices' documents (chunks, payloads, lengths, BM25
+    vectors) in a forked child a few slices ahead (:mod:`~ragwright.pipeline.planning_process`);
+    the index is read and written here either way, and the result is the same.
     """
     if context.chunking_version != policy.version:
         raise ContractMismatch("chunking_version", context.chunking_version, policy.version)
     in_flight = max(1, int(getattr(embedder, "in_flight", 1)))
+    # Forked before this pass starts any thread of its own.
+    planner = (
+        PlanningProcess(policy, embedder, sparse_encoder, context.staging_avgdl)
+        if planning_process
+        else None
+    )
+    paired = planner.ahead(slices) if planner is not None else ((d, None) for d in slices)
+    try:
+        return _write(
+            paired,
+            context,
+            policy=policy,
+            embedder=embedder,
+            sparse_encoder=sparse_encoder,
+            index=index,
+            batch_size=batch_size,
+            in_flight=in_flight,
+            progress=progress,
+            phase_hook=phase_hook,
+            shared_in_run=shared_in_run,
+            on_changed=on_changed,
+        )
+    finally:
+        if planner is not None:
+            planner.close()
+
+
+def _write(
+    paired: Iterable[tuple[Sequence[SourceDocument], list[PlannedDocument] | None]],
+    context: SliceContext,
+    *,
+    policy: ChunkingPolicy,
+    embedder: Embedder,
+    sparse_encoder: SparseEncoder,
+    index: VectorIndex,
+    batch_size: int,
+    in_flight: int,
+    progress: ProgressCallback | None,
+    phase_hook: Callable[[str, str], None] | None,
+    shared_in_run: frozenset[str],
+    on_changed: Callable[[Sequence[DocumentKey]], None] | None,
+) -> list[SliceReport]:
     with (
         ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="ragwright-embed") as pool,
         Writer() as writer,
     ):
         writing = _WritingPass(
-            iter(slices),
+            iter(paired),
             context,
             policy=policy,
             embedder=embedder,
@@ -178,7 +227,7 @@ class _WritingPass:
 
     def __init__(
         self,
-        slices: Iterator[Sequence[SourceDocument]],
+        slices: Iterator[tuple[Sequence[SourceDocument], list[PlannedDocument] | None]],
         context: SliceContext,
         *,
         policy: ChunkingPolicy,
@@ -259,13 +308,20 @@ class _WritingPass:
     def _plan_next(self) -> bool:
         if not self.more or len(self.held) >= SLICES_IN_FLIGHT:
             return False
-        documents = next(self.slices, None)
-        if documents is None:
+        item = next(self.slices, None)
+        if item is None:
             self.more = False
             return False
+        documents, planned = item
         held = _HeldSlice(
             plan_slice(
-                documents, self.policy, self.embedder, self.sparse_encoder, self.index, self.earlier
+                documents,
+                self.policy,
+                self.embedder,
+                self.sparse_encoder,
+                self.index,
+                self.earlier,
+                planned,
             )
         )
         for document in documents:
@@ -308,6 +364,7 @@ class _WritingPass:
                 batch,
                 vectors,
                 self.context.staging_avgdl,
+                held.plan.encoded,
             )
         )
         self.notify("embedded", len(batch))

@@ -1,0 +1,247 @@
+"""The writing pass's planning process (pipeline/planning_process.py): it writes the
+same index as planning in-process, a child that fails or is killed costs only time, the
+child never keeps the index's files, and it ends with its parent."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragwright.adapters.edge import engine
+from ragwright.adapters.edge.index import EdgeIndex
+from ragwright.adapters.lexical import Bm25Encoder
+from ragwright.core.contracts import contract_for
+from ragwright.core.documents import validate_document
+from ragwright.pipeline import planning, planning_process
+from ragwright.pipeline.ingest import ingest
+from ragwright.processes import alive
+from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
+from ragwright.types import ChunkingPolicy, SourceDocument, SourceSection
+
+POLICY = ChunkingPolicy(max_words=30)
+SLICE = 8
+
+
+def doc(number: int, revision: str = "a") -> SourceDocument:
+    paragraphs = tuple(
+        " ".join(f"w{number % 7}x{p}y{i}{revision} shared{i % 3}" for i in range(12))
+        for p in range(3)
+    )
+    return validate_document(
+        document_id=f"doc-{number:03d}",
+        title=f"Document {number}",
+        document_type="runbook",
+        publication_state="published",
+        sections=[SourceSection("body", "Body", paragraphs)],
+    )
+
+
+def corpus(count: int, revision: str = "a") -> list[SourceDocument]:
+    return [doc(n, revision) for n in range(count)]
+
+
+def contents(index: EdgeIndex) -> list[tuple[str, str, str, str]]:
+    """Every point: id, payload, dense and BM25 vectors."""
+    points = list(index.scroll())
+    ids = [p.point_id for p in points]
+    dense, sparse = index.read_part(ids, "dense"), index.read_part(ids, "sparse")
+    return sorted(
+        (
+            str(p.point_id),
+            json.dumps(p.payload, sort_keys=True),
+            json.dumps([round(x, 6) for x in dense[p.point_id]]),
+            json.dumps([list(sparse[p.point_id].indices), list(sparse[p.point_id].values)]),
+        )
+        for p in points
+    )
+
+
+@pytest.fixture
+def open_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    # Small seals: the shard is closed and reopened several times while the child lives.
+    monkeypatch.setattr(engine, "SEAL_POINTS", 48)
+    monkeypatch.setattr(planning_process, "MIN_CHUNKS", 1)
+    opened: list[EdgeIndex] = []
+
+    def make(name: str) -> EdgeIndex:
+        index = EdgeIndex(tmp_path / name, contract_for(HASHING_PROFILE, POLICY.version))
+        opened.append(index)
+        return index
+
+    yield make
+    for index in opened:
+        index.close()
+
+
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list[planning_process.PlanningProcess]:
+    """Every planning process a run starts."""
+    made: list[planning_process.PlanningProcess] = []
+    real = planning_process.PlanningProcess.__init__
+
+    def recording(self: planning_process.PlanningProcess, *args: Any) -> None:
+        real(self, *args)
+        made.append(self)
+
+    monkeypatch.setattr(planning_process.PlanningProcess, "__init__", recording)
+    return made
+
+
+def run(index: EdgeIndex, documents: list[SourceDocument], **kw: Any) -> Any:
+    return ingest(
+        documents,
+        policy=POLICY,
+        embedder=HashingEmbedder(),
+        sparse_encoder=Bm25Encoder(),
+        index=index,
+        batch_size=5,
+        slice_size=SLICE,
+        **kw,
+    )
+
+
+def summary(report: Any) -> tuple[Any, ...]:
+    return (report.documents, report.chunks, report.embedded, report.unchanged, report.deleted)
+
+
+def test_the_same_index_as_planning_in_process(open_index: Any, started: list[Any]) -> None:
+    here, there = open_index("here"), open_index("there")
+    first = run(here, corpus(40))
+    assert started == []  # not asked for: no child
+    second = run(there, corpus(40), planning_process=True)
+    assert len(started) == 1 and started[0].planned_slices == 5  # every slice's plan used
+    assert summary(first) == summary(second)
+    assert contents(here) == contents(there)
+    # A second run over edited documents (kept, new and obsolete points) agrees too.
+    edited = corpus(24) + corpus(40, revision="b")[24:]
+    assert summary(run(here, edited, prune=True)) == summary(
+        run(there, edited, prune=True, planning_process=True)
+    )
+    assert contents(here) == contents(there)
+    assert started[1].planned_slices == 2  # the 16 edited documents
+    assert not any(alive(p.pid) for p in started)  # each child ended with its run
+
+
+def test_a_small_run_plans_in_process(
+    open_index: Any, started: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(planning_process, "MIN_CHUNKS", 10_000)
+    run(open_index("small"), corpus(10), planning_process=True)
+    assert started == []
+
+
+def test_a_slice_the_child_fails_to_plan_is_planned_here(
+    open_index: Any, started: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = planning.plan_documents
+
+    def failing_on_third(documents: Any, *args: Any) -> Any:
+        if documents[0].document_id == f"doc-{2 * SLICE:03d}":
+            raise RuntimeError("scripted failure in the planning process")
+        return real(documents, *args)
+
+    # The child is a fork: it plans with this module's function as patched here.
+    monkeypatch.setattr(planning_process, "plan_documents", failing_on_third)
+    here, there = open_index("here"), open_index("there")
+    expected = summary(run(here, corpus(40)))
+    assert summary(run(there, corpus(40), planning_process=True)) == expected
+    assert started[0].planned_slices == 4  # the third slice was planned here
+    assert contents(here) == contents(there)
+
+
+def test_a_child_killed_mid_run_costs_only_time(
+    open_index: Any, started: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = planning.plan_slice
+    calls = 0
+
+    def kill_child_after_first(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += bool(started)  # counts the second run's slices only
+        if calls == 2:
+            os.kill(started[0].pid, signal.SIGKILL)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("ragwright.pipeline.writing.plan_slice", kill_child_after_first)
+    here, there = open_index("here"), open_index("there")
+    expected = summary(run(here, corpus(40)))
+    assert summary(run(there, corpus(40), planning_process=True)) == expected
+    assert 1 <= started[0].planned_slices < 5
+    assert contents(here) == contents(there)
+
+
+CHILD_OF_A_DYING_PARENT = textwrap.dedent(
+    """
+    import os, sys
+    from ragwright.adapters.lexical import Bm25Encoder
+    from ragwright.pipeline.planning_process import PlanningProcess
+    from ragwright.testing.fakes import HashingEmbedder
+    from ragwright.types import ChunkingPolicy
+
+    process = PlanningProcess(ChunkingPolicy(), HashingEmbedder(), Bm25Encoder(), 10.0)
+    print(process.pid, flush=True)
+    os._exit(0)  # killed, in effect: nothing closes the child
+    """
+)
+
+
+def test_the_child_ends_when_its_parent_is_gone() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD_OF_A_DYING_PARENT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    child = int(done.stdout.split()[0])
+    # It notices within its poll interval; wide bounds for a busy machine.
+    for _ in range(600):
+        if not alive(child):
+            break
+        time.sleep(0.05)
+    assert not alive(child)
+
+
+@pytest.mark.slow
+def test_ragwright_ingest_plans_a_large_run_in_a_second_process(
+    tmp_path: Path, started: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the command: a run at the size threshold forks the planning process, one
+    under it does not, and both write the same (the bundled embedding model's token
+    counting included, inherited by the child)."""
+    from tests.cli import ragwright
+    from tests.conftest import SAMPLES
+
+    monkeypatch.setattr(planning_process, "MIN_CHUNKS", 10**9)
+    alone = json.loads(
+        ragwright("ingest", str(SAMPLES), "--json", home=tmp_path / "a", check=True).stdout
+    )
+    assert started == []
+    monkeypatch.setattr(planning_process, "MIN_CHUNKS", alone["chunks"])
+    forked = json.loads(
+        ragwright("ingest", str(SAMPLES), "--json", home=tmp_path / "b", check=True).stdout
+    )
+    assert len(started) == 1 and started[0].planned_slices >= 1
+    assert not alive(started[0].pid)
+    assert {k: v for k, v in forked.items() if k != "sources"} == {
+        k: v for k, v in alone.items() if k != "sources"
+    }
+    searched = [
+        json.loads(
+            ragwright(
+                "search", "drain the queue at shutdown", "--json", home=tmp_path / h, check=True
+            ).stdout
+        )
+        for h in ("a", "b")
+    ]
+    assert searched[0]["hits"] == searched[1]["hits"]
