@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 
-from answerability_judge import MAX_SENTENCE_WORDS, auc
+from answerability_judge import MAX_SENTENCE_WORDS, auc, clapnq_questions_and_passages
 from answerability_signals import judged
-from answers import CLAPNQ, clapnq_split
+from answers import clapnq_split
 from ragwright.core.points import format_document_input, format_query_input
 from ragwright.pipeline.answerability import split_sentences
 from ragwright.runtime import build_application
@@ -50,15 +50,7 @@ def main() -> None:
         "--out", type=Path, default=Path(__file__).parent / "results" / "answerability_e5.json"
     )
     args = parser.parse_args()
-    if not (CLAPNQ / "questions.jsonl").is_file():
-        sys.exit(f"ClapNQ not found at {CLAPNQ}: see ../shared/data/README.md")
-    questions = [
-        json.loads(line) for line in (CLAPNQ / "questions.jsonl").read_text("utf-8").splitlines()
-    ]
-    passages = {
-        path.stem: path.read_text("utf-8").split("## Passage", 1)[1].strip()
-        for path in (CLAPNQ / "markdown").glob("*.md")
-    }
+    questions, passages = clapnq_questions_and_passages()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="ragwright-e5-") as tmp:
         embedders = {}

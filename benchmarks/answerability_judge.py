@@ -72,6 +72,20 @@ def yes_minus_no(http: httpx.Client, question: str, text: str) -> float:
     return found.get("yes", -30.0) - found.get("no", -30.0)
 
 
+def clapnq_questions_and_passages() -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The shared ClapNQ questions and each passage's text by id (exits when absent)."""
+    if not (CLAPNQ / "questions.jsonl").is_file():
+        sys.exit(f"ClapNQ not found at {CLAPNQ}: see ../shared/data/README.md")
+    questions = [
+        json.loads(line) for line in (CLAPNQ / "questions.jsonl").read_text("utf-8").splitlines()
+    ]
+    passages = {
+        path.stem: path.read_text("utf-8").split("## Passage", 1)[1].strip()
+        for path in (CLAPNQ / "markdown").glob("*.md")
+    }
+    return questions, passages
+
+
 def _as_values(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**r, "values": {"best": r["best"], "judge": r["judge"]}} for r in rows]
 
@@ -82,15 +96,7 @@ def main() -> None:
         "--out", type=Path, default=Path(__file__).parent / "results" / "answerability_judge.json"
     )
     args = parser.parse_args()
-    if not (CLAPNQ / "questions.jsonl").is_file():
-        sys.exit(f"ClapNQ not found at {CLAPNQ}: see ../shared/data/README.md")
-    questions = [
-        json.loads(line) for line in (CLAPNQ / "questions.jsonl").read_text("utf-8").splitlines()
-    ]
-    passages = {
-        path.stem: path.read_text("utf-8").split("## Passage", 1)[1].strip()
-        for path in (CLAPNQ / "markdown").glob("*.md")
-    }
+    questions, passages = clapnq_questions_and_passages()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="ragwright-judge-") as tmp:
         app = build_application(load_settings(home=Path(tmp) / "home"))

@@ -19,35 +19,15 @@ import pytest
 
 from ragwright.adapters.edge import engine
 from ragwright.adapters.edge.index import EdgeIndex
-from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.core.contracts import contract_for
-from ragwright.core.documents import validate_document
 from ragwright.pipeline import planning, planning_process
-from ragwright.pipeline.ingest import ingest
 from ragwright.processes import alive
-from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
-from ragwright.types import ChunkingPolicy, SourceDocument, SourceSection
+from ragwright.testing.fakes import HASHING_PROFILE
+from ragwright.types import SourceDocument
+from tests.pipeline.test_ingest_stream import POLICY, corpus
+from tests.pipeline.test_ingest_stream import run as ingest_run
 
-POLICY = ChunkingPolicy(max_words=30)
 SLICE = 8
-
-
-def doc(number: int, revision: str = "a") -> SourceDocument:
-    paragraphs = tuple(
-        " ".join(f"w{number % 7}x{p}y{i}{revision} shared{i % 3}" for i in range(12))
-        for p in range(3)
-    )
-    return validate_document(
-        document_id=f"doc-{number:03d}",
-        title=f"Document {number}",
-        document_type="runbook",
-        publication_state="published",
-        sections=[SourceSection("body", "Body", paragraphs)],
-    )
-
-
-def corpus(count: int, revision: str = "a") -> list[SourceDocument]:
-    return [doc(n, revision) for n in range(count)]
 
 
 def contents(index: EdgeIndex) -> list[tuple[str, str, str, str]]:
@@ -98,16 +78,7 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[planning_process.PlanningPr
 
 
 def run(index: EdgeIndex, documents: list[SourceDocument], **kw: Any) -> Any:
-    return ingest(
-        documents,
-        policy=POLICY,
-        embedder=HashingEmbedder(),
-        sparse_encoder=Bm25Encoder(),
-        index=index,
-        batch_size=5,
-        slice_size=SLICE,
-        **kw,
-    )
+    return ingest_run(index, documents, slice_size=SLICE, **kw)
 
 
 def summary(report: Any) -> tuple[Any, ...]:

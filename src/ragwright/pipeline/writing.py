@@ -161,64 +161,33 @@ def write_slices(
     )
     paired = planner.ahead(slices) if planner is not None else ((d, None) for d in slices)
     try:
-        return _write(
-            paired,
-            context,
-            policy=policy,
-            embedder=embedder,
-            sparse_encoder=sparse_encoder,
-            index=index,
-            batch_size=batch_size,
-            in_flight=in_flight,
-            progress=progress,
-            phase_hook=phase_hook,
-            shared_in_run=shared_in_run,
-            on_changed=on_changed,
-        )
+        with (
+            ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="ragwright-embed") as pool,
+            Writer() as writer,
+        ):
+            writing = _WritingPass(
+                iter(paired),
+                context,
+                policy=policy,
+                embedder=embedder,
+                sparse_encoder=sparse_encoder,
+                index=index,
+                batch_size=batch_size,
+                in_flight=in_flight,
+                notify=progress or (lambda _event, _count: None),
+                hook=phase_hook or (lambda _doc, _phase: None),
+                shared_in_run=shared_in_run,
+                pool=pool,
+                writer=writer,
+                on_changed=on_changed,
+            )
+            try:
+                return writing.run()
+            finally:
+                writing.cancel()
     finally:
         if planner is not None:
             planner.close()
-
-
-def _write(
-    paired: Iterable[tuple[Sequence[SourceDocument], list[PlannedDocument] | None]],
-    context: SliceContext,
-    *,
-    policy: ChunkingPolicy,
-    embedder: Embedder,
-    sparse_encoder: SparseEncoder,
-    index: VectorIndex,
-    batch_size: int,
-    in_flight: int,
-    progress: ProgressCallback | None,
-    phase_hook: Callable[[str, str], None] | None,
-    shared_in_run: frozenset[str],
-    on_changed: Callable[[Sequence[DocumentKey]], None] | None,
-) -> list[SliceReport]:
-    with (
-        ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="ragwright-embed") as pool,
-        Writer() as writer,
-    ):
-        writing = _WritingPass(
-            iter(paired),
-            context,
-            policy=policy,
-            embedder=embedder,
-            sparse_encoder=sparse_encoder,
-            index=index,
-            batch_size=batch_size,
-            in_flight=in_flight,
-            notify=progress or (lambda _event, _count: None),
-            hook=phase_hook or (lambda _doc, _phase: None),
-            shared_in_run=shared_in_run,
-            pool=pool,
-            writer=writer,
-            on_changed=on_changed,
-        )
-        try:
-            return writing.run()
-        finally:
-            writing.cancel()
 
 
 class _WritingPass:
