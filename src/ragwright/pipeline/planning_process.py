@@ -16,10 +16,12 @@ is forked before the writing pass starts its threads, closes every descriptor it
 not need (the index's files and locks stay the parent's alone), never touches the
 index, and leaves by ``os._exit``, so no handler or buffer of the parent runs in it.
 
-Anything unexpected in the child (an error planning a slice, the child killed) makes
-the parent plan that slice, and every later one once the child is gone, itself: the
-in-process path raises the same errors with the same messages, so the child can only
-ever save time.
+Anything unexpected in the child makes the parent plan that slice, and every later one
+once it gives up on the child, itself: an error planning a slice, the child killed, a
+reply for another slice, no reply within :data:`STALL_SECONDS` (the child is killed) or
+the run's deadline passed while waiting. The in-process path raises the same errors
+with the same messages, so the child changes no outcome; a stuck child costs at most
+:data:`STALL_SECONDS`.
 """
 
 from __future__ import annotations
@@ -27,12 +29,16 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import queue
 import sys
+import threading
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from ragwright.pipeline.planning import PlannedDocument, plan_documents
+from ragwright.deadline import current_bound
+from ragwright.pipeline.planning import PlannedDocument, document_key, plan_documents
 from ragwright.protocols import Embedder, SparseEncoder
 from ragwright.types import ChunkingPolicy, SourceDocument
 
@@ -41,22 +47,32 @@ from ragwright.types import ChunkingPolicy, SourceDocument
 MIN_CHUNKS = 4096
 # Slices handed to the child before the writing pass asks for them.
 LOOKAHEAD = 2
-# How often a waiting parent checks that the child lives (seconds).
+# How long the parent waits for one slice's plans before it kills the child and plans
+# in process (a slice takes well under a second; a stopped or deadlocked child never
+# answers).
+STALL_SECONDS = 60.0
+# How often a waiting parent checks that the child lives and the run's deadline.
 _POLL = 1.0
 
 
 def wanted(planned_chunks: int) -> bool:
     """Whether a run writing ``planned_chunks`` chunks plans in a second process: only
-    where fork exists, a second core does, and the run is large enough."""
+    where fork exists, this process may run on two cores or more, and the run is large
+    enough."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity call (not Linux)
+        cores = os.cpu_count() or 1
     return (
         planned_chunks >= MIN_CHUNKS
-        and (os.cpu_count() or 1) >= 2
+        and cores >= 2
         and "fork" in multiprocessing.get_all_start_methods()
     )
 
 
 class PlanningProcess:
-    """The child and the two queues to it; :meth:`ahead` pairs slices with their plans."""
+    """The child, the pipes to and from it and the thread that feeds it; :meth:`ahead`
+    pairs slices with their plans."""
 
     def __init__(
         self,
@@ -70,27 +86,30 @@ class PlanningProcess:
             with contextlib.suppress(Exception):
                 stream.flush()
         context = multiprocessing.get_context("fork")
-        # Slices go through a queue (its feeder thread never blocks this process); plans
-        # come back through a pipe whose only writing end is the child's, so a child
-        # killed mid-plan reads as the end of the pipe, never as a wait for the rest.
-        self._tasks: Any = context.Queue()
-        self._tasks.cancel_join_thread()  # a child gone with a full pipe: exit anyway
-        self._results, writer = context.Pipe(duplex=False)
+        # One pipe each way, each end in one process only (the other copies are closed
+        # after the fork): a child gone reads as the end of the results pipe and breaks
+        # the tasks pipe, never as a wait for the rest of a message.
+        task_reader, self._task_writer = context.Pipe(duplex=False)
+        self._results, result_writer = context.Pipe(duplex=False)
         self._process = context.Process(
             target=_serve,
-            args=(
-                self._tasks,
-                (self._results, writer),
-                policy,
-                embedder,
-                sparse_encoder,
-                avgdl,
-            ),
+            args=(task_reader, result_writer, policy, embedder, sparse_encoder, avgdl),
             name="ragwright-planner",
             daemon=True,
         )
         self._process.start()
-        writer.close()
+        task_reader.close()
+        result_writer.close()
+        # Slices are sent by a thread of their own, so this process never blocks on a
+        # full pipe while the child blocks sending plans back.
+        self._outbox: queue.SimpleQueue[tuple[int, list[SourceDocument]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._feeder = threading.Thread(
+            target=self._feed, name="ragwright-planner-feed", daemon=True
+        )
+        self._feeder.start()
+        self._sent = 0
         self._gone = False
         self.planned_slices = 0  # slices the child planned that the parent used
 
@@ -103,77 +122,102 @@ class PlanningProcess:
     ) -> Iterator[tuple[Sequence[SourceDocument], list[PlannedDocument] | None]]:
         """Each slice with the child's plans of its documents (``None``: plan it here),
         the child working :data:`LOOKAHEAD` slices ahead."""
-        handed: deque[Sequence[SourceDocument]] = deque()
+        handed: deque[tuple[int, Sequence[SourceDocument]]] = deque()
         for documents in slices:
-            self._send(documents)
-            handed.append(documents)
+            handed.append((self._send(documents), documents))
             if len(handed) > LOOKAHEAD:
-                first = handed.popleft()
-                yield first, self._receive()
+                number, first = handed.popleft()
+                yield first, self._receive(number, first)
         while handed:
-            first = handed.popleft()
-            yield first, self._receive()
+            number, first = handed.popleft()
+            yield first, self._receive(number, first)
 
     def close(self) -> None:
-        """Stop the child (at once if it is busy) and wait for it."""
-        with contextlib.suppress(Exception):
-            self._tasks.put(None)
+        """Stop the child (at once if it is busy) and wait for it and the feeder."""
+        self._outbox.put(None)
         self._process.join(timeout=_POLL)
         if self._process.is_alive():
             self._process.kill()
             self._process.join()
-        self._tasks.close()
+        self._feeder.join(timeout=_POLL)  # a dead child broke its pipe: the feeder ended
         self._results.close()
 
-    def _send(self, documents: Sequence[SourceDocument]) -> None:
+    def _send(self, documents: Sequence[SourceDocument]) -> int:
+        self._sent += 1
         if not self._gone:
-            self._tasks.put(list(documents))
+            self._outbox.put((self._sent, list(documents)))
+        return self._sent
 
-    def _receive(self) -> list[PlannedDocument] | None:
+    def _feed(self) -> None:
+        try:
+            while (task := self._outbox.get()) is not None:
+                self._task_writer.send(task)
+        except Exception:
+            pass
+        finally:
+            self._task_writer.close()  # the child reads the end of its tasks
+
+    def _receive(
+        self, number: int, documents: Sequence[SourceDocument]
+    ) -> list[PlannedDocument] | None:
+        waited = 0.0
         while not self._gone:
+            bound = current_bound()
+            if waited >= STALL_SECONDS or (bound is not None and bound.expired):
+                self._give_up()
+                break
+            started = time.monotonic()
             try:
                 if not self._results.poll(_POLL):
+                    waited += time.monotonic() - started
                     self._gone = not self._process.is_alive()
                     continue
-                status, planned = self._results.recv()
-            except (EOFError, OSError):  # the child ended
-                self._gone = True
-                continue
+                answered, status, planned = self._results.recv()
+            except Exception:
+                self._give_up()
+                break
+            if answered != number or (
+                status == "planned"
+                and [document_key(p.plan.document) for p in planned]
+                != [document_key(d) for d in documents]
+            ):
+                self._give_up()  # a reply for another slice: trust none of the next ones
+                break
             if status != "planned":
                 return None
             self.planned_slices += 1
             return list(planned)
         return None
 
+    def _give_up(self) -> None:
+        self._gone = True
+        with contextlib.suppress(Exception):
+            self._process.kill()
+
 
 def _serve(
     tasks: Any,
-    pipe: tuple[Any, Any],
+    results: Any,
     policy: ChunkingPolicy,
     embedder: Embedder,
     sparse_encoder: SparseEncoder,
     avgdl: float,
 ) -> None:
-    """The child: plan each slice it is handed until told to stop or its parent is gone."""
-    reader, results = pipe
-    reader.close()
-    # The index's files (its WAL lock above all) must close when the parent closes them:
-    # a lock inherited here would keep the parent from reopening its own shard.
-    _close_inherited(keep={0, 1, 2, results.fileno(), tasks._reader.fileno()})
+    """The child: plan each slice it is handed until its tasks end (the parent closed
+    them, or is gone)."""
     try:
+        # The index's files (its WAL lock above all) must close when the parent closes
+        # them: a lock inherited here would keep the parent from reopening its shard.
+        _close_inherited(keep={0, 1, 2, tasks.fileno(), results.fileno()})
         while True:
-            # The parent's end of the queue is the only one left open (the descriptors
-            # above are closed): when the parent is gone, however it went, this reads EOF.
-            documents = tasks.get()
-            if documents is None:
-                return
+            number, documents = tasks.recv()
             try:
                 planned = plan_documents(documents, policy, embedder, sparse_encoder, avgdl)
-            except Exception:  # the parent plans the slice itself and raises the error
-                results.send(("failed", None))
+            except Exception:
+                results.send((number, "failed", None))
                 continue
-            results.send(("planned", planned))
-    except (KeyboardInterrupt, EOFError, BrokenPipeError):  # Ctrl-C, or the parent is gone
+            results.send((number, "planned", planned))
+    except BaseException:
         pass
     finally:
         # Straight out: no flush of output buffered in the parent before the fork, no
@@ -183,12 +227,9 @@ def _serve(
 
 def _close_inherited(keep: set[int]) -> None:
     """Close every descriptor this forked child inherited but ``keep``."""
-    try:
-        names = os.listdir("/proc/self/fd")
-    except OSError:  # no /proc: every descriptor a process may hold
-        names = [str(fd) for fd in range(3, os.sysconf("SC_OPEN_MAX"))]
-    for name in names:
-        fd = int(name)
-        if fd not in keep:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+    low = 0
+    for fd in [*sorted(keep), max(os.sysconf("SC_OPEN_MAX"), max(keep) + 1)]:
+        # Only non-empty ranges: os.closerange(n, n) may close every descriptor from n.
+        if low < fd:
+            os.closerange(low, fd)
+        low = fd + 1
