@@ -132,59 +132,49 @@ def test_a_small_run_plans_in_process(
     assert started == []
 
 
-def test_a_slice_the_child_fails_to_plan_is_planned_here(
-    open_index: Any, started: list[Any], monkeypatch: pytest.MonkeyPatch
+def _fails(documents: Any, plan: Any, *args: Any) -> Any:
+    raise RuntimeError("scripted failure in the planning process")
+
+
+def _plans_another_slice(documents: Any, plan: Any, *args: Any) -> Any:
+    return plan(corpus(40)[2 * SLICE : 3 * SLICE], *args)
+
+
+def _is_stuck(documents: Any, plan: Any, *args: Any) -> Any:
+    time.sleep(30)  # without the stall bound (1 s here) the run would wait it out: a failure
+    return plan(documents, *args)
+
+
+@pytest.mark.parametrize(
+    ("misbehave", "slice_number", "planned_by_child"),
+    [
+        (_fails, 2, 4),  # that slice is planned here, the child goes on
+        (_plans_another_slice, 1, 1),  # the parent gives up on the child
+        (_is_stuck, 1, 1),  # the parent kills it after STALL_SECONDS
+    ],
+)
+def test_a_child_misbehaving_on_a_slice_changes_nothing_but_who_plans(
+    open_index: Any,
+    started: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    misbehave: Any,
+    slice_number: int,
+    planned_by_child: int,
 ) -> None:
     real = planning.plan_documents
 
-    def failing_on_third(documents: Any, *args: Any) -> Any:
-        if documents[0].document_id == f"doc-{2 * SLICE:03d}":
-            raise RuntimeError("scripted failure in the planning process")
+    def planned(documents: Any, *args: Any) -> Any:
+        if documents[0].document_id == f"doc-{slice_number * SLICE:03d}":
+            return misbehave(documents, real, *args)
         return real(documents, *args)
 
     # The child is a fork: it plans with this module's function as patched here.
-    monkeypatch.setattr(planning_process, "plan_documents", failing_on_third)
-    here, there = open_index("here"), open_index("there")
-    expected = summary(run(here, corpus(40)))
-    assert summary(run(there, corpus(40), planning_process=True)) == expected
-    assert started[0].planned_slices == 4  # the third slice was planned here
-    assert contents(here) == contents(there)
-
-
-def test_plans_for_another_slice_are_not_used(
-    open_index: Any, started: list[Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    real = planning.plan_documents
-
-    def shifted(documents: Any, *args: Any) -> Any:
-        if documents[0].document_id == f"doc-{SLICE:03d}":  # the second slice: wrong ones
-            return real(corpus(40)[2 * SLICE : 3 * SLICE], *args)
-        return real(documents, *args)
-
-    monkeypatch.setattr(planning_process, "plan_documents", shifted)
-    here, there = open_index("here"), open_index("there")
-    expected = summary(run(here, corpus(40)))
-    assert summary(run(there, corpus(40), planning_process=True)) == expected
-    assert started[0].planned_slices == 1  # the first; the rest planned here
-    assert contents(here) == contents(there)
-
-
-def test_a_stuck_child_is_killed_and_the_run_goes_on(
-    open_index: Any, started: list[Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    real = planning.plan_documents
-
-    def stuck_on_second(documents: Any, *args: Any) -> Any:
-        if documents[0].document_id == f"doc-{SLICE:03d}":
-            time.sleep(30)  # without the stall bound the run would wait it out: a failure
-        return real(documents, *args)
-
-    monkeypatch.setattr(planning_process, "plan_documents", stuck_on_second)
+    monkeypatch.setattr(planning_process, "plan_documents", planned)
     monkeypatch.setattr(planning_process, "STALL_SECONDS", 1.0)
     here, there = open_index("here"), open_index("there")
     expected = summary(run(here, corpus(40)))
     assert summary(run(there, corpus(40), planning_process=True)) == expected
-    assert started[0].planned_slices == 1
+    assert started[0].planned_slices == planned_by_child
     assert not alive(started[0].pid)
     assert contents(here) == contents(there)
 
