@@ -57,6 +57,7 @@ __all__ = [
     "chunk_and_plan",
     "document_key",
     "document_source_digest",
+    "encode_lexical",
     "in_slices",
     "plan_documents",
     "plan_slice",
@@ -141,12 +142,17 @@ def plan_documents(
         source = document_source_digest(document, policy, embedder, sparse_encoder)
         plan = chunk_and_plan(document, policy, embedder, source)
         lengths = check_lengths(embedder, plan.points)
-        encoded = []
-        for point in plan.points:
-            terms = sparse_encoder.terms(point.lexical_text)
-            encoded.append((len(terms), document_vector(terms, sparse_encoder.profile, avgdl)))
+        encoded = [encode_lexical(sparse_encoder, p.lexical_text, avgdl) for p in plan.points]
         planned.append(PlannedDocument(plan, lengths, encoded))
     return planned
+
+
+def encode_lexical(
+    sparse_encoder: SparseEncoder, text: str, avgdl: float
+) -> tuple[int, SparseVector]:
+    """A point's BM25 term count and vector under the corpus mean ``avgdl``."""
+    terms = sparse_encoder.terms(text)
+    return len(terms), document_vector(terms, sparse_encoder.profile, avgdl)
 
 
 def token_counter(embedder: Embedder, document: SourceDocument) -> TokenCounter | None:

@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from ragwright.core.lexical import document_vector
 from ragwright.core.points import (
     DOCUMENT_FIELDS,
     LEXICAL_TERMS,
@@ -31,6 +30,7 @@ from ragwright.pipeline.planning import (
     ProgressCallback,
     SlicePlan,
     document_key,
+    encode_lexical,
     shared_ids,
 )
 from ragwright.protocols import SparseEncoder, VectorIndex
@@ -145,8 +145,7 @@ def stage_points(
         if encoded is not None:
             count, sparse = encoded[p.stored_id]
         else:
-            terms = sparse_encoder.terms(p.lexical_text)
-            count, sparse = len(terms), document_vector(terms, sparse_encoder.profile, avgdl)
+            count, sparse = encode_lexical(sparse_encoder, p.lexical_text, avgdl)
         points.append(
             IndexPoint(
                 p.stored_id,
