@@ -344,6 +344,10 @@ class SyntheticCorpus:
     def __init__(self, count: int) -> None:
         self.count = count
 
+    def __len__(self) -> int:
+        # Known without a pass, as a folder's size is after the command's first read.
+        return self.count
+
     def __iter__(self) -> Iterator[Any]:
         from ragwright.core.documents import validate_document
         from ragwright.types import SourceSection

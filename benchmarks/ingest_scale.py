@@ -45,7 +45,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -267,9 +267,12 @@ class _TimedSource:
     """The corpus, re-iterable, with the seconds spent producing its documents (the
     generator and ``validate_document``: what reading and parsing files is to a real run)."""
 
-    def __init__(self, documents: Iterable[Any]) -> None:
+    def __init__(self, documents: Any) -> None:
         self._documents = documents
         self.seconds = 0.0
+
+    def __len__(self) -> int:
+        return len(self._documents)
 
     def __iter__(self) -> Iterator[Any]:
         documents = iter(self._documents)

@@ -132,8 +132,10 @@ class SourceStream:
 
     After a complete pass, ``skipped`` holds the (path, reason, kind) of every file that
     was not read, ``invalid`` the BEIR documents left out, ``origins`` where each
-    document's metadata came from and ``origins_left_out`` how many were not kept. All
-    are rebuilt by every pass.
+    document's metadata came from, ``origins_left_out`` how many were not kept and
+    ``documents_read`` how many documents it yielded (``None`` before a complete pass;
+    a large run reads its sources in a second process, docs/ingestion.md). All are
+    rebuilt by every pass.
 
     Example:
         >>> stream = SourceStream([Path("samples/corpus")])  # doctest: +SKIP
@@ -154,12 +156,13 @@ class SourceStream:
         self.invalid: tuple[SkippedDocument, ...] = ()
         self.origins: tuple[DocumentOrigin, ...] = ()
         self.origins_left_out = 0
+        self.documents_read: int | None = None
 
     def __iter__(self) -> Iterator[SourceDocument]:
         skipped: list[tuple[str, str, str]] = []
         invalid: list[SkippedDocument] = []
         origins: list[DocumentOrigin] = []
-        left_out = 0
+        left_out = read = 0
 
         def keep(origin: DocumentOrigin) -> None:
             nonlocal left_out
@@ -168,14 +171,17 @@ class SourceStream:
             else:
                 left_out += 1
 
-        yield from _read_documents(
+        for document in _read_documents(
             self.paths,
             self.defaults,
             lambda path, reason, kind: skipped.append((path, reason, kind)),
             invalid.append if self.skip_invalid else None,
             skip_invalid=self.skip_invalid,
             origins=keep,
-        )
+        ):
+            read += 1
+            yield document
+        self.documents_read = read
         self.skipped, self.invalid = tuple(skipped), tuple(invalid)
         self.origins, self.origins_left_out = tuple(origins), left_out
 

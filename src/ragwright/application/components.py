@@ -58,12 +58,13 @@ class DocumentStream(Protocol):
     held. After a complete pass, ``skipped`` holds the (path, reason, kind) of the files
     that were not read, ``invalid`` the documents left out (``skip_invalid``) and
     ``origins`` where the first documents' metadata came from (``origins_left_out``:
-    how many more)."""
+    how many more) and ``documents_read`` how many documents it yielded."""
 
     skipped: tuple[tuple[str, str, str], ...]
     invalid: tuple[SkippedDocument, ...]
     origins: tuple[DocumentOrigin, ...]
     origins_left_out: int
+    documents_read: int | None
 
     def __iter__(self) -> Iterator[SourceDocument]: ...
 

@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from contextlib import closing
 
 from ragwright.core.chunking import build_chunks
 from ragwright.core.contracts import require_compatible
@@ -92,6 +93,8 @@ from ragwright.pipeline.planning import (
     token_counter,
 )
 from ragwright.pipeline.planning_process import wanted as planning_wanted
+from ragwright.pipeline.source_process import ReadingWork, read_slices
+from ragwright.pipeline.source_process import wanted as source_process_wanted
 from ragwright.pipeline.writing import write_slices
 from ragwright.protocols import Embedder, SparseEncoder, VectorIndex
 from ragwright.types import (
@@ -186,10 +189,11 @@ def ingest(
         on_changed: receives the (tenant, id) keys of the documents the run replaced
             (each slice once it is verified) and pruned, as it goes; the report's
             ``changed_documents`` is then empty. Without it the report lists them all.
-        planning_process: allow the writing pass to plan its slices in a forked child
-            (:mod:`~ragwright.pipeline.planning_process`) when the run is large enough
-            (:func:`~ragwright.pipeline.planning_process.wanted`); for a process that
-            forks safely (the command line, not a threaded service).
+        planning_process: allow forked helpers when the run is large enough: the
+            validation pass reads its sources in a child
+            (:mod:`~ragwright.pipeline.source_process`) and the writing pass plans its
+            slices in another (:mod:`~ragwright.pipeline.planning_process`); for a
+            process that forks safely (the command line, not a threaded service).
 
     Raises:
         DocumentError (duplicate ids), SourceError (``prune`` with no documents),
@@ -211,6 +215,7 @@ def ingest(
         prune_within=prune_within,
         slice_size=slice_size,
         progress=progress,
+        source_process=planning_process,
     )
     # Nothing changed (a re-run over unchanged sources): the sources are not read again.
     changed = (d for d in documents if document_key(d) in run.changed) if run.changed else ()
@@ -250,13 +255,17 @@ def prepare_run(
     prune_within: tuple[FieldMatch, ...] = (),
     slice_size: int = DOCUMENT_SLICE,
     progress: ProgressCallback | None = None,
+    source_process: bool = False,
 ) -> RunPlan:
     """The validation pass: every document is checked before anything is written.
 
     Streams ``documents`` in slices: unique (tenant, id) pairs, then one filtered scan
     of the stored points of the slice's documents; a changed document is chunked and its
     embedding inputs measured (``ChunkingError``/``InputTooLong`` stop the run here).
-    Nothing of a slice is kept but its keys and counts.
+    Nothing of a slice is kept but its keys and counts. ``source_process``: a run known
+    to be large reads its sources (and digests and, in a new collection, checks its
+    documents) in a forked child (:mod:`~ragwright.pipeline.source_process`), with the
+    same outcome and errors.
     """
     notify = progress or (lambda _event, _count: None)
     require_compatible(
@@ -280,45 +289,60 @@ def prepare_run(
     unchanged = planned = 0
     terms = pending_chunks = 0
     prefetch = ScanPrefetch(index)
-    for part in in_slices(documents, slice_size):
-        for document in part:
-            seen.add(document)
-            tenants_seen.add(document.tenant)
-            if not ids.add(None, document.document_id):
-                shared_in_run.add(document.document_id)
-        existing = scan_documents(index, policy.version, part)
-        prefetch.scanned(existing)
-        candidates = dict(_changed_documents(part, existing, policy, embedder, sparse_encoder))
-        for document in part:
-            key = document_key(document)
-            source = candidates.get(key)
-            if source is None:  # stored live under the same source digest
-                unchanged += len(existing[key])
-                continue
-            stored = existing.get(key, {})
-            if not stored:
-                chunks, lexical_terms = check_new_document(
-                    document, policy, embedder, sparse_encoder, count_terms=stats is None
-                )
+    work = None
+    if source_process and source_process_wanted(documents):
+        # In a new collection every document is new: the child checks each as one.
+        work = ReadingWork(
+            policy,
+            embedder,
+            sparse_encoder,
+            check_new=index.count() == 0,
+            count_terms=stats is None,
+        )
+    with closing(read_slices(documents, slice_size, work)) as slices:
+        for read in slices:
+            part = read.documents
+            for document in part:
+                seen.add(document)
+                tenants_seen.add(document.tenant)
+                if not ids.add(None, document.document_id):
+                    shared_in_run.add(document.document_id)
+            existing = scan_documents(index, policy.version, part)
+            prefetch.scanned(existing)
+            candidates = dict(
+                _changed_documents(part, read.digests, existing, policy, embedder, sparse_encoder)
+            )
+            for position, document in enumerate(part):
+                key = document_key(document)
+                source = candidates.get(key)
+                if source is None:  # stored live under the same source digest
+                    unchanged += len(existing[key])
+                    continue
+                stored = existing.get(key, {})
+                if not stored:
+                    checked = read.checks[position] if read.checks else None
+                    chunks, lexical_terms = checked or check_new_document(
+                        document, policy, embedder, sparse_encoder, count_terms=stats is None
+                    )
+                    if stats is None:
+                        terms += lexical_terms
+                        pending_chunks += chunks
+                    planned += chunks
+                    changed.add(*key)
+                    continue
+                plan = chunk_and_plan(document, policy, embedder, source)
+                if stored.keys() == {p.stored_id for p in plan.points} and all(
+                    (s.document, s.state) == (plan.digest, LIVE) for s in stored.values()
+                ):
+                    unchanged += len(stored)
+                    continue
+                pending = [p for p in plan.points if p.stored_id not in stored]
+                check_lengths(embedder, pending)
                 if stats is None:
-                    terms += lexical_terms
-                    pending_chunks += chunks
-                planned += chunks
+                    terms += sum(sparse_encoder.count_terms(p.lexical_text) for p in pending)
+                    pending_chunks += len(pending)
+                planned += len(plan.points)
                 changed.add(*key)
-                continue
-            plan = chunk_and_plan(document, policy, embedder, source)
-            if stored.keys() == {p.stored_id for p in plan.points} and all(
-                (s.document, s.state) == (plan.digest, LIVE) for s in stored.values()
-            ):
-                unchanged += len(stored)
-                continue
-            pending = [p for p in plan.points if p.stored_id not in stored]
-            check_lengths(embedder, pending)
-            if stats is None:
-                terms += sum(sparse_encoder.count_terms(p.lexical_text) for p in pending)
-                pending_chunks += len(pending)
-            planned += len(plan.points)
-            changed.add(*key)
     if prune and not seen.keys:
         raise SourceError("sources", "no documents found; refusing to --prune every document")
     scope = tenants_seen | set(tenants)
@@ -350,6 +374,7 @@ def prepare_run(
 
 def _changed_documents(
     documents: Sequence[SourceDocument],
+    digests: Sequence[str] | None,
     existing: dict[DocumentKey, dict[uuid.UUID, PointState]],
     policy: ChunkingPolicy,
     embedder: Embedder,
@@ -357,8 +382,9 @@ def _changed_documents(
 ) -> Iterator[tuple[DocumentKey, str]]:
     """(key, source digest) of the documents whose stored points are not all live under
     the same source digest."""
-    for document in documents:
-        source = document_source_digest(document, policy, embedder, sparse_encoder)
+    if digests is None:
+        digests = [document_source_digest(d, policy, embedder, sparse_encoder) for d in documents]
+    for document, source in zip(documents, digests, strict=True):
         stored = existing.get(document_key(document), {})
         if not stored or not all(
             s.state == LIVE and s.source == source and s.count == len(stored)

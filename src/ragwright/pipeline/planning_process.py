@@ -26,18 +26,14 @@ with the same messages, so the child changes no outcome; a stuck child costs at 
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
 import os
 import queue
-import sys
 import threading
-import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from ragwright.deadline import current_bound
+from ragwright.pipeline.forked import Replies, can_fork, close_inherited, fork_context
 from ragwright.pipeline.planning import PlannedDocument, document_key, plan_documents
 from ragwright.protocols import Embedder, SparseEncoder
 from ragwright.types import ChunkingPolicy, SourceDocument
@@ -51,23 +47,13 @@ LOOKAHEAD = 2
 # in process (a slice takes well under a second; a stopped or deadlocked child never
 # answers).
 STALL_SECONDS = 60.0
-# How often a waiting parent checks that the child lives and the run's deadline.
-_POLL = 1.0
 
 
 def wanted(planned_chunks: int) -> bool:
     """Whether a run writing ``planned_chunks`` chunks plans in a second process: only
     where fork exists, this process may run on two cores or more, and the run is large
     enough."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # no affinity call (not Linux)
-        cores = os.cpu_count() or 1
-    return (
-        planned_chunks >= MIN_CHUNKS
-        and cores >= 2
-        and "fork" in multiprocessing.get_all_start_methods()
-    )
+    return planned_chunks >= MIN_CHUNKS and can_fork()
 
 
 class PlanningProcess:
@@ -81,16 +67,12 @@ class PlanningProcess:
         sparse_encoder: SparseEncoder,
         avgdl: float,
     ) -> None:
-        # Output buffered in this process would be written again by the child's exit.
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        context = multiprocessing.get_context("fork")
+        context = fork_context()
         # One pipe each way, each end in one process only (the other copies are closed
         # after the fork): a child gone reads as the end of the results pipe and breaks
         # the tasks pipe, never as a wait for the rest of a message.
         task_reader, self._task_writer = context.Pipe(duplex=False)
-        self._results, result_writer = context.Pipe(duplex=False)
+        results, result_writer = context.Pipe(duplex=False)
         self._process = context.Process(
             target=_serve,
             args=(task_reader, result_writer, policy, embedder, sparse_encoder, avgdl),
@@ -100,6 +82,7 @@ class PlanningProcess:
         self._process.start()
         task_reader.close()
         result_writer.close()
+        self._replies = Replies(self._process, results)
         # Slices are sent by a thread of their own, so this process never blocks on a
         # full pipe while the child blocks sending plans back.
         self._outbox: queue.SimpleQueue[tuple[int, list[SourceDocument]] | None] = (
@@ -110,7 +93,6 @@ class PlanningProcess:
         )
         self._feeder.start()
         self._sent = 0
-        self._gone = False
         self.planned_slices = 0  # slices the child planned that the parent used
 
     @property
@@ -135,16 +117,12 @@ class PlanningProcess:
     def close(self) -> None:
         """Stop the child (at once if it is busy) and wait for it and the feeder."""
         self._outbox.put(None)
-        self._process.join(timeout=_POLL)
-        if self._process.is_alive():
-            self._process.kill()
-            self._process.join()
-        self._feeder.join(timeout=_POLL)  # a dead child broke its pipe: the feeder ended
-        self._results.close()
+        self._replies.close()
+        self._feeder.join(timeout=1.0)  # a dead child broke its pipe: the feeder ended
 
     def _send(self, documents: Sequence[SourceDocument]) -> int:
         self._sent += 1
-        if not self._gone:
+        if not self._replies.gone:
             self._outbox.put((self._sent, list(documents)))
         return self._sent
 
@@ -160,39 +138,17 @@ class PlanningProcess:
     def _receive(
         self, number: int, documents: Sequence[SourceDocument]
     ) -> list[PlannedDocument] | None:
-        waited = 0.0
-        while not self._gone:
-            bound = current_bound()
-            if waited >= STALL_SECONDS or (bound is not None and bound.expired):
-                self._give_up()
-                break
-            started = time.monotonic()
-            try:
-                if not self._results.poll(_POLL):
-                    waited += time.monotonic() - started
-                    self._gone = not self._process.is_alive()
-                    continue
-                answered, status, planned = self._results.recv()
-            except Exception:
-                self._give_up()
-                break
-            if answered != number or (
-                status == "planned"
-                and [document_key(p.plan.document) for p in planned]
-                != [document_key(d) for d in documents]
-            ):
-                self._give_up()  # a reply for another slice: trust none of the next ones
-                break
-            if status != "planned":
-                return None
-            self.planned_slices += 1
-            return list(planned)
-        return None
-
-    def _give_up(self) -> None:
-        self._gone = True
-        with contextlib.suppress(Exception):
-            self._process.kill()
+        reply = self._replies.take(number, STALL_SECONDS)
+        if reply is None:
+            return None
+        status, planned = reply
+        if status != "planned":
+            return None
+        if [document_key(p.plan.document) for p in planned] != [document_key(d) for d in documents]:
+            self._replies.give_up()  # plans of other documents: trust none of the next ones
+            return None
+        self.planned_slices += 1
+        return list(planned)
 
 
 def _serve(
@@ -208,7 +164,7 @@ def _serve(
     try:
         # The index's files (its WAL lock above all) must close when the parent closes
         # them: a lock inherited here would keep the parent from reopening its shard.
-        _close_inherited(keep={0, 1, 2, tasks.fileno(), results.fileno()})
+        close_inherited(keep={0, 1, 2, tasks.fileno(), results.fileno()})
         while True:
             number, documents = tasks.recv()
             try:
@@ -223,13 +179,3 @@ def _serve(
         # Straight out: no flush of output buffered in the parent before the fork, no
         # handler of the parent's.
         os._exit(0)
-
-
-def _close_inherited(keep: set[int]) -> None:
-    """Close every descriptor this forked child inherited but ``keep``."""
-    low = 0
-    for fd in [*sorted(keep), max(os.sysconf("SC_OPEN_MAX"), max(keep) + 1)]:
-        # Only non-empty ranges: os.closerange(n, n) may close every descriptor from n.
-        if low < fd:
-            os.closerange(low, fd)
-        low = fd + 1

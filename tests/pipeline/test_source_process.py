@@ -1,0 +1,312 @@
+"""The validation pass's source reader (pipeline/source_process.py): a run whose sources a
+forked child reads writes the same index and raises the same errors, in the same order,
+as one that reads them itself; a child that fails, stalls or is killed costs only time;
+the child ends with its parent."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragwright.adapters.edge.index import EdgeIndex
+from ragwright.core.contracts import contract_for
+from ragwright.errors import DocumentError, InputTooLong, SourceError
+from ragwright.pipeline import ingest as ingest_module
+from ragwright.pipeline import planning_process, source_process
+from ragwright.processes import alive
+from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
+from ragwright.types import SourceDocument
+from tests.pipeline.test_ingest_stream import POLICY, corpus, doc
+from tests.pipeline.test_ingest_stream import run as ingest_run
+from tests.pipeline.test_planning_process import contents, running, summary
+
+SLICE = 8
+PARENT = os.getpid()
+# An embedding limit a document of 28-word paragraphs exceeds and the corpus's do not.
+SMALL = dataclasses.replace(HASHING_PROFILE, max_input_tokens=30)
+
+
+class Source:
+    """A corpus that knows its size, as a folder does after the command's first read;
+    ``on_read(position)`` runs as each document is read, in whichever process reads it."""
+
+    def __init__(
+        self, documents: list[SourceDocument], on_read: Callable[[int], None] | None = None
+    ) -> None:
+        self.documents = documents
+        self.on_read = on_read
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    def __iter__(self) -> Iterator[SourceDocument]:
+        for position, document in enumerate(self.documents):
+            if self.on_read is not None:
+                self.on_read(position)
+            yield document
+
+
+def in_child(position: int, action: Callable[[], None]) -> Callable[[int], None]:
+    """``action`` when the child (not this test's process) reads document ``position``."""
+
+    def on_read(at: int) -> None:
+        if at == position and os.getpid() != PARENT:
+            action()
+
+    return on_read
+
+
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list[source_process.SourceReader]:
+    """Every source reader a run starts (the writing pass's planner stays in process)."""
+    monkeypatch.setattr(source_process, "MIN_DOCUMENTS", 1)
+    monkeypatch.setattr(planning_process, "MIN_CHUNKS", 10**9)
+    made: list[source_process.SourceReader] = []
+    real = source_process.SourceReader.__init__
+
+    def recording(self: source_process.SourceReader, *args: Any) -> None:
+        real(self, *args)
+        made.append(self)
+
+    monkeypatch.setattr(source_process.SourceReader, "__init__", recording)
+    return made
+
+
+@pytest.fixture
+def open_index(tmp_path: Path) -> Iterator[Any]:
+    opened: list[EdgeIndex] = []
+
+    def make(name: str, profile: Any = HASHING_PROFILE) -> EdgeIndex:
+        index = EdgeIndex(tmp_path / name, contract_for(profile, POLICY.version))
+        opened.append(index)
+        return index
+
+    yield make
+    for index in opened:
+        index.close()
+
+
+def run(index: EdgeIndex, documents: Any, **kw: Any) -> Any:
+    return ingest_run(index, documents, slice_size=SLICE, **kw)
+
+
+def test_the_same_index_as_reading_in_process(
+    open_index: Any, started: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here, there = open_index("here"), open_index("there")
+    first = run(here, Source(corpus(40)))
+    assert started == []  # not asked for: no child
+    # What the parent digests and checks itself (the child's calls are its own).
+    done_here: list[str] = []
+    for name in ("check_new_document", "document_source_digest"):
+        real = getattr(ingest_module, name)
+        monkeypatch.setattr(ingest_module, name, _recording(real, name, done_here))
+    second = run(there, Source(corpus(40)), planning_process=True)
+    # Five slices, every one read and digested by the child; new documents checked
+    # there one slice in two, here the others (slices 2 and 4: 16 documents).
+    assert len(started) == 1 and started[0].slices == 5
+    assert done_here == ["check_new_document"] * 16
+    assert summary(first) == summary(second)
+    assert contents(here) == contents(there)
+    # Unchanged, then edited (kept, new and obsolete points, a pruned document): the same.
+    for documents in (corpus(40), corpus(24) + corpus(39, revision="b")[24:]):
+        assert summary(run(here, Source(documents), prune=True)) == summary(
+            run(there, Source(documents), prune=True, planning_process=True)
+        )
+        assert contents(here) == contents(there)
+    assert [reader.slices for reader in started] == [5, 5, 5]
+    assert not any(alive(reader.pid) for reader in started)  # each child ended with its run
+
+
+def _recording(real: Any, name: str, calls: list[str]) -> Any:
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        calls.append(name)
+        return real(*args, **kwargs)
+
+    return recording
+
+
+def test_a_run_of_unknown_or_small_size_reads_in_process(
+    open_index: Any, started: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(open_index("unknown"), iter_again(corpus(10)), planning_process=True)
+    monkeypatch.setattr(source_process, "MIN_DOCUMENTS", 11)
+    run(open_index("small"), Source(corpus(10)), planning_process=True)
+    assert started == []
+
+
+class iter_again:  # noqa: N801 (reads as the plain iterable it stands for)
+    """Re-iterable, without a size."""
+
+    def __init__(self, documents: list[SourceDocument]) -> None:
+        self.documents = documents
+
+    def __iter__(self) -> Iterator[SourceDocument]:
+        return iter(self.documents)
+
+
+def _outcome(index: EdgeIndex, documents: Any, **kw: Any) -> str:
+    try:
+        run(index, documents, embedder=HashingEmbedder(profile=SMALL), **kw)
+    except (DocumentError, InputTooLong, SourceError) as error:
+        return f"{type(error).__name__}: {error}"
+    return "written"
+
+
+def _long(position: int) -> Callable[[list[SourceDocument]], None]:
+    def change(documents: list[SourceDocument]) -> None:
+        documents[position] = doc(90 + position, words=28)
+
+    return change
+
+
+def _duplicate(position: int, of: int) -> Callable[[list[SourceDocument]], None]:
+    def change(documents: list[SourceDocument]) -> None:
+        documents[position] = documents[of]
+
+    return change
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        [_long(21)],  # checked by the child (slice 3), raised by the parent
+        [_long(12)],  # a slice the parent checks itself
+        [_long(13), _duplicate(30, of=2)],  # the earlier slice's error comes first
+        [_long(17), _duplicate(22, of=2)],  # one slice: its duplicate check comes first
+    ],
+)
+def test_bad_input_raises_the_same_first_error_and_writes_nothing(
+    open_index: Any, started: list[Any], changes: list[Any]
+) -> None:
+    documents = corpus(40)
+    for change in changes:
+        change(documents)
+    alone = _outcome(open_index("here", SMALL), Source(documents))
+    there = open_index("there", SMALL)
+    assert _outcome(there, Source(documents), planning_process=True) == alone != "written"
+    assert len(started) == 1 and list(there.scroll()) == []
+    assert not alive(started[0].pid)
+
+
+def _unreadable(at: int) -> None:
+    raise SourceError(f"sources/doc-{at:03d}.md", "unreadable: scripted")
+
+
+def test_sources_that_raise_raise_the_same_error_at_the_same_document(
+    open_index: Any, started: list[Any]
+) -> None:
+    def everywhere(at: int) -> None:
+        if at == 27:
+            _unreadable(at)
+
+    alone = _outcome(open_index("here"), Source(corpus(40), everywhere))
+    there = open_index("there")
+    assert _outcome(there, Source(corpus(40), everywhere), planning_process=True) == alone
+    assert "doc-027" in alone and list(there.scroll()) == []
+    assert started[0].slices == 3  # the slices before the error came from the child
+
+
+@pytest.mark.parametrize(
+    ("action", "read_by_child"),
+    [
+        (lambda: _unreadable(20), 2),  # raises in the child only: the parent reads on
+        (lambda: os.kill(os.getpid(), signal.SIGKILL), 2),  # killed
+        (lambda: time.sleep(60), 2),  # stuck: given up on after STALL_SECONDS (5 s here)
+    ],
+    ids=["raises", "killed", "stuck"],
+)
+def test_a_child_that_fails_costs_only_time(
+    open_index: Any,
+    started: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    action: Callable[[], None],
+    read_by_child: int,
+) -> None:
+    # Short enough for a test; a healthy child reads a slice in milliseconds.
+    monkeypatch.setattr(source_process, "STALL_SECONDS", 5.0)
+    here, there = open_index("here"), open_index("there")
+    expected = summary(run(here, Source(corpus(40))))
+    got = run(there, Source(corpus(40), in_child(20, action)), planning_process=True)
+    assert summary(got) == expected
+    assert started[0].slices == read_by_child
+    assert not alive(started[0].pid)
+    assert contents(here) == contents(there)
+
+
+CHILD_OF_A_DYING_PARENT = textwrap.dedent(
+    """
+    import os
+    from ragwright.adapters.lexical import Bm25Encoder
+    from ragwright.pipeline.source_process import ReadingWork, SourceReader
+    from ragwright.testing.fakes import HashingEmbedder
+    from ragwright.types import ChunkingPolicy
+    from tests.pipeline.test_ingest_stream import corpus
+
+    work = ReadingWork(ChunkingPolicy(), HashingEmbedder(), Bm25Encoder(), True, True)
+    reader = SourceReader(corpus(400), 8, work)  # more than its pipe holds
+    print(reader.pid, flush=True)
+    os._exit(0)  # killed, in effect: nothing closes the child
+    """
+)
+
+
+def test_the_child_ends_when_its_parent_is_gone() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD_OF_A_DYING_PARENT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    child = int(done.stdout.split()[0])
+    # Its next send breaks on the closed pipe; wide bounds for a busy machine.
+    for _ in range(600):
+        if not running(child):
+            break
+        time.sleep(0.05)
+    assert not running(child)
+
+
+@pytest.mark.slow
+def test_ragwright_ingest_reads_a_large_run_in_a_second_process(
+    tmp_path: Path, started: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the command: the folder's size is known from its first read, so a run at
+    the threshold reads its sources in a child, one under it does not, and both write the
+    same (the bundled embedding model's token counting included)."""
+    from tests.cli import ragwright
+    from tests.conftest import SAMPLES
+
+    monkeypatch.setattr(source_process, "MIN_DOCUMENTS", 10**9)
+    alone = json.loads(
+        ragwright("ingest", str(SAMPLES), "--json", home=tmp_path / "a", check=True).stdout
+    )
+    assert started == []
+    monkeypatch.setattr(source_process, "MIN_DOCUMENTS", alone["documents"])
+    forked = json.loads(
+        ragwright("ingest", str(SAMPLES), "--json", home=tmp_path / "b", check=True).stdout
+    )
+    assert len(started) == 1 and started[0].slices >= 1
+    assert not alive(started[0].pid)
+    assert {k: v for k, v in forked.items() if k != "sources"} == {
+        k: v for k, v in alone.items() if k != "sources"
+    }
+    # Run again, unchanged: read by a child again, nothing embedded.
+    again = json.loads(
+        ragwright("ingest", str(SAMPLES), "--json", home=tmp_path / "b", check=True).stdout
+    )
+    assert len(started) == 2 and again["embedded"] == 0
+    assert again["unchanged"] == alone["chunks"]
