@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Iterator
@@ -20,30 +18,16 @@ import pytest
 from ragwright.adapters.edge import engine
 from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.core.contracts import contract_for
+from ragwright.errors import SourceError
 from ragwright.pipeline import planning, planning_process
 from ragwright.processes import alive
 from ragwright.testing.fakes import HASHING_PROFILE
 from ragwright.types import SourceDocument
+from tests.pipeline.forking import Source, child_outlives_parent, contents, in_child, summary
 from tests.pipeline.test_ingest_stream import POLICY, corpus
 from tests.pipeline.test_ingest_stream import run as ingest_run
 
 SLICE = 8
-
-
-def contents(index: EdgeIndex) -> list[tuple[str, str, str, str]]:
-    """Every point: id, payload, dense and BM25 vectors."""
-    points = list(index.scroll())
-    ids = [p.point_id for p in points]
-    dense, sparse = index.read_part(ids, "dense"), index.read_part(ids, "sparse")
-    return sorted(
-        (
-            str(p.point_id),
-            json.dumps(p.payload, sort_keys=True),
-            json.dumps([round(x, 6) for x in dense[p.point_id]]),
-            json.dumps([list(sparse[p.point_id].indices), list(sparse[p.point_id].values)]),
-        )
-        for p in points
-    )
 
 
 @pytest.fixture
@@ -96,10 +80,6 @@ def run(index: EdgeIndex, documents: list[SourceDocument], **kw: Any) -> Any:
     return ingest_run(index, documents, slice_size=SLICE, **kw)
 
 
-def summary(report: Any) -> tuple[Any, ...]:
-    return (report.documents, report.chunks, report.embedded, report.unchanged, report.deleted)
-
-
 def test_the_same_index_as_planning_in_process(
     open_index: Any, started: list[Any], reopened: list[Path]
 ) -> None:
@@ -136,10 +116,6 @@ def _fails(documents: Any, plan: Any, *args: Any) -> Any:
     raise RuntimeError("scripted failure in the planning process")
 
 
-def _plans_another_slice(documents: Any, plan: Any, *args: Any) -> Any:
-    return plan(corpus(40)[2 * SLICE : 3 * SLICE], *args)
-
-
 def _is_stuck(documents: Any, plan: Any, *args: Any) -> Any:
     time.sleep(60)  # without the stall bound the run would wait it out: a failure
     return plan(documents, *args)
@@ -149,7 +125,6 @@ def _is_stuck(documents: Any, plan: Any, *args: Any) -> Any:
     ("misbehave", "slice_number", "planned_by_child"),
     [
         (_fails, 2, 4),  # that slice is planned here, the child goes on
-        (_plans_another_slice, 1, 1),  # the parent gives up on the child
         (_is_stuck, 1, 1),  # the parent kills it after STALL_SECONDS (5 s here)
     ],
 )
@@ -203,15 +178,54 @@ def test_a_child_killed_mid_run_costs_only_time(
     assert contents(here) == contents(there)
 
 
+def _unreadable(at: int) -> None:
+    raise SourceError(f"sources/doc-{at:03d}.md", "unreadable: scripted")
+
+
+def test_sources_that_raise_in_the_child_only_are_read_here(
+    open_index: Any, started: list[Any]
+) -> None:
+    """The child reads the writing pass's sources itself: when they raise there, the
+    parent reads the rest from the first slice it did not receive."""
+    here, there = open_index("here"), open_index("there")
+    expected = summary(run(here, corpus(40)))
+    flaky = Source(corpus(40), in_child(20, lambda: _unreadable(20)))
+    assert summary(run(there, flaky, planning_process=True)) == expected
+    assert started[0].planned_slices == 2  # documents 0-15; 16-23 raised there
+    assert not alive(started[0].pid)
+    assert contents(here) == contents(there)
+
+
+def test_sources_that_raise_on_the_writing_pass_raise_the_same_error(
+    open_index: Any, started: list[Any]
+) -> None:
+    def second_pass(at: int, passes: int) -> None:
+        if at == 20 and passes >= 2:  # read fine on the validation pass, not after
+            _unreadable(at)
+
+    outcomes = []
+    for name, planned in (("here", False), ("there", True)):
+        index = open_index(name)
+        with pytest.raises(SourceError) as caught:
+            run(index, Source(corpus(40), second_pass), planning_process=planned)
+        outcomes.append((str(caught.value), contents(index)))
+    assert outcomes[0] == outcomes[1]
+    assert "doc-020" in outcomes[0][0] and outcomes[0][1]  # the slices before were written
+    assert started[0].planned_slices == 2
+
+
 CHILD_OF_A_DYING_PARENT = textwrap.dedent(
     """
-    import os, sys
+    import os
     from ragwright.adapters.lexical import Bm25Encoder
+    from ragwright.pipeline.planning import in_slices
     from ragwright.pipeline.planning_process import PlanningProcess
     from ragwright.testing.fakes import HashingEmbedder
     from ragwright.types import ChunkingPolicy
+    from tests.pipeline.test_ingest_stream import corpus
 
-    process = PlanningProcess(ChunkingPolicy(), HashingEmbedder(), Bm25Encoder(), 10.0)
+    slices = in_slices(corpus(400), 8)  # more plans than its pipe holds
+    process = PlanningProcess(slices, ChunkingPolicy(), HashingEmbedder(), Bm25Encoder(), 10.0)
     print(process.pid, flush=True)
     os._exit(0)  # killed, in effect: nothing closes the child
     """
@@ -219,29 +233,8 @@ CHILD_OF_A_DYING_PARENT = textwrap.dedent(
 
 
 def test_the_child_ends_when_its_parent_is_gone() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD_OF_A_DYING_PARENT],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    child = int(done.stdout.split()[0])
-    # It reads the end of its tasks at once; wide bounds for a busy machine.
-    for _ in range(600):
-        if not running(child):
-            break
-        time.sleep(0.05)
-    assert not running(child)
-
-
-def running(pid: int) -> bool:
-    """Alive and not a zombie (an orphan's exit may wait for a reaper)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return alive(pid)
-    return state != "Z"
+    # Its next send breaks on the closed pipe.
+    assert not child_outlives_parent(CHILD_OF_A_DYING_PARENT)
 
 
 @pytest.mark.slow

@@ -9,8 +9,6 @@ import dataclasses
 import json
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterator
@@ -27,44 +25,13 @@ from ragwright.pipeline import planning_process, source_process
 from ragwright.processes import alive
 from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
 from ragwright.types import SourceDocument
+from tests.pipeline.forking import Source, child_outlives_parent, contents, in_child, summary
 from tests.pipeline.test_ingest_stream import POLICY, corpus, doc
 from tests.pipeline.test_ingest_stream import run as ingest_run
-from tests.pipeline.test_planning_process import contents, running, summary
 
 SLICE = 8
-PARENT = os.getpid()
 # An embedding limit a document of 28-word paragraphs exceeds and the corpus's do not.
 SMALL = dataclasses.replace(HASHING_PROFILE, max_input_tokens=30)
-
-
-class Source:
-    """A corpus that knows its size, as a folder does after the command's first read;
-    ``on_read(position)`` runs as each document is read, in whichever process reads it."""
-
-    def __init__(
-        self, documents: list[SourceDocument], on_read: Callable[[int], None] | None = None
-    ) -> None:
-        self.documents = documents
-        self.on_read = on_read
-
-    def __len__(self) -> int:
-        return len(self.documents)
-
-    def __iter__(self) -> Iterator[SourceDocument]:
-        for position, document in enumerate(self.documents):
-            if self.on_read is not None:
-                self.on_read(position)
-            yield document
-
-
-def in_child(position: int, action: Callable[[], None]) -> Callable[[int], None]:
-    """``action`` when the child (not this test's process) reads document ``position``."""
-
-    def on_read(at: int) -> None:
-        if at == position and os.getpid() != PARENT:
-            action()
-
-    return on_read
 
 
 @pytest.fixture
@@ -207,7 +174,7 @@ def _unreadable(at: int) -> None:
 def test_sources_that_raise_raise_the_same_error_at_the_same_document(
     open_index: Any, started: list[Any]
 ) -> None:
-    def everywhere(at: int) -> None:
+    def everywhere(at: int, _passes: int) -> None:
         if at == 27:
             _unreadable(at)
 
@@ -263,21 +230,8 @@ CHILD_OF_A_DYING_PARENT = textwrap.dedent(
 
 
 def test_the_child_ends_when_its_parent_is_gone() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD_OF_A_DYING_PARENT],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    child = int(done.stdout.split()[0])
-    # Its next send breaks on the closed pipe; wide bounds for a busy machine.
-    for _ in range(600):
-        if not running(child):
-            break
-        time.sleep(0.05)
-    assert not running(child)
+    # Its next send breaks on the closed pipe.
+    assert not child_outlives_parent(CHILD_OF_A_DYING_PARENT)
 
 
 @pytest.mark.slow

@@ -146,20 +146,22 @@ def write_slices(
     later slice reports such an id as shared with an earlier slice's document even when
     that one is not written yet, as one slice after another would.
 
-    ``planning_process``: plan the slices' documents (chunks, payloads, lengths, BM25
-    vectors) in a forked child a few slices ahead (:mod:`~ragwright.pipeline.planning_process`);
-    the index is read and written here either way, and the result is the same.
+    ``planning_process``: read ``slices`` and plan their documents (chunks, payloads,
+    lengths, BM25 vectors) in a forked child a slice ahead
+    (:mod:`~ragwright.pipeline.planning_process`), which iterates its own copy of
+    ``slices``; the index is read and written here either way, and the result is the
+    same.
     """
     if context.chunking_version != policy.version:
         raise ContractMismatch("chunking_version", context.chunking_version, policy.version)
     in_flight = max(1, int(getattr(embedder, "in_flight", 1)))
     # Forked before this pass starts any thread of its own.
     planner = (
-        PlanningProcess(policy, embedder, sparse_encoder, context.staging_avgdl)
+        PlanningProcess(slices, policy, embedder, sparse_encoder, context.staging_avgdl)
         if planning_process
         else None
     )
-    paired = planner.ahead(slices) if planner is not None else ((d, None) for d in slices)
+    paired = planner.slices() if planner is not None else ((d, None) for d in slices)
     try:
         with (
             ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="ragwright-embed") as pool,
