@@ -18,10 +18,12 @@ it, and each pass (first, again) also reports its own peak (the high-water mark 
 before it) split into anonymous and file-backed pages. The child fixes glibc's malloc
 thresholds as the ``ingest`` command does (``--glibc-default-heap`` leaves them). Wall
 seconds depend on the machine's load (recorded: ``/proc/loadavg`` before and after each
-size); CPU seconds (every thread of the child, user and system, plus its planning
-process's) much less, so both are reported. Like ``ragwright ingest``, a large run
-plans its slices in a forked planning process (``planner_peak_rss_mib`` is that
-process's peak); ``--in-process-planning`` keeps planning in the child, the baseline.
+size); CPU seconds (every thread of the child, user and system, plus its forked
+children's) much less, so both are reported. Like ``ragwright ingest``, a large run
+reads its sources and plans its slices in forked children (the source reader and the
+planning process; ``planner_peak_rss_mib`` is the larger of their peaks), so
+``source_seconds`` (the sources read in the measured process) is then near 0;
+``--in-process-planning`` keeps all of it in the measured process, the baseline.
 ``--steps`` adds the per-step timers (which cost a little) and plans in process, so
 every step is timed where it runs.
 The code measured is whatever ``ragwright`` the interpreter imports, so the same
@@ -75,8 +77,8 @@ def main() -> None:
     parser.add_argument(
         "--in-process-planning",
         action="store_true",
-        help="plan every slice in the ingesting process (the command forks a planning "
-        "process for a large run)",
+        help="read the sources and plan every slice in the ingesting process (the command "
+        "forks a source reader and a planning process for a large run)",
     )
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -253,13 +255,15 @@ def instrument(timers: Timers) -> None:
 
 def _cpu() -> float:
     """CPU seconds of this process, every thread (user and system), and of its children
-    once they ended (the planning process, joined at the end of the writing pass)."""
+    once they ended (the source reader and the planning process, each joined at the end
+    of its pass)."""
     times = os.times()
     return times.user + times.system + times.children_user + times.children_system
 
 
 def _children_peak_rss_mib() -> float:
-    """The largest peak RSS of this process's ended children (the planning processes)."""
+    """The largest peak RSS of this process's ended children (source readers and planning
+    processes)."""
     return round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
 
 
@@ -361,7 +365,7 @@ def run_child(
                 # Producing the source documents (every pass over them), inside `seconds`.
                 "source_seconds": round(documents.seconds, 3),
                 "peak_rss_mib": _peak_rss_mib() if phase_peak else None,
-                # The planning process's, separately (its pages are partly the parent's,
+                # The forked children's, separately (their pages are partly the parent's,
                 # shared since the fork): the largest of any child so far.
                 "planner_peak_rss_mib": _children_peak_rss_mib() if planning_process else None,
                 **sampler.stop(),

@@ -274,7 +274,8 @@ def ingest(
             )
     else:
         with ProgressDisplay(force_lines=progress) as display:
-            # A large run plans its slices in a second process (pipeline/planning_process).
+            # A large run reads its sources and plans its slices in forked children
+            # (pipeline/source_process, pipeline/planning_process).
             data = application().ingest(request, progress=display, planning_process=True).to_dict()
     if as_json:
         print_json(data)

@@ -13,13 +13,15 @@ time; nothing holds the corpus's texts or vectors (docs/ingestion.md, "Memory").
    ids, payloads and digest are planned by the writing pass). Bad input (a duplicate
    id, a chunking error, an input over the embedding limit) stops the run here, with
    the index untouched. What is kept: the run's document keys (for prune), the changed
-   keys and counts (:class:`RunPlan`).
+   keys and counts (:class:`RunPlan`). In a large run from the command line a forked
+   child, :mod:`ragwright.pipeline.source_process`, reads the sources a slice ahead and
+   digests (and, in a new collection, checks) their documents.
 
 Then per slice of changed documents (:mod:`ragwright.pipeline.writing`:
 :func:`~ragwright.pipeline.writing.ingest_slice`; several workers may each take slices
 from a queue; in a large run from the command line a forked child,
-:mod:`ragwright.pipeline.planning_process`, does the part of planning that needs no
-index a few slices ahead):
+:mod:`ragwright.pipeline.planning_process`, reads the slices and does the part of
+planning that needs no index a slice ahead):
 
 1. **Scan** — the slice's stored points again (one filtered scroll).
 2. **Stage** — chunks whose stored id is absent (new or edited text) are embedded in
