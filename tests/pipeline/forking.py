@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.processes import alive
 from ragwright.types import SourceDocument
@@ -104,3 +106,16 @@ def child_outlives_parent(script: str) -> bool:
             return False
         time.sleep(0.05)
     return running(child)
+
+
+def record_starts(monkeypatch: pytest.MonkeyPatch, kind: Any) -> list[Any]:
+    """Every instance of ``kind`` (a forked child's handle) made from now on."""
+    made: list[Any] = []
+    real = kind.__init__
+
+    def recording(self: Any, *args: Any) -> None:
+        real(self, *args)
+        made.append(self)
+
+    monkeypatch.setattr(kind, "__init__", recording)
+    return made

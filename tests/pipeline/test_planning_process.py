@@ -19,11 +19,18 @@ from ragwright.adapters.edge import engine
 from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.core.contracts import contract_for
 from ragwright.errors import SourceError
-from ragwright.pipeline import planning, planning_process
+from ragwright.pipeline import planning, planning_process, source_process
 from ragwright.processes import alive
 from ragwright.testing.fakes import HASHING_PROFILE
 from ragwright.types import SourceDocument
-from tests.pipeline.forking import Source, child_outlives_parent, contents, in_child, summary
+from tests.pipeline.forking import (
+    Source,
+    child_outlives_parent,
+    contents,
+    in_child,
+    record_starts,
+    summary,
+)
 from tests.pipeline.test_ingest_stream import POLICY, corpus
 from tests.pipeline.test_ingest_stream import run as ingest_run
 
@@ -65,15 +72,7 @@ def open_index(
 @pytest.fixture
 def started(monkeypatch: pytest.MonkeyPatch) -> list[planning_process.PlanningProcess]:
     """Every planning process a run starts."""
-    made: list[planning_process.PlanningProcess] = []
-    real = planning_process.PlanningProcess.__init__
-
-    def recording(self: planning_process.PlanningProcess, *args: Any) -> None:
-        real(self, *args)
-        made.append(self)
-
-    monkeypatch.setattr(planning_process.PlanningProcess, "__init__", recording)
-    return made
+    return record_starts(monkeypatch, planning_process.PlanningProcess)
 
 
 def run(index: EdgeIndex, documents: list[SourceDocument], **kw: Any) -> Any:
@@ -238,26 +237,31 @@ def test_the_child_ends_when_its_parent_is_gone() -> None:
 
 
 @pytest.mark.slow
-def test_ragwright_ingest_plans_a_large_run_in_a_second_process(
+def test_ragwright_ingest_reads_and_plans_a_large_run_in_its_children(
     tmp_path: Path, started: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Through the command: a run at the size threshold forks the planning process, one
-    under it does not, and both write the same (the bundled embedding model's token
-    counting included, inherited by the child)."""
+    """Through the command: a run at the size thresholds reads its sources in one child
+    (the folder's size is known from the command's first read) and plans its slices in
+    another, a run under them does neither, and both write the same (the bundled
+    embedding model's token counting included, inherited by the children)."""
     from tests.cli import ragwright
     from tests.conftest import SAMPLES
 
+    readers = record_starts(monkeypatch, source_process.SourceReader)
     monkeypatch.setattr(planning_process, "MIN_CHUNKS", 10**9)
+    monkeypatch.setattr(source_process, "MIN_DOCUMENTS", 10**9)
     alone = json.loads(
         ragwright("ingest", str(SAMPLES), "--json", home=tmp_path / "a", check=True).stdout
     )
-    assert started == []
+    assert started == [] and readers == []
     monkeypatch.setattr(planning_process, "MIN_CHUNKS", alone["chunks"])
+    monkeypatch.setattr(source_process, "MIN_DOCUMENTS", alone["documents"])
     forked = json.loads(
         ragwright("ingest", str(SAMPLES), "--json", home=tmp_path / "b", check=True).stdout
     )
     assert len(started) == 1 and started[0].planned_slices >= 1
-    assert not alive(started[0].pid)
+    assert len(readers) == 1 and readers[0].slices >= 1
+    assert not alive(started[0].pid) and not alive(readers[0].pid)
     assert {k: v for k, v in forked.items() if k != "sources"} == {
         k: v for k, v in alone.items() if k != "sources"
     }
@@ -270,3 +274,9 @@ def test_ragwright_ingest_plans_a_large_run_in_a_second_process(
         for h in ("a", "b")
     ]
     assert searched[0]["hits"] == searched[1]["hits"]
+    # Again, unchanged: its sources read by a child again, nothing embedded.
+    again = json.loads(
+        ragwright("ingest", str(SAMPLES), "--json", home=tmp_path / "b", check=True).stdout
+    )
+    assert len(readers) == 2 and again["embedded"] == 0
+    assert again["unchanged"] == alone["chunks"]

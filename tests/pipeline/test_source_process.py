@@ -6,7 +6,6 @@ the child ends with its parent."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import signal
 import textwrap
@@ -25,7 +24,14 @@ from ragwright.pipeline import planning_process, source_process
 from ragwright.processes import alive
 from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
 from ragwright.types import SourceDocument
-from tests.pipeline.forking import Source, child_outlives_parent, contents, in_child, summary
+from tests.pipeline.forking import (
+    Source,
+    child_outlives_parent,
+    contents,
+    in_child,
+    record_starts,
+    summary,
+)
 from tests.pipeline.test_ingest_stream import POLICY, corpus, doc
 from tests.pipeline.test_ingest_stream import run as ingest_run
 
@@ -39,15 +45,7 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[source_process.SourceReader
     """Every source reader a run starts (the writing pass's planner stays in process)."""
     monkeypatch.setattr(source_process, "MIN_DOCUMENTS", 1)
     monkeypatch.setattr(planning_process, "MIN_CHUNKS", 10**9)
-    made: list[source_process.SourceReader] = []
-    real = source_process.SourceReader.__init__
-
-    def recording(self: source_process.SourceReader, *args: Any) -> None:
-        real(self, *args)
-        made.append(self)
-
-    monkeypatch.setattr(source_process.SourceReader, "__init__", recording)
-    return made
+    return record_starts(monkeypatch, source_process.SourceReader)
 
 
 @pytest.fixture
@@ -232,35 +230,3 @@ CHILD_OF_A_DYING_PARENT = textwrap.dedent(
 def test_the_child_ends_when_its_parent_is_gone() -> None:
     # Its next send breaks on the closed pipe.
     assert not child_outlives_parent(CHILD_OF_A_DYING_PARENT)
-
-
-@pytest.mark.slow
-def test_ragwright_ingest_reads_a_large_run_in_a_second_process(
-    tmp_path: Path, started: list[Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Through the command: the folder's size is known from its first read, so a run at
-    the threshold reads its sources in a child, one under it does not, and both write the
-    same (the bundled embedding model's token counting included)."""
-    from tests.cli import ragwright
-    from tests.conftest import SAMPLES
-
-    monkeypatch.setattr(source_process, "MIN_DOCUMENTS", 10**9)
-    alone = json.loads(
-        ragwright("ingest", str(SAMPLES), "--json", home=tmp_path / "a", check=True).stdout
-    )
-    assert started == []
-    monkeypatch.setattr(source_process, "MIN_DOCUMENTS", alone["documents"])
-    forked = json.loads(
-        ragwright("ingest", str(SAMPLES), "--json", home=tmp_path / "b", check=True).stdout
-    )
-    assert len(started) == 1 and started[0].slices >= 1
-    assert not alive(started[0].pid)
-    assert {k: v for k, v in forked.items() if k != "sources"} == {
-        k: v for k, v in alone.items() if k != "sources"
-    }
-    # Run again, unchanged: read by a child again, nothing embedded.
-    again = json.loads(
-        ragwright("ingest", str(SAMPLES), "--json", home=tmp_path / "b", check=True).stdout
-    )
-    assert len(started) == 2 and again["embedded"] == 0
-    assert again["unchanged"] == alone["chunks"]
