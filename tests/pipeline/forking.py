@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -88,24 +89,31 @@ def running(pid: int) -> bool:
     return state != "Z"
 
 
-def child_outlives_parent(script: str) -> bool:
+def child_outlives_parent(script: str, tmp_path: Path) -> bool:
     """Run ``script`` (which starts a child, prints its pid and exits without closing
-    it) and tell whether the child still runs some seconds later."""
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-        cwd=ROOT,
-    )
-    child = int(done.stdout.split()[0])
-    # Wide bounds for a busy machine.
-    for _ in range(600):
-        if not running(child):
-            return False
-        time.sleep(0.05)
-    return running(child)
+    it) and tell whether the child still runs some seconds later. Output goes to a file,
+    not a pipe the child would hold open; a child left running is killed."""
+    out = tmp_path / "child-pid"
+    with out.open("w") as stdout:
+        subprocess.run(
+            [sys.executable, "-c", script],
+            stdout=stdout,
+            stderr=subprocess.DEVNULL,
+            timeout=120,
+            check=True,
+            cwd=ROOT,
+        )
+    child = int(out.read_text().split()[0])
+    try:
+        # Wide bounds for a busy machine.
+        for _ in range(600):
+            if not running(child):
+                return False
+            time.sleep(0.05)
+        return running(child)
+    finally:
+        if running(child):
+            os.kill(child, signal.SIGKILL)
 
 
 def record_starts(monkeypatch: pytest.MonkeyPatch, kind: Any) -> list[Any]:

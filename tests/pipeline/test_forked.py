@@ -6,6 +6,7 @@ keeps none of its parent's descriptors but those it is told to."""
 from __future__ import annotations
 
 import os
+import struct
 import time
 from typing import Any
 
@@ -74,10 +75,57 @@ def test_a_silent_child_is_killed_after_the_stall_bound() -> None:
 
 def test_the_runs_deadline_ends_the_wait() -> None:
     process, replies = child([], then_sleep=60)
+    started = time.monotonic()
     with deadline_bound(Deadline.after(0.3)):
         assert replies.take(1, stall=60) is None
+    assert time.monotonic() - started < 30  # not the child's 60 s
     process.join(timeout=10)
     assert not process.is_alive()
+
+
+def _half_a_message(writer: Any) -> None:
+    try:
+        # A message's length, then only part of it: the pipe reads as ready.
+        os.write(writer.fileno(), struct.pack("!i", 1_000_000) + b"x" * 1000)
+        time.sleep(60)
+    finally:
+        os._exit(0)
+
+
+def test_a_child_stopped_in_the_middle_of_a_message_is_given_up_after_the_stall_bound() -> None:
+    context = fork_context()
+    reader, writer = context.Pipe(duplex=False)
+    process = context.Process(target=_half_a_message, args=(writer,), daemon=True)
+    process.start()
+    writer.close()
+    replies = Replies(process, reader)
+    started = time.monotonic()
+    assert replies.take(1, stall=0.5) is None
+    assert time.monotonic() - started < 30
+    replies.close(grace=0)
+    assert not process.is_alive()
+
+
+def _busy_then_reply(writer: Any, seconds: float) -> None:
+    try:
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:  # working (reading a slow file, say)
+            pass
+        writer.send((1, "done"))
+    finally:
+        os._exit(0)
+
+
+def test_a_child_using_cpu_is_not_stalled() -> None:
+    context = fork_context()
+    reader, writer = context.Pipe(duplex=False)
+    process = context.Process(target=_busy_then_reply, args=(writer, 3.0), daemon=True)
+    process.start()
+    writer.close()
+    replies = Replies(process, reader)
+    # Silent for longer than the bound, but busy all along.
+    assert replies.take(1, stall=1.0) == ("done",)
+    replies.close()
 
 
 def _report_descriptors(writer: Any, keep: set[int]) -> None:

@@ -231,9 +231,8 @@ CHILD_OF_A_DYING_PARENT = textwrap.dedent(
 )
 
 
-def test_the_child_ends_when_its_parent_is_gone() -> None:
-    # Its next send breaks on the closed pipe.
-    assert not child_outlives_parent(CHILD_OF_A_DYING_PARENT)
+def test_the_child_ends_when_its_parent_is_gone(tmp_path: Path) -> None:
+    assert not child_outlives_parent(CHILD_OF_A_DYING_PARENT, tmp_path)
 
 
 @pytest.mark.slow

@@ -227,6 +227,49 @@ CHILD_OF_A_DYING_PARENT = textwrap.dedent(
 )
 
 
-def test_the_child_ends_when_its_parent_is_gone() -> None:
-    # Its next send breaks on the closed pipe.
-    assert not child_outlives_parent(CHILD_OF_A_DYING_PARENT)
+def test_the_child_ends_when_its_parent_is_gone(tmp_path: Path) -> None:
+    assert not child_outlives_parent(CHILD_OF_A_DYING_PARENT, tmp_path)
+
+
+STUCK_CHILD_OF_A_DYING_PARENT = textwrap.dedent(
+    """
+    import os, time
+    from ragwright.adapters.lexical import Bm25Encoder
+    from ragwright.pipeline.source_process import ReadingWork, SourceReader
+    from ragwright.testing.fakes import HashingEmbedder
+    from ragwright.types import ChunkingPolicy
+    from tests.pipeline.forking import Source, in_child
+    from tests.pipeline.test_ingest_stream import corpus
+
+    # Stuck reading its first document (a hung file system, say): it sends nothing.
+    source = Source(corpus(8), in_child(0, lambda: time.sleep(600)))
+    work = ReadingWork(ChunkingPolicy(), HashingEmbedder(), Bm25Encoder(), True, True)
+    reader = SourceReader(source, 8, work)
+    time.sleep(0.5)  # the child is set up and stuck
+    print(reader.pid, flush=True)
+    os._exit(0)  # killed, in effect: nothing closes the child
+    """
+)
+
+
+def test_a_stuck_child_ends_when_its_parent_is_gone(tmp_path: Path) -> None:
+    """It would never send again, so only the parent-death signal ends it."""
+    assert not child_outlives_parent(STUCK_CHILD_OF_A_DYING_PARENT, tmp_path)
+
+
+def _no_fork() -> int:
+    raise BlockingIOError(11, "Resource temporarily unavailable (scripted)")
+
+
+def test_when_no_child_can_be_forked_the_run_reads_and_plans_in_process(
+    open_index: Any, started: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process or memory limit costs the children, not the run."""
+    monkeypatch.setattr(planning_process, "MIN_CHUNKS", 1)
+    planners = record_starts(monkeypatch, planning_process.PlanningProcess)
+    here, there = open_index("here"), open_index("there")
+    expected = summary(run(here, Source(corpus(40))))
+    monkeypatch.setattr(os, "fork", _no_fork)
+    assert summary(run(there, Source(corpus(40)), planning_process=True)) == expected
+    assert started == [] and planners == []
+    assert contents(here) == contents(there)

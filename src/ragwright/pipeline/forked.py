@@ -14,12 +14,18 @@ child (killing it) and do the rest of the work itself, so a child only ever cost
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import gc
 import multiprocessing
 import os
+import queue
+import signal
 import sys
+import threading
 import time
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkContext
+from pathlib import Path
 from typing import Any
 
 from ragwright.deadline import current_bound
@@ -62,34 +68,55 @@ def close_inherited(keep: set[int]) -> None:
 
 
 class Replies:
-    """The parent's end of a child's numbered replies."""
+    """The parent's end of a child's numbered replies.
+
+    A reply is received on a thread of its own, one at a time and only when asked for
+    (so the child stays held back by the pipe, never further ahead), and the caller
+    waits on that thread with a timeout: a child stopped in the middle of a message
+    (whose first bytes make the pipe readable) cannot hold the caller past the stall
+    bound. The stall bound counts time without a reply *and* without the child using
+    CPU: a child busy reading a slow file is working, a stopped or blocked one is not.
+    """
 
     def __init__(self, process: Any, connection: Connection) -> None:
         self._process = process
         self._connection = connection
         self.gone = False  # given up on, or found dead: take nothing more from it
+        self._asked = threading.Semaphore(0)
+        self._received: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
+        self._pending = False  # a reply asked of the reader thread and not taken yet
+        self._closing = False
+        self._reader = threading.Thread(
+            target=self._read, name="ragwright-child-replies", daemon=True
+        )
+        self._reader.start()
 
     def take(self, number: int, stall: float) -> tuple[Any, ...] | None:
         """The fields of the reply numbered ``number``, or ``None`` once the child is
-        given up on: gone, silent for ``stall`` seconds, out of order, unreadable, or the
-        run's deadline passed while waiting."""
+        given up on: gone, idle (no reply, no CPU) for ``stall`` seconds, out of order,
+        unreadable, or the run's deadline passed while waiting."""
         waited = 0.0
+        cpu = _cpu_ticks(self._process.pid)
         while not self.gone:
             bound = current_bound()
             if waited >= stall or (bound is not None and bound.expired):
                 break
+            if not self._pending:
+                self._pending = True
+                self._asked.release()
             started = time.monotonic()
             try:
-                if not self._connection.poll(POLL_SECONDS):
-                    waited += time.monotonic() - started
-                    self.gone = not self._process.is_alive()
-                    continue
-                reply = self._connection.recv()
-            except Exception:
-                break
-            if not isinstance(reply, tuple) or not reply or reply[0] != number:
-                break  # a reply for another slice: trust none of the next ones
-            return reply[1:]
+                read, reply = self._received.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                waited += time.monotonic() - started
+                now = _cpu_ticks(self._process.pid)
+                if now is not None and now != cpu:
+                    cpu, waited = now, 0.0  # working: not stalled
+                continue  # a child gone reads as the end of its pipe, taken next
+            self._pending = False
+            if not read or not isinstance(reply, tuple) or not reply or reply[0] != number:
+                break  # unreadable, ended, or a reply for another slice: trust no more
+            return tuple(reply[1:])
         self.give_up()
         return None
 
@@ -100,9 +127,49 @@ class Replies:
             self._process.kill()
 
     def close(self, grace: float = POLL_SECONDS) -> None:
-        """Wait up to ``grace`` seconds for the child to end, then kill it."""
+        """Wait up to ``grace`` seconds for the child to end, then kill it; end the reader
+        thread (a killed child's pipe reads as its end)."""
         self._process.join(timeout=grace)
         if self._process.is_alive():
             self._process.kill()
-            self._process.join()
+            self._process.join(timeout=10 * POLL_SECONDS)
+        self._closing = True
+        self._asked.release()
+        self._reader.join(timeout=10 * POLL_SECONDS)
         self._connection.close()
+
+    def _read(self) -> None:
+        try:
+            while True:
+                self._asked.acquire()
+                if self._closing:
+                    return
+                self._received.put((True, self._connection.recv()))
+        except BaseException:
+            self._received.put((False, None))  # the end of the pipe, or a broken message
+
+
+def _cpu_ticks(pid: int | None) -> int | None:
+    """The CPU time ``pid`` has used (clock ticks, user and system), where the system
+    tells (Linux); ``None`` otherwise."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def start_child(parent: int) -> None:
+    """What a forked child of ``parent`` does first: never collect the parent's objects
+    (a cycle holding an index would run its finalizer here, on the parent's files), and
+    end when the parent ends, however it ends (Linux: the parent-death signal)."""
+    gc.freeze()
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent ended before the signal was set
+        os._exit(0)
+
+
+# prctl(2): the signal a process gets when its parent ends.
+_PR_SET_PDEATHSIG = 1

@@ -35,7 +35,13 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from ragwright.pipeline.forked import Replies, can_fork, close_inherited, fork_context
+from ragwright.pipeline.forked import (
+    Replies,
+    can_fork,
+    close_inherited,
+    fork_context,
+    start_child,
+)
 from ragwright.pipeline.planning import PlannedDocument, plan_documents
 from ragwright.protocols import Embedder, SparseEncoder
 from ragwright.types import ChunkingPolicy, SourceDocument
@@ -43,9 +49,9 @@ from ragwright.types import ChunkingPolicy, SourceDocument
 # Chunks a run must write before it forks a planning process: below it, the fork and
 # the transfers cost more than the second core saves (docs/ingestion.md).
 MIN_CHUNKS = 4096
-# How long the parent waits for one slice's plans before it kills the child and plans
-# in process (a slice takes well under a second; a stopped or deadlocked child never
-# answers).
+# How long the parent waits for a slice while the child neither replies nor uses CPU
+# before it gives up on the child (a stopped child, or one blocked on a hung file
+# system, never answers; one busy reading a slow file uses CPU and is waited for).
 STALL_SECONDS = 60.0
 
 Planned = tuple[Sequence[SourceDocument], list[PlannedDocument] | None]
@@ -56,6 +62,21 @@ def wanted(planned_chunks: int) -> bool:
     where fork exists, this process may run on two cores or more, and the run is large
     enough."""
     return planned_chunks >= MIN_CHUNKS and can_fork()
+
+
+def start(
+    slices: Iterable[Sequence[SourceDocument]],
+    policy: ChunkingPolicy,
+    embedder: Embedder,
+    sparse_encoder: SparseEncoder,
+    avgdl: float,
+) -> PlanningProcess | None:
+    """A planning process for ``slices``, or ``None`` when none can be forked now (a
+    process, memory or descriptor limit): the writing pass then plans in process."""
+    try:
+        return PlanningProcess(slices, policy, embedder, sparse_encoder, avgdl)
+    except OSError:
+        return None
 
 
 class PlanningProcess:
@@ -72,14 +93,19 @@ class PlanningProcess:
     ) -> None:
         context = fork_context()
         results, writer = context.Pipe(duplex=False)
-        self._process = context.Process(
-            target=_serve,
-            args=(writer, slices, policy, embedder, sparse_encoder, avgdl),
-            name="ragwright-planner",
-            daemon=True,
-        )
-        self._process.start()
-        writer.close()
+        try:
+            self._process = context.Process(
+                target=_serve,
+                args=(writer, os.getpid(), slices, policy, embedder, sparse_encoder, avgdl),
+                name="ragwright-planner",
+                daemon=True,
+            )
+            self._process.start()
+        except BaseException:
+            results.close()
+            raise
+        finally:
+            writer.close()
         self._replies = Replies(self._process, results)
         # The parent's own copy of the slices, untouched until it reads the rest itself.
         self._slices = slices
@@ -121,6 +147,7 @@ class PlanningProcess:
 
 def _serve(
     results: Any,
+    parent: int,
     slices: Iterable[Sequence[SourceDocument]],
     policy: ChunkingPolicy,
     embedder: Embedder,
@@ -135,6 +162,7 @@ def _serve(
     try:
         # The index's files (its WAL lock above all) must close when the parent closes
         # them: a lock inherited here would keep the parent from reopening its shard.
+        start_child(parent)
         close_inherited(keep={0, 1, 2, results.fileno()})
         parts = iter(slices)
         while True:

@@ -33,7 +33,13 @@ from collections.abc import Generator, Iterable, Sequence, Sized
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ragwright.pipeline.forked import Replies, can_fork, close_inherited, fork_context
+from ragwright.pipeline.forked import (
+    Replies,
+    can_fork,
+    close_inherited,
+    fork_context,
+    start_child,
+)
 from ragwright.pipeline.planning import check_new_document, document_source_digest, in_slices
 from ragwright.protocols import Embedder, SparseEncoder
 from ragwright.types import ChunkingPolicy, SourceDocument
@@ -41,8 +47,9 @@ from ragwright.types import ChunkingPolicy, SourceDocument
 # Documents a run must hold before its sources are read in a second process: below it,
 # the fork costs more than the second core saves.
 MIN_DOCUMENTS = 2048
-# How long the parent waits for one slice before it gives up on the child (reading a
-# slice of files takes well under a second; a stopped child never answers).
+# How long the parent waits for a slice while the child neither replies nor uses CPU
+# before it gives up on the child (a stopped child, or one blocked on a hung file
+# system, never answers; one busy reading a slow file uses CPU and is waited for).
 STALL_SECONDS = 60.0
 
 
@@ -127,7 +134,11 @@ def read_slices(
     if work is None:
         yield from (ReadSlice(part) for part in in_slices(documents, slice_size))
         return
-    reader = SourceReader(documents, slice_size, work)
+    try:
+        reader = SourceReader(documents, slice_size, work)
+    except OSError:  # no fork now (a process, memory or descriptor limit): read here
+        yield from (ReadSlice(part) for part in in_slices(documents, slice_size))
+        return
     received = 0
     try:
         while (read := reader.next()) is not None:
@@ -149,14 +160,19 @@ class SourceReader:
     def __init__(self, documents: Iterable[SourceDocument], slice_size: int, work: ReadingWork):
         context = fork_context()
         replies, writer = context.Pipe(duplex=False)
-        self._process = context.Process(
-            target=_serve,
-            args=(writer, documents, slice_size, work),
-            name="ragwright-source-reader",
-            daemon=True,
-        )
-        self._process.start()
-        writer.close()
+        try:
+            self._process = context.Process(
+                target=_serve,
+                args=(writer, os.getpid(), documents, slice_size, work),
+                name="ragwright-source-reader",
+                daemon=True,
+            )
+            self._process.start()
+        except BaseException:
+            replies.close()
+            raise
+        finally:
+            writer.close()
         self._replies = Replies(self._process, replies)
         self._number = 0
         self._ended = False
@@ -188,12 +204,17 @@ class SourceReader:
 
 
 def _serve(
-    results: Any, documents: Iterable[SourceDocument], slice_size: int, work: ReadingWork
+    results: Any,
+    parent: int,
+    documents: Iterable[SourceDocument],
+    slice_size: int,
+    work: ReadingWork,
 ) -> None:
     """The child: read the sources a slice at a time and send each with its digests and
     checks, then the end (or ``failed`` when the sources raised)."""
     number = 0
     try:
+        start_child(parent)
         close_inherited(keep={0, 1, 2, results.fileno()})
         try:
             for part in in_slices(documents, slice_size):

@@ -35,7 +35,7 @@ from ragwright.pipeline.planning import (
     SlicePlan,
     plan_slice,
 )
-from ragwright.pipeline.planning_process import PlanningProcess
+from ragwright.pipeline.planning_process import start as start_planning
 from ragwright.pipeline.switching import Writer, stage_points, switch_slice
 from ragwright.protocols import BULK_EMBEDDING, Embedder, SparseEncoder, VectorIndex
 from ragwright.types import ChunkingPolicy, SliceReport, SourceDocument
@@ -157,7 +157,7 @@ def write_slices(
     in_flight = max(1, int(getattr(embedder, "in_flight", 1)))
     # Forked before this pass starts any thread of its own.
     planner = (
-        PlanningProcess(slices, policy, embedder, sparse_encoder, context.staging_avgdl)
+        start_planning(slices, policy, embedder, sparse_encoder, context.staging_avgdl)
         if planning_process
         else None
     )
