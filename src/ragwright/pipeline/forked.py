@@ -67,6 +67,39 @@ def close_inherited(keep: set[int]) -> None:
         low = fd + 1
 
 
+class Child:
+    """A forked child running ``target(writer, parent_pid, *args)`` (``writer``: the
+    write end of its replies pipe, which only the child holds) and the parent's
+    :class:`Replies` from it. Raises ``OSError`` when no child can be forked now."""
+
+    def __init__(self, target: Any, args: tuple[Any, ...], name: str) -> None:
+        context = fork_context()
+        reader, writer = context.Pipe(duplex=False)
+        try:
+            self.process = context.Process(
+                target=target, args=(writer, os.getpid(), *args), name=name, daemon=True
+            )
+            self.process.start()
+        except BaseException:
+            reader.close()
+            raise
+        finally:
+            writer.close()
+        self.replies = Replies(self.process, reader)
+        self.ended = False  # it sent its last reply: let it leave on its own
+
+    @property
+    def pid(self) -> int | None:
+        pid: int | None = self.process.pid
+        return pid
+
+    def close(self) -> None:
+        """Wait for a child that ended; stop one that did not."""
+        if not self.ended:
+            self.replies.give_up()
+        self.replies.close()
+
+
 class Replies:
     """The parent's end of a child's numbered replies.
 

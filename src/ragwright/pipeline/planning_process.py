@@ -35,13 +35,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from ragwright.pipeline.forked import (
-    Replies,
-    can_fork,
-    close_inherited,
-    fork_context,
-    start_child,
-)
+from ragwright.pipeline.forked import Child, can_fork, close_inherited, start_child
 from ragwright.pipeline.planning import PlannedDocument, plan_documents
 from ragwright.protocols import Embedder, SparseEncoder
 from ragwright.types import ChunkingPolicy, SourceDocument
@@ -91,39 +85,24 @@ class PlanningProcess:
         sparse_encoder: SparseEncoder,
         avgdl: float,
     ) -> None:
-        context = fork_context()
-        results, writer = context.Pipe(duplex=False)
-        try:
-            self._process = context.Process(
-                target=_serve,
-                args=(writer, os.getpid(), slices, policy, embedder, sparse_encoder, avgdl),
-                name="ragwright-planner",
-                daemon=True,
-            )
-            self._process.start()
-        except BaseException:
-            results.close()
-            raise
-        finally:
-            writer.close()
-        self._replies = Replies(self._process, results)
+        self._child = Child(
+            _serve, (slices, policy, embedder, sparse_encoder, avgdl), "ragwright-planner"
+        )
         # The parent's own copy of the slices, untouched until it reads the rest itself.
         self._slices = slices
-        self._ended = False
         self.planned_slices = 0  # slices the child planned that the parent used
 
     @property
     def pid(self) -> int | None:
-        pid: int | None = self._process.pid
-        return pid
+        return self._child.pid
 
     def slices(self) -> Iterator[Planned]:
         """Each slice with the child's plans of its documents (``None``: plan it here)."""
         received = 0
-        while (reply := self._replies.take(received + 1, STALL_SECONDS)) is not None:
+        while (reply := self._child.replies.take(received + 1, STALL_SECONDS)) is not None:
             status, carried = reply
             if status == "end":
-                self._ended = True
+                self._child.ended = True
                 return
             if status == "unread":  # the sources raised in the child
                 break
@@ -133,16 +112,13 @@ class PlanningProcess:
             else:
                 self.planned_slices += 1
                 yield [p.plan.document for p in carried], carried
-        self._replies.give_up()
+        self._child.replies.give_up()
         # Read (and plan) the rest here, from the first slice not received: an error of
         # the sources is raised here, as it would be without the child.
         yield from ((part, None) for part in itertools.islice(self._slices, received, None))
 
     def close(self) -> None:
-        """Wait for a child that ended; stop one that did not."""
-        if not self._ended:
-            self._replies.give_up()
-        self._replies.close()
+        self._child.close()
 
 
 def _serve(

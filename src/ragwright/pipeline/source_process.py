@@ -33,13 +33,7 @@ from collections.abc import Generator, Iterable, Sequence, Sized
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ragwright.pipeline.forked import (
-    Replies,
-    can_fork,
-    close_inherited,
-    fork_context,
-    start_child,
-)
+from ragwright.pipeline.forked import Child, can_fork, close_inherited, start_child
 from ragwright.pipeline.planning import check_new_document, document_source_digest, in_slices
 from ragwright.protocols import Embedder, SparseEncoder
 from ragwright.types import ChunkingPolicy, SourceDocument
@@ -158,49 +152,30 @@ class SourceReader:
     """The child and the pipe its slices come back on."""
 
     def __init__(self, documents: Iterable[SourceDocument], slice_size: int, work: ReadingWork):
-        context = fork_context()
-        replies, writer = context.Pipe(duplex=False)
-        try:
-            self._process = context.Process(
-                target=_serve,
-                args=(writer, os.getpid(), documents, slice_size, work),
-                name="ragwright-source-reader",
-                daemon=True,
-            )
-            self._process.start()
-        except BaseException:
-            replies.close()
-            raise
-        finally:
-            writer.close()
-        self._replies = Replies(self._process, replies)
+        self._child = Child(_serve, (documents, slice_size, work), "ragwright-source-reader")
         self._number = 0
-        self._ended = False
         self.slices = 0  # slices the child read that the parent used
 
     @property
     def pid(self) -> int | None:
-        return self._process.pid
+        return self._child.pid
 
     def next(self) -> ReadSlice | None:
         """The next slice (no documents: the sources ended), or ``None`` when the child
         failed or was given up on."""
         self._number += 1
-        reply = self._replies.take(self._number, STALL_SECONDS)
+        reply = self._child.replies.take(self._number, STALL_SECONDS)
         if reply is None or reply[0] == "failed":
             return None
         if reply[0] == "end":
-            self._ended = True
+            self._child.ended = True
             return ReadSlice([])
         _, documents, digests, checks = reply
         self.slices += 1
         return ReadSlice(documents, digests, checks)
 
     def close(self) -> None:
-        """Wait for a child that ended; stop one that did not."""
-        if not self._ended:
-            self._replies.give_up()
-        self._replies.close()
+        self._child.close()
 
 
 def _serve(
