@@ -19,8 +19,7 @@ import pytest
 from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.core.contracts import contract_for
 from ragwright.errors import DocumentError, InputTooLong, SourceError
-from ragwright.pipeline import ingest as ingest_module
-from ragwright.pipeline import planning_process, source_process
+from ragwright.pipeline import planning_process, source_process, validation
 from ragwright.processes import alive
 from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
 from ragwright.types import SourceDocument
@@ -75,8 +74,8 @@ def test_the_same_index_as_reading_in_process(
     # What the parent digests and checks itself (the child's calls are its own).
     done_here: list[str] = []
     for name in ("check_new_document", "document_source_digest"):
-        real = getattr(ingest_module, name)
-        monkeypatch.setattr(ingest_module, name, _recording(real, name, done_here))
+        real = getattr(validation, name)
+        monkeypatch.setattr(validation, name, _recording(real, name, done_here))
     second = run(there, Source(corpus(40)), planning_process=True)
     # Five slices, every one read and digested by the child; new documents checked
     # there one slice in two, here the others (slices 2 and 4: 16 documents).

@@ -1,0 +1,190 @@
+"""The validation pass of a run: every document read and checked before anything is
+written (step 0 of :mod:`ragwright.pipeline.ingest`).
+
+Each slice of documents is checked for unique (tenant, id) pairs, its stored points are
+read by one filtered scan, and a changed document is chunked and its embedding inputs
+measured; what is kept is the run's keys and counts (:class:`RunPlan`). A large run
+from the command line reads its sources in a forked child
+(:mod:`ragwright.pipeline.source_process`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from contextlib import closing
+
+from ragwright.core.contracts import require_compatible
+from ragwright.core.documents import SeenDocuments
+from ragwright.core.keysets import KeySet
+from ragwright.core.points import LIVE
+from ragwright.errors import SourceError
+from ragwright.pipeline.finishing import RunPlan
+from ragwright.pipeline.planning import (
+    DOCUMENT_SLICE,
+    DocumentKey,
+    PointState,
+    ProgressCallback,
+    ScanPrefetch,
+    check_lengths,
+    check_new_document,
+    chunk_and_plan,
+    document_key,
+    document_source_digest,
+    scan_documents,
+    tenant_order,
+)
+from ragwright.pipeline.source_process import ReadingWork, read_slices
+from ragwright.pipeline.source_process import wanted as source_process_wanted
+from ragwright.protocols import Embedder, SparseEncoder, VectorIndex
+from ragwright.types import ChunkingPolicy, FieldMatch, SourceDocument
+
+
+def prepare_run(
+    documents: Iterable[SourceDocument],
+    *,
+    policy: ChunkingPolicy,
+    embedder: Embedder,
+    sparse_encoder: SparseEncoder,
+    index: VectorIndex,
+    prune: bool = False,
+    tenants: Collection[str | None] = (),
+    prune_within: tuple[FieldMatch, ...] = (),
+    slice_size: int = DOCUMENT_SLICE,
+    progress: ProgressCallback | None = None,
+    source_process: bool = False,
+) -> RunPlan:
+    """The validation pass: every document is checked before anything is written.
+
+    Streams ``documents`` in slices: unique (tenant, id) pairs, then one filtered scan
+    of the stored points of the slice's documents; a changed document is chunked and its
+    embedding inputs measured (``ChunkingError``/``InputTooLong`` stop the run here).
+    Nothing of a slice is kept but its keys and counts. ``source_process``: a run known
+    to be large reads its sources (and digests and, in a new collection, checks its
+    documents) in a forked child (:mod:`~ragwright.pipeline.source_process`), with the
+    same outcome and errors.
+    """
+    notify = progress or (lambda _event, _count: None)
+    require_compatible(
+        index.contract,
+        embedder.profile,
+        sparse_encoder.profile.profile_id,
+        chunking_version=policy.version,
+    )
+    stats = index.contract.lexical_stats
+
+    def earlier_source(key: DocumentKey) -> str | None:
+        # A repeat is rare: read the documents again for the first with its key.
+        return next((d.source_uri for d in documents if document_key(d) == key), None)
+
+    seen = SeenDocuments(earlier_source)
+    changed = KeySet()
+    tenants_seen: set[str | None] = set()
+    # Ids under more than one tenant: an id seen before (``ids``) with a new key.
+    ids = KeySet()
+    shared_in_run: set[str] = set()
+    unchanged = planned = 0
+    terms = pending_chunks = 0
+    prefetch = ScanPrefetch(index)
+    work = None
+    if source_process and source_process_wanted(documents):
+        # In a new collection every document is new: the child checks each as one.
+        work = ReadingWork(
+            policy,
+            embedder,
+            sparse_encoder,
+            check_new=index.count() == 0,
+            count_terms=stats is None,
+        )
+    with closing(read_slices(documents, slice_size, work)) as slices:
+        for read in slices:
+            part = read.documents
+            for document in part:
+                seen.add(document)
+                tenants_seen.add(document.tenant)
+                if not ids.add(None, document.document_id):
+                    shared_in_run.add(document.document_id)
+            existing = scan_documents(index, policy.version, part)
+            prefetch.scanned(existing)
+            candidates = dict(
+                _changed_documents(part, read.digests, existing, policy, embedder, sparse_encoder)
+            )
+            for position, document in enumerate(part):
+                key = document_key(document)
+                source = candidates.get(key)
+                if source is None:  # stored live under the same source digest
+                    unchanged += len(existing[key])
+                    continue
+                stored = existing.get(key, {})
+                if not stored:
+                    checked = read.checks[position] if read.checks else None
+                    chunks, lexical_terms = checked or check_new_document(
+                        document, policy, embedder, sparse_encoder, count_terms=stats is None
+                    )
+                    if stats is None:
+                        terms += lexical_terms
+                        pending_chunks += chunks
+                    planned += chunks
+                    changed.add(*key)
+                    continue
+                plan = chunk_and_plan(document, policy, embedder, source)
+                if stored.keys() == {p.stored_id for p in plan.points} and all(
+                    (s.document, s.state) == (plan.digest, LIVE) for s in stored.values()
+                ):
+                    unchanged += len(stored)
+                    continue
+                pending = [p for p in plan.points if p.stored_id not in stored]
+                check_lengths(embedder, pending)
+                if stats is None:
+                    terms += sum(sparse_encoder.count_terms(p.lexical_text) for p in pending)
+                    pending_chunks += len(pending)
+                planned += len(plan.points)
+                changed.add(*key)
+    if prune and not seen.keys:
+        raise SourceError("sources", "no documents found; refusing to --prune every document")
+    scope = tenants_seen | set(tenants)
+    if stats is not None:
+        # Every stored vector carries the recorded mean: new ones must match them.
+        staging_avgdl: float = stats.avgdl
+        encoded_avgdl: float | None = stats.avgdl
+    else:
+        # A new collection: its first points set the mean. Points already present
+        # without recorded statistics carry an unknown one and are re-encoded at the end.
+        staging_avgdl = terms / pending_chunks if terms else 1.0
+        encoded_avgdl = staging_avgdl if index.count() == 0 else None
+    notify("plan", unchanged + planned)
+    notify("unchanged", unchanged)
+    return RunPlan(
+        chunking_version=policy.version,
+        scope=tuple(sorted(scope, key=tenant_order)),
+        keys=seen.keys,
+        changed=changed,
+        unchanged_chunks=unchanged,
+        planned_chunks=planned,
+        staging_avgdl=staging_avgdl,
+        encoded_avgdl=encoded_avgdl,
+        prune=prune,
+        shared_in_run=frozenset(shared_in_run),
+        prune_within=prune_within,
+    )
+
+
+def _changed_documents(
+    documents: Sequence[SourceDocument],
+    digests: Sequence[str] | None,
+    existing: dict[DocumentKey, dict[uuid.UUID, PointState]],
+    policy: ChunkingPolicy,
+    embedder: Embedder,
+    sparse_encoder: SparseEncoder,
+) -> Iterator[tuple[DocumentKey, str]]:
+    """(key, source digest) of the documents whose stored points are not all live under
+    the same source digest."""
+    if digests is None:
+        digests = [document_source_digest(d, policy, embedder, sparse_encoder) for d in documents]
+    for document, source in zip(documents, digests, strict=True):
+        stored = existing.get(document_key(document), {})
+        if not stored or not all(
+            s.state == LIVE and s.source == source and s.count == len(stored)
+            for s in stored.values()
+        ):
+            yield document_key(document), source
