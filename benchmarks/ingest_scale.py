@@ -215,11 +215,11 @@ def instrument(timers: Timers) -> None:
     from ragwright.adapters.edge.index import EdgeIndex
     from ragwright.adapters.lexical import Bm25Encoder
     from ragwright.core import keysets, lexical
-    from ragwright.pipeline import finishing, ingest, planning, switching, writing
+    from ragwright.pipeline import finishing, planning, switching, validation, writing
 
     for owner, attribute, name in (
-        (ingest, "prepare_run", "validation pass (whole)"),
-        (ingest, "_changed_documents", "validation: source digests"),
+        (validation, "prepare_run", "validation pass (whole)"),
+        (validation, "_changed_documents", "validation: source digests"),
         (finishing, "finish_run", "run end: prune, BM25 statistics"),
         (finishing, "_refresh_lexical_stats", "run end: BM25 statistics recount"),
         (planning, "scan_documents", "change-detection scans (both passes)"),
