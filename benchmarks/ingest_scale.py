@@ -219,7 +219,8 @@ def instrument(timers: Timers) -> None:
 
     for owner, attribute, name in (
         (validation, "prepare_run", "validation pass (whole)"),
-        (validation, "_changed_documents", "validation: source digests"),
+        (validation, "document_source_digest", "validation: source digests"),
+        (validation, "proven_unchanged", "validation: unchanged proven by counts"),
         (finishing, "finish_run", "run end: prune, BM25 statistics"),
         (finishing, "_refresh_lexical_stats", "run end: BM25 statistics recount"),
         (planning, "scan_documents", "change-detection scans (both passes)"),

@@ -169,10 +169,20 @@ class VectorIndex(Protocol):
         nothing any read returns."""
         ...
 
-    def facet(self, field: str, point_filter: PointFilter | None = None) -> dict[str | int, int]:
+    def facet(
+        self,
+        field: str,
+        point_filter: PointFilter | None = None,
+        *,
+        exact: bool = True,
+        limit: int | None = None,
+    ) -> dict[str | int, int]:
         """Every value of the payload-indexed ``field`` among the points matching the
         filter, with its exact number of points. Answered from the payload index, so a
-        whole-collection statistic never reads the points' payloads."""
+        whole-collection statistic never reads the points' payloads. ``exact=False``
+        lets the engine count faster and maybe wrongly, and ``limit`` keeps only that
+        many values (the most frequent): a hint, to be checked with :meth:`count`
+        before anything relies on it."""
         ...
 
     def search(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ragwright.core.points import CHANGE_KEY
 from ragwright.pipeline.planning import PREFETCH_AFTER_SHARE
 from tests.pipeline.test_ingest_stream import RecordingIndex, corpus, doc, open_index, run
 
@@ -30,7 +31,7 @@ class PrefetchRecorder(RecordingIndex):
         return advised
 
 
-def test_a_rerun_over_an_unchanged_corpus_prefetches_once_after_a_tenth(
+def test_a_rerun_that_must_scan_an_unchanged_corpus_prefetches_once_after_a_tenth(
     open_index: Any,
 ) -> None:
     index = PrefetchRecorder(open_index("i"))
@@ -38,6 +39,9 @@ def test_a_rerun_over_an_unchanged_corpus_prefetches_once_after_a_tenth(
     run(index, documents, slice_size=3)
     # The first run wrote into an empty index: nothing to prefetch.
     assert [e for e in index.events if e[0] == "prefetch"] == []
+    # Points written before change keys existed: no document is proven unchanged by
+    # counts (pipeline/unchanged.py), so every one is scanned.
+    index.inner.delete_payload_keys([p.point_id for p in index.inner.scroll()], [CHANGE_KEY])
     index.events.clear()
     report = run(index, documents, slice_size=3)
     assert report.documents_changed == 0
@@ -50,6 +54,18 @@ def test_a_rerun_over_an_unchanged_corpus_prefetches_once_after_a_tenth(
     assert scanned_before - 3 < PREFETCH_AFTER_SHARE * 40
     # What the real index advised: its payload files' data.
     assert index.events[prefetches[0]][1] > 0
+
+
+def test_a_rerun_proven_unchanged_by_counts_scans_and_prefetches_nothing(
+    open_index: Any,
+) -> None:
+    index = PrefetchRecorder(open_index("i"))
+    documents = corpus(40)
+    run(index, documents, slice_size=3)
+    index.events.clear()
+    report = run(index, documents, slice_size=3)
+    assert report.documents_changed == 0
+    assert index.events == []
 
 
 def test_a_run_over_a_small_part_of_the_index_does_not_prefetch(open_index: Any) -> None:

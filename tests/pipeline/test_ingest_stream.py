@@ -194,15 +194,17 @@ class RecordingIndex:
         self.inner = inner
         self.scrolls: list[tuple[PointFilter | None, tuple[str, ...] | None]] = []
         self.facets: list[str] = []
+        self.facet_filters: list[PointFilter | None] = []
 
     def scroll(self, point_filter: PointFilter | None = None, **kw: Any) -> Any:
         fields = kw.get("payload_fields")
         self.scrolls.append((point_filter, None if fields is None else tuple(fields)))
         return self.inner.scroll(point_filter, **kw)
 
-    def facet(self, field: str, point_filter: PointFilter | None = None) -> Any:
+    def facet(self, field: str, point_filter: PointFilter | None = None, **kw: Any) -> Any:
         self.facets.append(field)
-        return self.inner.facet(field, point_filter)
+        self.facet_filters.append(point_filter)
+        return self.inner.facet(field, point_filter, **kw)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -214,6 +216,7 @@ def test_change_detection_reads_one_slice_of_documents_at_a_time(open_index: Any
     run(index, documents, slice_size=3, prune=True)
     index.scrolls.clear()
     index.facets.clear()
+    index.facet_filters.clear()
     report = run(index, [*documents[:9], doc(9, revision="b")], slice_size=3, prune=True)
     assert report.documents_changed == 1
     by_document = [
@@ -221,15 +224,23 @@ def test_change_detection_reads_one_slice_of_documents_at_a_time(open_index: Any
         for flt, _ in index.scrolls
         if flt is not None and any(m.key == "document_id" for m in flt.must)
     ]
-    # Validation pass: 4 scans (3+3+3+1 documents); writing pass: one, of the changed one.
-    assert [len(ids) for ids in by_document] == [3, 3, 3, 1, 1]
+    # Validation pass: the unchanged documents are proven so by one count-facet per slice
+    # (3+3+3+1 documents) and only the changed one is scanned; writing pass: one scan,
+    # of the changed one.
+    assert [len(ids) for ids in by_document] == [1, 1]
+    by_slice = [
+        next(m.values for m in flt.must if m.key == "document_id")
+        for field, flt in zip(index.facets, index.facet_filters, strict=True)
+        if field == "change_key" and flt is not None
+    ]
+    assert [len(ids) for ids in by_slice] == [3, 3, 3, 1]
     # Nothing reads the whole collection: prune and the BM25 statistics are facets of
     # payload indexes (no stale document, so prune scrolls nothing).
     others = [
         f for f, _ in index.scrolls if f is None or all(m.key != "document_id" for m in f.must)
     ]
     assert others == []
-    assert index.facets == ["document_id", "lexical_terms"]
+    assert index.facets == ["change_key"] * 4 + ["document_id", "lexical_terms"]
 
 
 def test_a_slice_run_again_after_a_crash_gives_the_uninterrupted_summary(

@@ -213,8 +213,15 @@ class HeldIndexView:
     def count(self, point_filter: PointFilter | None = None) -> int:
         return self._index.count(point_filter)
 
-    def facet(self, field: str, point_filter: PointFilter | None = None) -> dict[str | int, int]:
-        return self._index.facet(field, point_filter)
+    def facet(
+        self,
+        field: str,
+        point_filter: PointFilter | None = None,
+        *,
+        exact: bool = True,
+        limit: int | None = None,
+    ) -> dict[str | int, int]:
+        return self._index.facet(field, point_filter, exact=exact, limit=limit)
 
     def prefetch_payloads(self) -> int:
         return self._index.prefetch_payloads()

@@ -314,15 +314,22 @@ class QdrantIndex:
         # The server (or the client's local mode) holds its storage: nothing to read ahead here.
         return 0
 
-    def facet(self, field: str, point_filter: PointFilter | None = None) -> dict[str | int, int]:
+    def facet(
+        self,
+        field: str,
+        point_filter: PointFilter | None = None,
+        *,
+        exact: bool = True,
+        limit: int | None = None,
+    ) -> dict[str | int, int]:
         # Every value: a field has at most as many values as matching points.
-        limit = max(1, self.count(point_filter))
+        limit = max(1, self.count(point_filter)) if limit is None else limit
         response = self._client.facet(
             self.collection,
             key=field,
             facet_filter=_client_filter(point_filter),
             limit=limit,
-            exact=True,
+            exact=exact,
         )
         return {hit.value: hit.count for hit in response.hits if not isinstance(hit.value, bool)}
 

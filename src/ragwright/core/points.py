@@ -18,6 +18,10 @@ Two per-document digests ride on every point of a document:
   current source digest and their number equals the stored ``chunk_count``, the document
   is unchanged and is not even chunked again: an unchanged re-run costs one
   payload-light scroll and a hash per document.
+* ``change_key`` (keyword-indexed) hashes the tenant, document id, source digest and
+  chunk count together (:func:`change_key`). Counting points by it, from the payload
+  index alone, proves a document unchanged without reading a payload
+  (:mod:`ragwright.pipeline.unchanged`).
 * ``document_digest`` hashes everything the index should hold for the document (stored
   ids and payloads); the switch and the verification check it.
 """
@@ -37,6 +41,8 @@ from ragwright.types import Chunk, EmbeddingProfile, ParagraphPositions, SourceD
 
 LIVE = "live"
 STAGED = "staged"
+# Payload field: see :func:`change_key`.
+CHANGE_KEY = "change_key"
 
 KEYWORD_INDEX_FIELDS: tuple[str, ...] = (
     "document_id",
@@ -45,6 +51,7 @@ KEYWORD_INDEX_FIELDS: tuple[str, ...] = (
     "publication_state",
     "tenant",
     "index_state",
+    CHANGE_KEY,
 )
 # Analysed terms of the point's BM25 text, written with its sparse vector: the collection's
 # avgdl is the mean of these over all points.
@@ -82,6 +89,7 @@ DOCUMENT_FIELDS: tuple[str, ...] = (
     "document_digest",
     "source_digest",
     "chunk_count",
+    CHANGE_KEY,
     "index_state",
 )
 # Bump when code changes how plans are derived from sources in a way no version or
@@ -179,6 +187,16 @@ def stored_point_id(chunk_point_id: uuid.UUID, content_hash: str) -> uuid.UUID:
     return uuid.UUID(bytes=digest[:16])
 
 
+def change_key(tenant: str | None, document_id: str, source: str, chunk_count: int) -> str:
+    """The value every point of a document written from one plan carries in ``change_key``:
+    a hash of the document's key, its source digest and its chunk count. At most
+    ``chunk_count`` points carry it (one per chunk), so an exact count of the live points
+    carrying it equal to ``chunk_count`` says the document is stored whole under that
+    source, with no payload read."""
+    canonical = json.dumps([tenant, document_id, source, chunk_count], ensure_ascii=False)
+    return sha256_text(canonical)[:32]
+
+
 def source_digest(
     document: SourceDocument,
     *,
@@ -251,6 +269,7 @@ def plan_document(
             "content_hash": content_hash,
             "source_digest": source,
             "chunk_count": len(chunks),
+            CHANGE_KEY: change_key(document.tenant, document.document_id, source, len(chunks)),
             "positions": {
                 "section_index": chunk.positions.section_index,
                 "paragraphs": list(chunk.positions.paragraph_indexes),

@@ -36,6 +36,7 @@ from ragwright.pipeline.planning import (
 )
 from ragwright.pipeline.source_process import ReadingWork, read_slices
 from ragwright.pipeline.source_process import wanted as source_process_wanted
+from ragwright.pipeline.unchanged import proven_unchanged
 from ragwright.protocols import Embedder, SparseEncoder, VectorIndex
 from ragwright.types import ChunkingPolicy, FieldMatch, SourceDocument
 
@@ -104,13 +105,22 @@ def prepare_run(
                 tenants_seen.add(document.tenant)
                 if not ids.add(None, document.document_id):
                     shared_in_run.add(document.document_id)
-            existing = scan_documents(index, policy.version, part)
+            digests = read.digests or [
+                document_source_digest(d, policy, embedder, sparse_encoder) for d in part
+            ]
+            # Documents proven unchanged by counts are not scanned (pipeline/unchanged.py).
+            proven = proven_unchanged(index, policy.version, part, digests)
+            rest = [
+                (d, s) for d, s in zip(part, digests, strict=True) if document_key(d) not in proven
+            ]
+            existing = scan_documents(index, policy.version, [d for d, _ in rest])
             prefetch.scanned(existing)
-            candidates = dict(
-                _changed_documents(part, read.digests, existing, policy, embedder, sparse_encoder)
-            )
+            candidates = dict(_changed_documents(rest, existing))
             for position, document in enumerate(part):
                 key = document_key(document)
+                if key in proven:
+                    unchanged += proven[key]
+                    continue
                 source = candidates.get(key)
                 if source is None:  # stored live under the same source digest
                     unchanged += len(existing[key])
@@ -170,18 +180,12 @@ def prepare_run(
 
 
 def _changed_documents(
-    documents: Sequence[SourceDocument],
-    digests: Sequence[str] | None,
+    documents: Sequence[tuple[SourceDocument, str]],
     existing: dict[DocumentKey, dict[uuid.UUID, PointState]],
-    policy: ChunkingPolicy,
-    embedder: Embedder,
-    sparse_encoder: SparseEncoder,
 ) -> Iterator[tuple[DocumentKey, str]]:
-    """(key, source digest) of the documents whose stored points are not all live under
-    the same source digest."""
-    if digests is None:
-        digests = [document_source_digest(d, policy, embedder, sparse_encoder) for d in documents]
-    for document, source in zip(documents, digests, strict=True):
+    """(key, source digest) of the (document, source digest) pairs whose stored points
+    are not all live under the same source digest."""
+    for document, source in documents:
         stored = existing.get(document_key(document), {})
         if not stored or not all(
             s.state == LIVE and s.source == source and s.count == len(stored)

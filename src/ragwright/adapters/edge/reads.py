@@ -139,13 +139,20 @@ class EdgeReads:
         with self._mutex:
             return self._shard.count(qe.CountRequest(exact=True, filter=edge_filter(point_filter)))
 
-    def facet(self, field: str, point_filter: PointFilter | None = None) -> dict[str | int, int]:
+    def facet(
+        self,
+        field: str,
+        point_filter: PointFilter | None = None,
+        *,
+        exact: bool = True,
+        limit: int | None = None,
+    ) -> dict[str | int, int]:
         with self._mutex:
             # Every value: a field has at most as many values as matching points.
-            limit = max(1, self.count(point_filter))
+            limit = max(1, self.count(point_filter)) if limit is None else limit
             response = self._shard.facet(
                 qe.FacetRequest(
-                    key=field, limit=limit, exact=True, filter=edge_filter(point_filter)
+                    key=field, limit=limit, exact=exact, filter=edge_filter(point_filter)
                 )
             )
         return {hit.value: hit.count for hit in response.hits if not isinstance(hit.value, bool)}
