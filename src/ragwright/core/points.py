@@ -16,8 +16,8 @@ Two per-document digests ride on every point of a document:
 * ``source_digest`` hashes what the chunks are *made from* (content, metadata, chunking
   version, embedding and BM25 profiles). When all live points of a document carry the
   current source digest and their number equals the stored ``chunk_count``, the document
-  is unchanged and is not even chunked again: an unchanged re-run costs one
-  payload-light scroll and a hash per document.
+  is unchanged and is not even chunked again: an unchanged re-run costs a hash per
+  document and a few counts per slice of them (``change_key``, below).
 * ``change_key`` (keyword-indexed) hashes the tenant, document id, source digest and
   chunk count together (:func:`change_key`). Counting points by it, from the payload
   index alone, proves a document unchanged without reading a payload
@@ -250,6 +250,7 @@ def plan_document(
 ) -> DocumentPlan:
     """Compute stored ids, embedding inputs, payloads and the document digest."""
     planned: list[tuple[uuid.UUID, Chunk, str, str, dict[str, Any]]] = []
+    key = change_key(document.tenant, document.document_id, source, len(chunks))
     for chunk in chunks:
         embedding_input, lexical = chunk_inputs(document, chunk, profile)
         # Both vectors derive from these two strings; either changing makes a new point.
@@ -269,7 +270,7 @@ def plan_document(
             "content_hash": content_hash,
             "source_digest": source,
             "chunk_count": len(chunks),
-            CHANGE_KEY: change_key(document.tenant, document.document_id, source, len(chunks)),
+            CHANGE_KEY: key,
             "positions": {
                 "section_index": chunk.positions.section_index,
                 "paragraphs": list(chunk.positions.paragraph_indexes),

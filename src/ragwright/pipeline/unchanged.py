@@ -13,10 +13,10 @@ plan carries ``change_key``, a hash of its document's key, source digest and chu
    points;
 2. two exact counts decide. The live points carrying the suggested keys must number the
    sum of the suggested counts; so must every point of this chunking version under
-   those document ids (in any state, any tenant). At most ``n`` points ever carry a key made with count ``n`` (one
-   per chunk of that plan), so the first count holds only when every suggested document
-   has all its chunks live under its current source digest, and the second only when
-   nothing else is stored under their ids.
+   those document ids (in any state, any tenant). At most ``n`` points ever carry a key
+   made with count ``n`` (one per chunk of that plan), so the first count holds only
+   when every suggested document has all its chunks live under its current source
+   digest, and the second only when nothing else is stored under their ids.
 
 When the counts disagree (a hint was wrong, a document is partly written, another
 tenant uses the same id, points were written before ``change_key`` existed), nothing is
