@@ -3,6 +3,7 @@ proven, and every way the proof must refuse."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from ragwright.pipeline.planning import document_source_digest
 from ragwright.pipeline.unchanged import proven_unchanged
 from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
 from ragwright.types import ChunkingPolicy, FieldMatch, PointFilter, SourceDocument
-from tests.pipeline.test_ingest import POLICY, doc, run
+from tests.pipeline.test_ingest import POLICY, P, doc, run
 
 
 @pytest.fixture
@@ -157,3 +158,44 @@ def test_points_of_another_chunking_version_do_not_stop_the_proof(tmp_path: Path
         assert len(proven_unchanged(index, other.version, docs, digests)) == 3
         # Under the first version too: the other version's points are not its own.
         assert len(proven(index, docs)) == 3
+
+
+class Crash(Exception):
+    pass
+
+
+@pytest.mark.parametrize("phase", ["staged", "obsolete-deleted"])
+@pytest.mark.parametrize("edit", ["text", "publication"])
+@pytest.mark.parametrize("then", ["reverted", "edited"])
+def test_a_switch_cut_short_then_a_rerun_ends_as_a_clean_ingestion(
+    tmp_path: Path, phase: str, edit: str, then: str
+) -> None:
+    original = doc("a", publication_state="draft")
+    if edit == "text":
+        edited = doc("a", paragraphs=[P[0], "Drain only until the deadline, then cancel.", P[2]])
+        edited = dataclasses.replace(edited, publication_state="draft")
+    else:
+        edited = doc("a", publication_state="published")
+    final = original if then == "reverted" else edited
+
+    def crash(document_id: str, reached: str) -> None:
+        if reached == phase:
+            raise Crash(phase)
+
+    with EdgeIndex(tmp_path / "i", contract_for(HASHING_PROFILE, POLICY.version)) as index:
+        run(index, [original, doc("b")])
+        with pytest.raises(Crash):
+            run(index, [edited, doc("b")], phase_hook=crash)
+        run(index, [final, doc("b")])
+        got = sorted(
+            (p.payload["text"], p.payload["publication_state"], p.payload["index_state"])
+            for p in points_of(index, "a")
+        )
+        assert set(proven(index, [final, doc("b")])) == {(None, "a"), (None, "b")}
+    with EdgeIndex(tmp_path / "clean", contract_for(HASHING_PROFILE, POLICY.version)) as clean:
+        run(clean, [final, doc("b")])
+        want = sorted(
+            (p.payload["text"], p.payload["publication_state"], p.payload["index_state"])
+            for p in points_of(clean, "a")
+        )
+    assert got == want

@@ -229,6 +229,10 @@ class VectorIndexConformance:
         only = PointFilter(must=(FieldMatch("document_id", ("doc-2",)),))
         assert index.facet("lexical_terms", only) == {7: 1, 8: 1}
         assert index.facet("document_id", PointFilter(must=(FieldMatch("tenant", ("x",)),))) == {}
+        # A hint: approximate counts, at most ``limit`` values, only values that exist.
+        hint = index.facet("document_id", exact=False, limit=2)
+        assert len(hint) <= 2 and set(hint) <= {"doc-0", "doc-1", "doc-2"}
+        assert len(index.facet("document_id", limit=1)) == 1
 
     def test_prefetch_is_a_hint_that_changes_no_read(self, index: VectorIndex) -> None:
         index.upsert([_point(n) for n in range(1, 6)])
