@@ -11,6 +11,7 @@ import pytest
 
 from tests.cli import copy_home, ragwright
 from tests.conftest import SAMPLES
+from tests.pipeline.indexes import end_wal_with_an_empty_write
 
 COLLECTION = Path("index") / "support-documents"
 
@@ -27,6 +28,11 @@ def truncate(relative: str) -> Callable[[Path], None]:
     return corrupt
 
 
+def empty_id_tracker(home: Path) -> None:
+    end_wal_with_an_empty_write(home / COLLECTION)  # else the WAL's last record rebuilds it
+    truncate("mutable_id_tracker.mappings")(home)
+
+
 def garble_contract(home: Path) -> None:
     (home / COLLECTION / "contract.json").write_text("{garbled", "utf-8")
 
@@ -37,7 +43,7 @@ def remove_manifest(home: Path) -> None:
 
 # (name, corruption, part named on open, verify: problems listed or the open refused)
 CORRUPTIONS = [
-    ("id-tracker", truncate("mutable_id_tracker.mappings"), "id tracker", 1),
+    ("id-tracker", empty_id_tracker, "id tracker", 1),
     ("dense-vectors", truncate("vector_storage-dense/vectors/chunk_0.mmap"), "dense vectors", 21),
     ("payload-storage", truncate("payload_storage/page_0.dat"), "payload storage", 21),
     ("contract", garble_contract, "contract.json", None),

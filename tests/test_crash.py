@@ -131,6 +131,8 @@ def test_killed_ingestion_converges_and_never_shows_a_mix(tmp_path: Path) -> Non
             assert visible <= old or visible <= new, (
                 f"{document_id} shows a mix after a kill at {delay}s"
             )
+            if not old:  # new in v2, written live in one upsert: whole or absent
+                assert visible == new, f"{document_id} is partly live after {delay}s"
     assert kills >= 2, "the run finished before it could be killed; the corpus is too small"
 
     report = ingest_report(corpus, env)

@@ -122,6 +122,14 @@ class VectorIndex(Protocol):
         :class:`~ragwright.errors.IndexDamaged`."""
         ...
 
+    @property
+    def atomic_upsert(self) -> bool:
+        """Whether one :meth:`upsert` call is applied whole or not at all, a crash
+        included (the embedded engine writes it as one WAL record, replayed whole on the
+        next open). The writing pass then writes a slice's new documents live in one
+        upsert, without a staged copy and a flip (docs/ingestion.md)."""
+        ...
+
     def upsert(self, points: Sequence[IndexPoint]) -> None:
         """Insert or replace points (vector and complete payload)."""
         ...

@@ -15,7 +15,7 @@ from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.core.contracts import contract_for
 from ragwright.errors import IndexDamaged
 from ragwright.testing.fakes import HASHING_PROFILE
-from tests.pipeline.indexes import POLICY, hashing_index
+from tests.pipeline.indexes import POLICY, end_wal_with_an_empty_write, hashing_index
 
 CONTRACT = contract_for(HASHING_PROFILE, POLICY.version)
 
@@ -32,6 +32,11 @@ def truncate(relative: str) -> Callable[[Path], None]:
         target.write_bytes(b"")
 
     return corrupt
+
+
+def empty_id_tracker(path: Path) -> None:
+    end_wal_with_an_empty_write(path)  # else the WAL's last record rebuilds it
+    truncate("mutable_id_tracker.mappings")(path)
 
 
 def garble(name: str) -> Callable[[Path], None]:
@@ -57,7 +62,7 @@ def rewrite_manifest(**fields: object) -> Callable[[Path], None]:
 
 
 CORRUPTIONS = [
-    ("id-tracker", truncate("mutable_id_tracker.mappings"), "id tracker"),
+    ("id-tracker", empty_id_tracker, "id tracker"),
     ("dense-vectors", truncate("vector_storage-dense/vectors/chunk_0.mmap"), "dense vectors"),
     ("payload-storage", truncate("payload_storage/page_0.dat"), "payload storage"),
     ("sparse-vectors", truncate("vector_storage-bm25/store/page_0.dat"), "shard"),

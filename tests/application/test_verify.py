@@ -16,6 +16,7 @@ from ragwright.testing.fakes import HASHING_PROFILE
 from ragwright.types import ChunkingPolicy
 from tests.application.components import fake_application
 from tests.conftest import SAMPLES
+from tests.pipeline.indexes import end_wal_with_an_empty_write
 
 CONTRACT = contract_for(HASHING_PROFILE, ChunkingPolicy().version)
 
@@ -64,6 +65,7 @@ def test_verify_lists_a_payload_that_breaks_a_rule_and_a_missing_sparse_vector(
 
 
 def test_verify_lists_every_unreadable_point_and_the_lost_count(home: Path) -> None:
+    end_wal_with_an_empty_write(index_path(home))  # else the WAL's last record rebuilds
     (segment,) = (index_path(home) / "shard" / "segments").iterdir()
     (segment / "vector_storage-dense" / "vectors" / "chunk_0.mmap").write_bytes(b"")
     result = fake_application(home)[0].verify()

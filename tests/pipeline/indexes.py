@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
+
+import qdrant_edge as qe
 
 from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.adapters.lexical import Bm25Encoder
@@ -28,3 +31,16 @@ def hashing_index(path: Path, documents: Sequence[SourceDocument] | None = None)
         index=index,
     )
     return index
+
+
+def end_wal_with_an_empty_write(index_path: Path) -> None:
+    """Make the last record of the closed index's WAL a write that touches no point.
+
+    The engine applies its last WAL record again whenever it opens a shard. After an
+    ingestion of new documents in one slice, that record is the one upsert of every
+    point (docs/ingestion.md, "New documents written live"), and it rebuilds an emptied
+    id tracker: a test that damages one first ends the WAL with this.
+    """
+    shard = qe.EdgeShard.load(str(index_path / "shard"))
+    shard.update(qe.UpdateOperation.delete_points([uuid.UUID(int=0)]))
+    shard.close()

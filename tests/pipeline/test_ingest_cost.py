@@ -70,27 +70,52 @@ def snapshot(index: EdgeIndex) -> list[tuple[str, str]]:
     return sorted((str(p.point_id), json.dumps(p.payload, sort_keys=True)) for p in index.scroll())
 
 
-def test_a_slice_of_new_documents_is_switched_by_one_payload_write(
-    index: EdgeIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    writes: list[str] = []
-    for name in ("set_payload", "delete_payload_keys", "delete"):
+class StagingEdgeIndex(EdgeIndex):
+    """The embedded index taken for one whose upserts are not atomic (a server's)."""
+
+    atomic_upsert = False
+
+
+def count_writes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Every non-empty write of an embedded index from now on: (name, points)."""
+    writes: list[tuple[str, int]] = []
+    for name in ("upsert", "set_payload", "delete_payload_keys", "delete"):
         original = getattr(EdgeIndex, name)
 
         def counted(self: EdgeIndex, *args: Any, _name: str = name, _f: Any = original) -> Any:
             if args[0]:
-                writes.append(_name)
+                writes.append((_name, len(args[0])))
             return _f(self, *args)
 
         monkeypatch.setattr(EdgeIndex, name, counted)
-    report = run(index, [doc(n) for n in range(6)], slice_size=3)
+    return writes
+
+
+def test_a_slice_of_new_documents_is_written_live_by_one_upsert(
+    index: EdgeIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writes = count_writes(monkeypatch)
+    # Two inputs an embedding call: each document's chunks span several calls.
+    report = run(index, [doc(n) for n in range(6)], slice_size=3, batch_size=2)
     assert report.documents_changed == 6 and report.verified == report.chunks
-    assert writes == ["set_payload", "set_payload"]  # one per slice, not three per document
-    # The same as documents switched one by one: an edited corpus takes that path.
+    assert report.chunks == 12  # 3 embedding calls a slice
+    # One write per slice, of all its points: no staged copy, no flip.
+    assert [name for name, _ in writes] == ["upsert", "upsert"]
+    assert sum(points for _, points in writes) == report.chunks
+    with StagingEdgeIndex(tmp_path / "staging", index.contract) as staging:
+        writes.clear()
+        run(staging, [doc(n) for n in range(6)], slice_size=3, batch_size=2)
+        # Where an upsert is not atomic: staged a call at a time, one flip per slice.
+        names = [name for name, _ in writes]
+        assert names.count("set_payload") == 2 and names[-1] == "set_payload"
+        assert names.count("upsert") == report.chunks // 2
+        assert snapshot(staging) == snapshot(index)
+    # An edited document is staged and switched on its own, either way.
     writes.clear()
     edited = [doc(0, revision="b"), *(doc(n) for n in range(1, 6))]
     run(index, edited, slice_size=3)
-    assert "delete" in writes
+    assert "delete" in [name for name, _ in writes]
+    assert "set_payload" in [name for name, _ in writes]
     with EdgeIndex(tmp_path / "fresh", index.contract) as fresh:
         run(fresh, edited, slice_size=3)
         assert snapshot(fresh) == snapshot(index)

@@ -370,15 +370,20 @@ class FailingWrites(RecordingIndex):
         self.inner.set_payload(*args)
 
 
+@pytest.mark.parametrize("atomic", [True, False])
 def test_a_failed_write_stops_every_write_after_it_and_its_slice_never_switches(
-    open_index: Any,
+    open_index: Any, atomic: bool
 ) -> None:
-    index = FailingWrites(open_index("i"), fail_at=2)  # the first slice's second write
+    index = FailingWrites(open_index("i"), fail_at=2)
+    index.atomic_upsert = atomic
     embedder = SlowEmbedder(in_flight=4, delay=0.01)
     with pytest.raises(ReadBackError, match="scripted"):
         run(index, corpus(8), embedder, batch_size=2, slice_size=2)
     assert index.after_failure == []
-    assert live_documents(index.inner) == set()
+    if atomic:  # one upsert a slice of new documents: the second slice's fails
+        assert live_documents(index.inner) == {"doc-000", "doc-001"}
+    else:  # the first slice's second staged batch fails: it never switches
+        assert live_documents(index.inner) == set()
 
 
 def test_an_id_in_two_tenants_is_reported_shared_as_one_slice_after_another_would(
@@ -422,20 +427,45 @@ class PausedEmbedder(HashingEmbedder):
         return super().embed_documents(texts)
 
 
+@dataclasses.dataclass
+class PausedThenFailing(PausedEmbedder):
+    """A :class:`PausedEmbedder` whose second call fails."""
+
+    calls_made: int = 0
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls_made += 1
+        if self.calls_made == 2:
+            raise KeyboardInterrupt("worker A killed while embedding")
+        return super().embed_documents(texts)
+
+
+@pytest.mark.parametrize(
+    ("atomic", "dies"),
+    [
+        (False, "staged"),  # stages its points, dies before switching
+        (True, "live"),  # writes its new documents live, dies before reading them back
+        (True, "embedding"),  # fails embedding: stages the points it embedded, then dies
+    ],
+)
 def test_a_late_attempt_at_a_slice_leaves_the_points_another_attempt_switched_live(
-    open_index: Any,
+    open_index: Any, atomic: bool, dies: str
 ) -> None:
     """Worker A plans the slice and stalls; worker B runs the same slice to the end;
-    A wakes up, writes its staged points and dies before switching. B's points stay
-    live: A never stages a point that is already live with its plan's digest."""
-    index = open_index("i")
+    A wakes up, writes what it has and dies. B's points stay live: A never stages a point
+    that is already live with its plan's digest."""
+    inner = open_index("i")
+    index = RecordingIndex(inner)
+    index.atomic_upsert = atomic
     documents = corpus(3)
     common: dict[str, Any] = {"policy": POLICY, "sparse_encoder": Bm25Encoder(), "index": index}
     plan = prepare_run(documents, embedder=HashingEmbedder(), **common)
-    late = PausedEmbedder()
+    late = PausedThenFailing() if dies == "embedding" else PausedEmbedder()
+    if dies == "embedding":
+        common["batch_size"] = 2
 
     def dies_before_switching(_document_id: str, phase: str) -> None:
-        if phase == "staged":
+        if phase == dies:
             raise KeyboardInterrupt("worker A killed")
 
     died: list[BaseException] = []
@@ -461,3 +491,5 @@ def test_a_late_attempt_at_a_slice_leaves_the_points_another_attempt_switched_li
     assert [type(error) for error in died] == [KeyboardInterrupt]
     live = index.count(PointFilter(must=(FieldMatch("index_state", ("live",)),)))
     assert (live, index.count()) == (report.chunks, report.chunks)
+    if dies == "embedding":
+        assert late.calls_made == 2  # A had embedded a batch to stage when it failed

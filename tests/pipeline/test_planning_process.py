@@ -40,7 +40,7 @@ SLICE = 8
 @pytest.fixture
 def reopened(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """The shard reopenings (after each seal); small seals make several in a run."""
-    monkeypatch.setattr(engine, "SEAL_POINTS", 16)
+    monkeypatch.setattr(engine, "SEAL_POINTS", 8)
     calls: list[Path] = []
     real = engine.load_shard
 

@@ -181,6 +181,10 @@ class HeldIndexView:
     def read_part(self, ids: Sequence[uuid.UUID], part: IndexPart) -> dict[uuid.UUID, Any]:
         return self._index.read_part(ids, part)
 
+    @property
+    def atomic_upsert(self) -> bool:
+        return self._index.atomic_upsert
+
     def upsert(self, points: Sequence[IndexPoint]) -> None:
         self._index.upsert(points)
 

@@ -202,6 +202,10 @@ class QdrantIndex:
         schema = self._client.get_collection(self.collection).payload_schema
         return {name: str(info.data_type.value).lower() for name, info in schema.items()}
 
+    # A server splits one request's points across the collection's shards (and local
+    # mode persists point by point): no promise that a crash leaves all or none.
+    atomic_upsert = False
+
     def upsert(self, points: Sequence[IndexPoint]) -> None:
         if not points:
             return

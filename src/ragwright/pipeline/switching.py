@@ -3,8 +3,12 @@
 Every index write of a pass runs on one :class:`Writer` thread, in order: a slice's
 staged upserts (:func:`stage_points`, each read back), then its switch
 (:func:`switch_slice`: obsolete points deleted, document fields written, ``index_state``
-flipped to live, each document read back). What a crash between two of these writes
-leaves is in :mod:`ragwright.pipeline.ingest` and docs/ingestion.md.
+flipped to live, each document read back). On an index whose upserts are atomic
+(:attr:`~ragwright.protocols.VectorIndex.atomic_upsert`), the slice's new documents
+(nothing stored under their keys) skip the staged copy: their points are built live
+(:func:`prepare_live`) and written in one upsert at the switch, then read back. What a
+crash between two of these writes leaves is in :mod:`ragwright.pipeline.ingest` and
+docs/ingestion.md.
 """
 
 from __future__ import annotations
@@ -83,14 +87,22 @@ def switch_slice(
     index: VectorIndex,
     notify: ProgressCallback,
     hook: Callable[[str, str], None],
+    live: Sequence[IndexPoint] = (),
 ) -> SliceReport:
     """Switch and verify every document of a staged slice (on the writer thread), once
-    its staging ``writes`` are done; ``tokens`` is what embedding its inputs counted."""
+    its staging ``writes`` are done; ``tokens`` is what embedding its inputs counted.
+    ``live``: every point of the slice's new documents written directly
+    (:func:`prepare_live`), upserted here in one call."""
     for write in writes:
         write.result()  # written before this, in order; a document switches only staged
     payload_updated = deleted = 0
     new = [item for item in plan.work if not item.kept and not item.obsolete]
-    verified = _switch_new(index, new, hook)
+    written = {p.point_id for p in live}
+    direct = [item for item in new if all(p.stored_id in written for p in item.plan.points)]
+    if sum(len(item.plan.points) for item in direct) != len(written):
+        raise AssertionError("a live point outside the slice's new documents")  # pragma: no cover
+    verified = _write_new_live(index, direct, live, hook)
+    verified += _switch_new(index, [item for item in new if item not in direct], hook)
     for item in new:
         notify("switched", len(item.plan.points))
     for item in plan.work:
@@ -112,6 +124,74 @@ def switch_slice(
     )
 
 
+def prepare_live(
+    sparse_encoder: SparseEncoder,
+    batch: Sequence[PlannedPoint],
+    vectors: Sequence[Sequence[float]],
+    avgdl: float,
+    encoded: Mapping[uuid.UUID, tuple[int, SparseVector]] | None,
+    into: list[IndexPoint],
+) -> None:
+    """Add one embedding call's points of new documents to ``into``, live and with their
+    BM25 vectors (on the writer thread, while the model embeds the next batch): the
+    slice's switch writes them all in one upsert (:func:`switch_slice`)."""
+    for p, vector in zip(batch, vectors, strict=True):
+        into.append(_index_point(sparse_encoder, p, vector, avgdl, encoded, LIVE))
+
+
+def stage_prepared(index: VectorIndex, points: Sequence[IndexPoint]) -> None:
+    """Stage points :func:`prepare_live` built whose slice never reached its switch (the
+    pass failed first): a later run finds them staged and reuses their vectors instead of
+    embedding them again, as it would had they been staged in the first place."""
+    switched = _live_already(index, {p.point_id: p.payload["document_digest"] for p in points})
+    index.upsert(
+        [
+            IndexPoint(p.point_id, p.vector, {**p.payload, "index_state": STAGED}, p.sparse)
+            for p in points
+            if p.point_id not in switched
+        ]
+    )
+
+
+def _live_already(index: VectorIndex, planned: Mapping[uuid.UUID, str]) -> set[uuid.UUID]:
+    """Which of the ``planned`` points (id → the plan's document digest) are live with
+    that digest already.
+
+    A point's id is its content's (embedding input and BM25 text), so such a point is
+    this very point after its switch: another attempt at the slice switched it (a worker
+    presumed dead after its lease that still writes) or a concurrent run did. Staging it
+    again would hide it until its document switches again, which never comes if this
+    attempt then dies: it is left as it is.
+    """
+    if not planned:
+        return set()
+    # Only the two fields compared are read (the engine converts what it returns).
+    state_fields = ("index_state", "document_digest")
+    return {
+        point.point_id
+        for point in index.retrieve(list(planned), payload_fields=state_fields)
+        if point.payload.get("index_state") == LIVE
+        and point.payload.get("document_digest") == planned[point.point_id]
+    }
+
+
+def _index_point(
+    sparse_encoder: SparseEncoder,
+    p: PlannedPoint,
+    vector: Sequence[float],
+    avgdl: float,
+    encoded: Mapping[uuid.UUID, tuple[int, SparseVector]] | None,
+    state: str,
+) -> IndexPoint:
+    if encoded is not None:
+        count, sparse = encoded[p.stored_id]
+    else:
+        count, sparse = encode_lexical(sparse_encoder, p.lexical_text, avgdl)
+    return IndexPoint(
+        p.stored_id, vector, {**p.payload, "index_state": state, LEXICAL_TERMS: count}, sparse
+    )
+
+
 def stage_points(
     index: VectorIndex,
     sparse_encoder: SparseEncoder,
@@ -123,37 +203,13 @@ def stage_points(
     """Upsert one embedding call's points (``batch``, with its ``vectors``) as staged,
     their BM25 vectors encoded against ``avgdl`` (or taken from ``encoded``, a planning
     process's, by stored id), and read them back."""
-    # A point's id is its content's (embedding input and BM25 text), so a point already
-    # live with the plan's document digest is this very point after its switch: another
-    # attempt at the slice switched it (a worker presumed dead after its lease that still
-    # writes) or a concurrent run did. Staging it again would hide it until its document
-    # switches again, which never comes if this attempt then dies: it is left as it is.
-    planned = {p.stored_id: p.payload["document_digest"] for p in batch}
-    # Only the two fields compared are read (the engine converts what it returns).
-    state_fields = ("index_state", "document_digest")
-    switched = {
-        point.point_id
-        for point in index.retrieve(list(planned), payload_fields=state_fields)
-        if point.payload.get("index_state") == LIVE
-        and point.payload.get("document_digest") == planned[point.point_id]
-    }
+    switched = _live_already(index, {p.stored_id: p.payload["document_digest"] for p in batch})
     # BM25 encoding runs here, on the writer thread, while the model embeds the next batch.
-    points = []
-    for p, vector in zip(batch, vectors, strict=True):
-        if p.stored_id in switched:
-            continue
-        if encoded is not None:
-            count, sparse = encoded[p.stored_id]
-        else:
-            count, sparse = encode_lexical(sparse_encoder, p.lexical_text, avgdl)
-        points.append(
-            IndexPoint(
-                p.stored_id,
-                vector,
-                {**p.payload, "index_state": STAGED, LEXICAL_TERMS: count},
-                sparse,
-            )
-        )
+    points = [
+        _index_point(sparse_encoder, p, vector, avgdl, encoded, STAGED)
+        for p, vector in zip(batch, vectors, strict=True)
+        if p.stored_id not in switched
+    ]
     if not points:
         return
     index.upsert(points)
@@ -225,6 +281,40 @@ def _switch_new(
     )
 
 
+def _write_new_live(
+    index: VectorIndex,
+    work: Sequence[DocumentWork],
+    live: Sequence[IndexPoint],
+    hook: Callable[[str, str], None],
+) -> int:
+    """Write the slice's new documents live in one upsert and read them back.
+
+    Only on an index whose upsert is atomic (``live`` is empty otherwise): a crash
+    leaves each of these documents whole or absent, as the staged copy and its flip
+    would, for one write instead of three and one read instead of three
+    (docs/ingestion.md, "New documents written live"). A read-back that disagrees
+    deletes what was written before it raises, so no unverified point stays visible.
+    """
+    if not live:
+        return 0
+    index.upsert(live)
+    for item in work:
+        hook(item.plan.document.document_id, "live")
+    ids = [p.point_id for p in live]
+    stored = {point.point_id: point for point in index.retrieve(ids)}
+    try:
+        return sum(
+            _verify_points(
+                item.plan,
+                [stored[p.stored_id] for p in item.plan.points if p.stored_id in stored],
+            )
+            for item in work
+        )
+    except ReadBackError:
+        index.delete(ids)
+        raise
+
+
 def _verify(index: VectorIndex, plan: DocumentPlan, ids: Iterable[uuid.UUID]) -> int:
     return _verify_points(plan, index.retrieve(list(ids)))
 
@@ -241,6 +331,7 @@ def _verify_points(plan: DocumentPlan, stored: Sequence[StoredPoint]) -> int:
             raise ReadBackError(
                 str(point.point_id), "not live with the planned digest after switch"
             )
-        if payload.text != wanted[point.point_id]["text"]:
-            raise ReadBackError(str(point.point_id), "text differs after switch")
+        for name in _READBACK_FIELDS:
+            if point.payload.get(name) != wanted[point.point_id][name]:
+                raise ReadBackError(str(point.point_id), f"payload field {name!r} differs")
     return len(stored)

@@ -15,6 +15,7 @@ inputs of one embedding call (``batch_size`` of them, ``RAGWRIGHT_BATCH_SIZE``).
 from __future__ import annotations
 
 import contextvars
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -36,9 +37,15 @@ from ragwright.pipeline.planning import (
     plan_slice,
 )
 from ragwright.pipeline.planning_process import start as start_planning
-from ragwright.pipeline.switching import Writer, stage_points, switch_slice
+from ragwright.pipeline.switching import (
+    Writer,
+    prepare_live,
+    stage_points,
+    stage_prepared,
+    switch_slice,
+)
 from ragwright.protocols import BULK_EMBEDDING, Embedder, SparseEncoder, VectorIndex
-from ragwright.types import ChunkingPolicy, SliceReport, SourceDocument
+from ragwright.types import ChunkingPolicy, IndexPoint, SliceReport, SourceDocument
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,12 +105,16 @@ SLICES_IN_FLIGHT = 3
 class _HeldSlice:
     """A slice the writing pass holds: its plan, the embedding calls it has left to
     take, the tokens they counted, the staged writes handed to the writer and, once all
-    are, its switch."""
+    are, its switch. ``direct``: the stored ids of its new documents when the index's
+    upserts are atomic, whose points the writer builds live (``live``) instead of
+    staging them, for the switch to write in one upsert."""
 
     plan: SlicePlan
+    direct: frozenset[uuid.UUID] = frozenset()
     calls_left: int = 0
     tokens: int = 0
     writes: list[Future[None]] = field(default_factory=list)
+    live: list[IndexPoint] = field(default_factory=list)
     switched: Future[SliceReport] | None = None
 
 
@@ -185,6 +196,9 @@ def write_slices(
             )
             try:
                 return writing.run()
+            except BaseException:
+                writing.keep_embedded()
+                raise
             finally:
                 writing.cancel()
     finally:
@@ -247,6 +261,14 @@ class _WritingPass:
                 return self.reports
             self._collect()
 
+    def keep_embedded(self) -> None:
+        """After a failure: stage the new documents' points already embedded but held
+        for a switch that will not come, so nothing embedded is lost (the writer runs it
+        after what it was handed; nothing, when a write failed)."""
+        for held in self.held:
+            if held.switched is None and held.direct:
+                self.writer.submit(stage_prepared, self.index, held.live)
+
     def cancel(self) -> None:
         """Cancel the embedding calls not started yet (after a failure)."""
         for _slice, _start, call in self.calls:
@@ -298,6 +320,15 @@ class _WritingPass:
         for document in documents:
             if document.document_id in self.shared_in_run:
                 self.earlier.setdefault(document.document_id, set()).add(document.tenant)
+        if self.index.atomic_upsert:
+            # Nothing is stored under a new document's key (not even a staged point of
+            # an earlier attempt), so every one of its points is embedded here.
+            held.direct = frozenset(
+                p.stored_id
+                for item in held.plan.work
+                if not item.kept and not item.obsolete
+                for p in item.plan.points
+            )
         self.held.append(held)
         starts = range(0, len(held.plan.pending), self.batch_size)
         held.calls_left = len(starts)
@@ -327,17 +358,37 @@ class _WritingPass:
         batch = held.plan.pending[start : start + self.batch_size]
         if self.embedder.counts_tokens:
             held.tokens += sum(held.plan.lengths[start : start + self.batch_size])
-        held.writes.append(
-            self.writer.submit(
-                stage_points,
-                self.index,
-                self.sparse_encoder,
-                batch,
-                vectors,
-                self.context.staging_avgdl,
-                held.plan.encoded,
+        staged = [
+            (p, v) for p, v in zip(batch, vectors, strict=True) if p.stored_id not in held.direct
+        ]
+        direct = [(p, v) for p, v in zip(batch, vectors, strict=True) if p.stored_id in held.direct]
+        avgdl, encoded = self.context.staging_avgdl, held.plan.encoded
+        if staged:
+            points, staged_vectors = zip(*staged, strict=True)
+            held.writes.append(
+                self.writer.submit(
+                    stage_points,
+                    self.index,
+                    self.sparse_encoder,
+                    points,
+                    staged_vectors,
+                    avgdl,
+                    encoded,
+                )
             )
-        )
+        if direct:
+            points, direct_vectors = zip(*direct, strict=True)
+            held.writes.append(
+                self.writer.submit(
+                    prepare_live,
+                    self.sparse_encoder,
+                    points,
+                    direct_vectors,
+                    avgdl,
+                    encoded,
+                    held.live,
+                )
+            )
         self.notify("embedded", len(batch))
         held.calls_left -= 1
         if held.calls_left == 0:
@@ -345,7 +396,14 @@ class _WritingPass:
 
     def _hand_over(self, held: _HeldSlice) -> None:
         held.switched = self.writer.submit(
-            switch_slice, held.plan, held.tokens, held.writes, self.index, self.notify, self.hook
+            switch_slice,
+            held.plan,
+            held.tokens,
+            held.writes,
+            self.index,
+            self.notify,
+            self.hook,
+            held.live,
         )
 
     @staticmethod

@@ -27,6 +27,12 @@ _PAYLOAD_BYTES = 4096
 class EdgeWrites(EdgeReads):
     """What changes an open shard; the reads it checks its commits with are inherited."""
 
+    # One upsert is one ``update`` of the engine: written to its WAL as one record before
+    # it is applied, and replayed whole when the shard is opened after a crash (a torn
+    # record at the WAL's end is dropped whole). Every engine call of this process runs
+    # under the mutex, so a reader of this process never sees part of one either.
+    atomic_upsert = True
+
     committed_points: int | None
     seals: int
     _writing: bool
