@@ -229,6 +229,8 @@ def instrument(timers: Timers) -> None:
         (planning, "check_new_document", "validation: new documents (chunk, measure)"),
         (planning, "plan_slice", "writing: plan slice (whole)"),
         (switching, "stage_points", "writing: stage (whole)"),
+        (switching, "prepare_live", "writing: new documents' points built live"),
+        (switching, "_write_new_live", "writing: new documents written live and verified"),
         (lexical, "document_vector", "BM25 encoding"),
         (switching, "switch_slice", "writing: switch and verify (whole)"),
         (switching, "_refresh_kept", "writing: refresh kept points"),

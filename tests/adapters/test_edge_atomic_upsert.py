@@ -2,8 +2,9 @@
 (``EdgeIndex.atomic_upsert``): one engine update survives a kill whole or not at all.
 
 A child process opens a shard and upserts many points in one call, saying so as the call
-reaches the engine; the parent kills it while the engine applies it (at several delays), then opens the shard as the
-next run would and counts the points: none or all of them, never part.
+reaches the engine; the parent kills it while the engine applies it (at several delays),
+then opens the shard as the next run would and counts the points: none or all of them,
+never part.
 """
 
 from __future__ import annotations

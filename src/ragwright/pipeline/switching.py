@@ -265,6 +265,8 @@ def _switch_new(
     read-back verifies them, where a switch per document cost three writes and a read,
     each write a free-space check and a WAL record (docs/ingestion.md).
     """
+    if not work:
+        return 0
     ids = [p.stored_id for item in work for p in item.plan.points]
     for phase in ("staged", "obsolete-deleted"):  # nothing obsolete to delete
         for item in work:
