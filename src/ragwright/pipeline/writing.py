@@ -147,10 +147,13 @@ def write_slices(
     :data:`SLICES_IN_FLIGHT` slices are held. One writer thread does every index
     write of the pass in order: a slice's staged upserts (each read back), then its
     switch and verify, which starts only once every point of the slice is staged and
-    read back. After one of its writes fails the writer starts nothing more; a failed
+    read back. On an index whose upserts are atomic, the points of the slice's new
+    documents are not staged: the writer builds them live and the switch writes them in
+    one upsert. After one of its writes fails the writer starts nothing more; a failed
     embedding call lets the writer finish what it was handed (staged points, switches of
     slices already staged), which an uninterrupted sequence of slices would also have
-    done, then raises. Each embedding call runs in a copy of the caller's context,
+    done, and stage the new documents' points built for slices not handed over (nothing
+    embedded is lost), then raises. Each embedding call runs in a copy of the caller's context,
     so it spends the caller's deadline.
 
     ``shared_in_run`` names the document ids the run holds under several tenants: a
