@@ -493,3 +493,29 @@ def test_a_late_attempt_at_a_slice_leaves_the_points_another_attempt_switched_li
     assert (live, index.count()) == (report.chunks, report.chunks)
     if dies == "embedding":
         assert late.calls_made == 2  # A had embedded a batch to stage when it failed
+
+
+class TamperedReads(RecordingIndex):
+    """An index whose reads return every text changed (an engine that stored wrong)."""
+
+    def retrieve(self, ids: Any, **kw: Any) -> Any:
+        return [
+            dataclasses.replace(p, payload={**p.payload, "text": "tampered"})
+            if "text" in p.payload
+            else p
+            for p in self.inner.retrieve(ids, **kw)
+        ]
+
+
+@pytest.mark.parametrize("atomic", [True, False])
+def test_a_read_back_that_disagrees_leaves_nothing_visible(open_index: Any, atomic: bool) -> None:
+    index = TamperedReads(open_index("i"))
+    index.atomic_upsert = atomic
+    with pytest.raises(ReadBackError, match="'text' differs"):
+        run(index, corpus(4))
+    # Written live: deleted again before the error. Staged: never switched.
+    assert live_documents(index.inner) == set()
+    if atomic:
+        assert index.inner.count() == 0
+    else:
+        assert index.inner.count() > 0  # the staged batch that failed stays staged

@@ -42,6 +42,8 @@ from ragwright.types import IndexPoint, SliceReport, SparseVector, StoredPoint
 
 T = TypeVar("T")
 _READBACK_FIELDS = ("text", "document_id", "chunking_version", "document_type", "publication_state")
+# A point written live is read back for these too: what makes it visible, and to whom.
+_LIVE_READBACK_FIELDS = (*_READBACK_FIELDS, "index_state", "document_digest", "tenant")
 
 
 class Writer:
@@ -213,16 +215,22 @@ def stage_points(
     if not points:
         return
     index.upsert(points)
+    _read_back(index, points, _READBACK_FIELDS)
+
+
+def _read_back(index: VectorIndex, points: Sequence[IndexPoint], fields: Sequence[str]) -> None:
+    """Read ``points`` back after their upsert: each is found with the ``fields`` it was
+    sent with (only those are read: the engine converts what it returns)."""
     stored = {
         p.point_id: p.payload
-        for p in index.retrieve([p.point_id for p in points], payload_fields=_READBACK_FIELDS)
+        for p in index.retrieve([p.point_id for p in points], payload_fields=fields)
     }
     for point in points:
         payload = stored.get(point.point_id)
         if payload is None:
             raise ReadBackError(str(point.point_id), "not found after upsert")
-        for name in _READBACK_FIELDS:
-            if payload.get(name) != point.payload[name]:
+        for name in fields:
+            if payload.get(name) != point.payload.get(name):
                 raise ReadBackError(str(point.point_id), f"payload field {name!r} differs")
 
 
@@ -294,27 +302,21 @@ def _write_new_live(
     Only on an index whose upsert is atomic (``live`` is empty otherwise): a crash
     leaves each of these documents whole or absent, as the staged copy and its flip
     would, for one write instead of three and one read instead of three
-    (docs/ingestion.md, "New documents written live"). A read-back that disagrees
-    deletes what was written before it raises, so no unverified point stays visible.
+    (docs/ingestion.md, "New documents written live"). The read-back compares what the
+    staged read-back does, plus the state, digest and tenant; one that disagrees deletes
+    what was written before it raises, so no unverified point stays visible.
     """
     if not live:
         return 0
     index.upsert(live)
     for item in work:
         hook(item.plan.document.document_id, "live")
-    ids = [p.point_id for p in live]
-    stored = {point.point_id: point for point in index.retrieve(ids)}
     try:
-        return sum(
-            _verify_points(
-                item.plan,
-                [stored[p.stored_id] for p in item.plan.points if p.stored_id in stored],
-            )
-            for item in work
-        )
+        _read_back(index, live, _LIVE_READBACK_FIELDS)
     except ReadBackError:
-        index.delete(ids)
+        index.delete([p.point_id for p in live])
         raise
+    return len(live)
 
 
 def _verify(index: VectorIndex, plan: DocumentPlan, ids: Iterable[uuid.UUID]) -> int:
