@@ -243,14 +243,22 @@ def test_change_detection_reads_one_slice_of_documents_at_a_time(open_index: Any
     assert index.facets == ["change_key"] * 4 + ["document_id", "lexical_terms"]
 
 
+@pytest.mark.parametrize(
+    ("atomic", "phase"),
+    [
+        (False, "staged"),  # killed with the slice staged: the retry switches those points
+        (True, "live"),  # killed after the one upsert, before its read-back
+    ],
+)
 def test_a_slice_run_again_after_a_crash_gives_the_uninterrupted_summary(
-    open_index: Any,
+    open_index: Any, atomic: bool, phase: str
 ) -> None:
     documents = corpus(6)
     expected_index = open_index("expected")
     expected = run(expected_index, documents, slice_size=3)
 
     index = open_index("crashed")
+    index.atomic_upsert = atomic
     common: dict[str, Any] = {
         "policy": POLICY,
         "embedder": HashingEmbedder(),
@@ -260,15 +268,19 @@ def test_a_slice_run_again_after_a_crash_gives_the_uninterrupted_summary(
     plan = prepare_run(documents, **common, slice_size=3)
     slices = list(in_slices((d for d in documents if document_key(d) in plan.changed), 3))
 
-    def crash_after_first_switch(document_id: str, phase: str) -> None:
-        if (document_id, phase) == ("doc-004", "live"):
+    def crash(document_id: str, reached: str) -> None:
+        if (document_id, reached) == ("doc-004", phase):
             raise KeyboardInterrupt("worker killed")
 
     reports = [ingest_slice(slices[0], plan.slice_context(), **common)]
     with pytest.raises(KeyboardInterrupt):
-        ingest_slice(slices[1], plan.slice_context(), **common, phase_hook=crash_after_first_switch)
+        ingest_slice(slices[1], plan.slice_context(), **common, phase_hook=crash)
+    second = {d.document_id for d in slices[1]}
+    # Staged: none of the slice is visible. Written live: all of it, whole.
+    assert live_documents(index) & second == (second if atomic else set())
     # Another worker takes the same slice again; its report is the one recorded.
     again = ingest_slice(slices[1], plan.slice_context(), **common)
+    assert again.embedded == 0  # the killed attempt's points are reused, not embedded again
     reports.append(SliceReport.from_json(json.loads(json.dumps(again.to_json()))))
     report = finish_run(plan, reports, index=index, sparse_encoder=Bm25Encoder())
 
@@ -276,7 +288,7 @@ def test_a_slice_run_again_after_a_crash_gives_the_uninterrupted_summary(
     for name in ("documents", "chunks", "documents_changed", "verified", "unchanged", "deleted"):
         assert getattr(report, name) == getattr(expected, name), name
     assert sorted(report.changed_documents) == sorted(expected.changed_documents)
-    assert report.embedded < expected.embedded  # the killed attempt's staged points were reused
+    assert report.embedded < expected.embedded
 
 
 def test_slice_reports_survive_json(open_index: Any) -> None:
@@ -519,3 +531,18 @@ def test_a_read_back_that_disagrees_leaves_nothing_visible(open_index: Any, atom
         assert index.inner.count() == 0
     else:
         assert index.inner.count() > 0  # the staged batch that failed stays staged
+
+
+class PartialUpsert(RecordingIndex):
+    """An index whose upserts apply their first half, then fail (an engine error)."""
+
+    def upsert(self, points: Any) -> None:
+        self.inner.upsert(points[: len(points) // 2])
+        raise OSError(28, "scripted: no space left on device")
+
+
+def test_an_upsert_that_fails_halfway_leaves_no_new_document_visible(open_index: Any) -> None:
+    index = PartialUpsert(open_index("i"))
+    with pytest.raises(OSError, match="scripted"):
+        run(index, corpus(4))
+    assert index.inner.count() == 0  # the applied half was deleted before the error

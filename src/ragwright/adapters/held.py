@@ -18,9 +18,10 @@ holds one :class:`HeldIndex` for its lifetime, and each request gets a
   after each ingestion a fresh open (another process, after the service stopped) still
   verifies clean. One writer at a time: a second ingestion of the same process gets
   :class:`IndexBusy` naming it (two would interleave their BM25 statistics and commits).
-* **No mix for readers.** Ingestion stages new points invisibly and switches a document
-  with a delete and one payload update; every state between two of its calls shows each
-  document in one revision. A query's dense and BM25 legs run inside
+* **No mix for readers.** Ingestion stages a changed document's new points invisibly
+  and switches it with a delete and one payload update, and writes a slice's new
+  documents in one upsert; every state between two of its calls shows each document in
+  one revision, whole. A query's dense and BM25 legs run inside
   :meth:`~ragwright.protocols.VectorIndex.reading`, the index's own lock, so they see
   one such state (docs/ingestion.md, "Serving while ingesting").
 * **A rebuild is refused** while held: it empties the collection that live queries are

@@ -32,14 +32,18 @@ planning that needs no index a slice ahead):
    one's calls are all made, and its calls go out while the current one's last ones
    return and while it is switched and verified (at most
    :data:`~ragwright.pipeline.writing.SLICES_IN_FLIGHT` slices held). One writer thread
-   makes every write in order.
+   makes every write in order. On an index whose upserts are atomic (the embedded one),
+   the points of the slice's *new* documents (nothing stored under their keys) are not
+   staged: they are written live in one upsert at step 3, whole or not at all after a
+   crash (docs/ingestion.md, "New documents written live").
 3. **Switch** — once every point of the slice is staged and read back, obsolete points
    of the document are deleted, then one ``set_payload``
    sets the document-level fields (revision, metadata, digest, ``index_state="live"``) on
    all its desired points. Until the delete the visible set is the old revision; between
    delete and flip it is the unchanged chunks (a subset of both revisions); after the
    flip it is the new revision. A reader never sees a mix (docs/ingestion.md).
-4. **Verify** — the document's points are read back and validated fail-closed.
+4. **Verify** — the document's points are read back and validated fail-closed (new
+   documents written live: the fields that decide what a point says and who sees it).
 
 Finally (:func:`~ragwright.pipeline.finishing.finish_run`, in its own module):
 
@@ -57,7 +61,8 @@ only, so two tenants' ``faq`` never meet, and a document whose tenant changed is
 document, the old one staying with its tenant (reported as a shared id, never silent).
 
 A run killed at any moment leaves staged points (reused by the next run without
-re-embedding), a half-switched document (finished by the next run) or sparse vectors
+re-embedding), a half-switched document (finished by the next run), new documents
+written whole (or not at all) or sparse vectors
 partly re-encoded (the recorded mean is still the old one, so the next run re-encodes
 again): re-running converges to the same index as one uninterrupted run. A slice run
 again (by another worker, after a crash) converges the same way, and reports what an

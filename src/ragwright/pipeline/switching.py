@@ -303,20 +303,36 @@ def _write_new_live(
     leaves each of these documents whole or absent, as the staged copy and its flip
     would, for one write instead of three and one read instead of three
     (docs/ingestion.md, "New documents written live"). The read-back compares what the
-    staged read-back does, plus the state, digest and tenant; one that disagrees deletes
-    what was written before it raises, so no unverified point stays visible.
+    staged read-back does, plus the state, digest and tenant. An error of the upsert (the
+    engine may have applied part of it before failing: atomic is a crash's promise, not
+    an error's) or of the read-back deletes every point of the upsert before it is
+    raised, so a failed write leaves none of these documents visible.
     """
     if not live:
         return 0
-    index.upsert(live)
+    ids = [p.point_id for p in live]
+    try:
+        index.upsert(live)
+    except Exception as error:
+        _withdraw(index, ids, error)
+        raise
     for item in work:
         hook(item.plan.document.document_id, "live")
     try:
         _read_back(index, live, _LIVE_READBACK_FIELDS)
-    except ReadBackError:
-        index.delete([p.point_id for p in live])
+    except Exception as error:
+        _withdraw(index, ids, error)
         raise
     return len(live)
+
+
+def _withdraw(index: VectorIndex, ids: Sequence[uuid.UUID], error: Exception) -> None:
+    """Delete points written live whose write failed; when that fails too, say so on
+    ``error`` (which is raised either way)."""
+    try:
+        index.delete(ids)
+    except Exception as failed:
+        error.add_note(f"the {len(ids)} points written live may still be visible: {failed}")
 
 
 def _verify(index: VectorIndex, plan: DocumentPlan, ids: Iterable[uuid.UUID]) -> int:

@@ -78,8 +78,9 @@ def ingest_slice(
     """Write one slice of the run's changed documents: stage, switch, verify.
 
     Idempotent: a slice run again after a crash reuses the staged points and finishes a
-    half-switched document; a document already switched is verified and still counted
-    as changed, so the run's summary is the same whoever finished the slice.
+    half-switched document; a document already switched (or written live) is verified
+    and still counted as changed, so the run's summary is the same whoever finished the
+    slice.
     """
     (report,) = write_slices(
         [documents],
