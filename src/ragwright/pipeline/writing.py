@@ -362,36 +362,18 @@ class _WritingPass:
         batch = held.plan.pending[start : start + self.batch_size]
         if self.embedder.counts_tokens:
             held.tokens += sum(held.plan.lengths[start : start + self.batch_size])
-        staged = [
-            (p, v) for p, v in zip(batch, vectors, strict=True) if p.stored_id not in held.direct
-        ]
-        direct = [(p, v) for p, v in zip(batch, vectors, strict=True) if p.stored_id in held.direct]
         avgdl, encoded = self.context.staging_avgdl, held.plan.encoded
-        if staged:
-            points, staged_vectors = zip(*staged, strict=True)
+        pairs = list(zip(batch, vectors, strict=True))
+        for live in (False, True):  # staged (changed documents), then built live (new ones)
+            chosen = [(p, v) for p, v in pairs if (p.stored_id in held.direct) == live]
+            if not chosen:
+                continue
+            points, chosen_vectors = zip(*chosen, strict=True)
+            common = (self.sparse_encoder, points, chosen_vectors, avgdl, encoded)
             held.writes.append(
-                self.writer.submit(
-                    stage_points,
-                    self.index,
-                    self.sparse_encoder,
-                    points,
-                    staged_vectors,
-                    avgdl,
-                    encoded,
-                )
-            )
-        if direct:
-            points, direct_vectors = zip(*direct, strict=True)
-            held.writes.append(
-                self.writer.submit(
-                    prepare_live,
-                    self.sparse_encoder,
-                    points,
-                    direct_vectors,
-                    avgdl,
-                    encoded,
-                    held.live,
-                )
+                self.writer.submit(prepare_live, *common, held.live)
+                if live
+                else self.writer.submit(stage_points, self.index, *common)
             )
         self.notify("embedded", len(batch))
         held.calls_left -= 1
