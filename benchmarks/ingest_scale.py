@@ -215,7 +215,7 @@ def instrument(timers: Timers) -> None:
     from ragwright.adapters.edge.index import EdgeIndex
     from ragwright.adapters.lexical import Bm25Encoder
     from ragwright.core import keysets, lexical
-    from ragwright.pipeline import finishing, planning, switching, validation, writing
+    from ragwright.pipeline import finishing, planning, staging, switching, validation, writing
 
     for owner, attribute, name in (
         (validation, "prepare_run", "validation pass (whole)"),
@@ -228,9 +228,9 @@ def instrument(timers: Timers) -> None:
         (planning, "check_input_lengths", "token counts (both passes)"),
         (planning, "check_new_document", "validation: new documents (chunk, measure)"),
         (planning, "plan_slice", "writing: plan slice (whole)"),
-        (switching, "stage_points", "writing: stage (whole)"),
-        (switching, "prepare_live", "writing: new documents' points built live"),
-        (switching, "_write_new_live", "writing: new documents written live and verified"),
+        (staging, "stage_points", "writing: stage (whole)"),
+        (staging, "prepare_live", "writing: new documents' points built live"),
+        (staging, "write_new_live", "writing: new documents written live and verified"),
         (lexical, "document_vector", "BM25 encoding"),
         (switching, "switch_slice", "writing: switch and verify (whole)"),
         (switching, "_refresh_kept", "writing: refresh kept points"),

@@ -4,9 +4,10 @@ A run's changed documents are written a slice (:data:`~ragwright.pipeline.planni
 documents) at a time. :func:`ingest_slice` writes one slice (a worker's work item);
 :func:`write_slices` writes a run's slices one after another with the embedding calls
 of the next ones in flight while one is switched. Planning a slice is
-:mod:`ragwright.pipeline.planning`; the writer thread's staging and switch are
-:mod:`ragwright.pipeline.switching`. The steps, the ordering and what a crash leaves are
-in :mod:`ragwright.pipeline.ingest` and docs/ingestion.md ("A run, step by step").
+:mod:`ragwright.pipeline.planning`; the writer thread's staging is
+:mod:`ragwright.pipeline.staging`, its switch :mod:`ragwright.pipeline.switching`. The
+steps, the ordering and what a crash leaves are in :mod:`ragwright.pipeline.ingest` and
+docs/ingestion.md ("A run, step by step").
 
 Words: a *slice* is a group of a run's documents written together; a *batch* is the
 inputs of one embedding call (``batch_size`` of them, ``RAGWRIGHT_BATCH_SIZE``).
@@ -37,13 +38,8 @@ from ragwright.pipeline.planning import (
     plan_slice,
 )
 from ragwright.pipeline.planning_process import start as start_planning
-from ragwright.pipeline.switching import (
-    Writer,
-    prepare_live,
-    stage_points,
-    stage_prepared,
-    switch_slice,
-)
+from ragwright.pipeline.staging import prepare_live, stage_points, stage_prepared
+from ragwright.pipeline.switching import Writer, switch_slice
 from ragwright.protocols import BULK_EMBEDDING, Embedder, SparseEncoder, VectorIndex
 from ragwright.types import ChunkingPolicy, IndexPoint, SliceReport, SourceDocument
 
