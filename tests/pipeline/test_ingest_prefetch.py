@@ -31,20 +31,24 @@ class PrefetchRecorder(RecordingIndex):
         return advised
 
 
+def rerun_unchanged(index: PrefetchRecorder) -> None:
+    """Ingest the same 40 documents again, recording only this run's events."""
+    index.events.clear()
+    report = run(index, corpus(40), slice_size=3)
+    assert report.documents_changed == 0
+
+
 def test_a_rerun_that_must_scan_an_unchanged_corpus_prefetches_once_after_a_tenth(
     open_index: Any,
 ) -> None:
     index = PrefetchRecorder(open_index("i"))
-    documents = corpus(40)
-    run(index, documents, slice_size=3)
+    run(index, corpus(40), slice_size=3)
     # The first run wrote into an empty index: nothing to prefetch.
     assert [e for e in index.events if e[0] == "prefetch"] == []
     # Points written before change keys existed: no document is proven unchanged by
     # counts (pipeline/unchanged.py), so every one is scanned.
     index.inner.delete_payload_keys([p.point_id for p in index.inner.scroll()], [CHANGE_KEY])
-    index.events.clear()
-    report = run(index, documents, slice_size=3)
-    assert report.documents_changed == 0
+    rerun_unchanged(index)
     prefetches = [i for i, e in enumerate(index.events) if e[0] == "prefetch"]
     assert len(prefetches) == 1
     scanned_before = sum(n for kind, n in index.events[: prefetches[0]] if kind == "scan")
@@ -60,11 +64,8 @@ def test_a_rerun_proven_unchanged_by_counts_scans_and_prefetches_nothing(
     open_index: Any,
 ) -> None:
     index = PrefetchRecorder(open_index("i"))
-    documents = corpus(40)
-    run(index, documents, slice_size=3)
-    index.events.clear()
-    report = run(index, documents, slice_size=3)
-    assert report.documents_changed == 0
+    run(index, corpus(40), slice_size=3)
+    rerun_unchanged(index)
     assert index.events == []
 
 

@@ -169,7 +169,7 @@ def test_a_child_killed_mid_run_costs_only_time(
             os.kill(started[0].pid, signal.SIGKILL)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr("ragwright.pipeline.writing.plan_slice", kill_child_after_first)
+    monkeypatch.setattr("ragwright.pipeline.writing_pass.plan_slice", kill_child_after_first)
     here, there = open_index("here"), open_index("there")
     expected = summary(run(here, corpus(40)))
     assert summary(run(there, corpus(40), planning_process=True)) == expected

@@ -31,7 +31,7 @@ planning that needs no index a slice ahead):
    across slices: the next slice is scanned and planned once the current
    one's calls are all made, and its calls go out while the current one's last ones
    return and while it is switched and verified (at most
-   :data:`~ragwright.pipeline.writing.SLICES_IN_FLIGHT` slices held). One writer thread
+   :data:`~ragwright.pipeline.writing_pass.SLICES_IN_FLIGHT` slices held). One writer thread
    makes every write in order. On an index whose upserts are atomic (the embedded one),
    the points of the slice's *new* documents (nothing stored under their keys) are not
    staged: they are written live in one upsert at step 3, whole or not at all after a
