@@ -35,9 +35,12 @@ def prepare_live(
 ) -> None:
     """Add one embedding call's points of new documents to ``into``, live and with their
     BM25 vectors (on the writer thread, while the model embeds the next batch): the
-    slice's switch writes them all in one upsert (:func:`switch_slice`)."""
-    for p, vector in zip(batch, vectors, strict=True):
-        into.append(_index_point(sparse_encoder, p, vector, avgdl, encoded, LIVE))
+    slice's switch writes them all in one upsert
+    (:func:`~ragwright.pipeline.switching.switch_slice`)."""
+    into.extend(
+        _index_point(sparse_encoder, p, vector, avgdl, encoded, LIVE)
+        for p, vector in zip(batch, vectors, strict=True)
+    )
 
 
 def stage_prepared(index: VectorIndex, points: Sequence[IndexPoint]) -> None:
