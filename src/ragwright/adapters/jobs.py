@@ -49,10 +49,9 @@ from typing import Any, Literal
 
 import psycopg
 import psycopg_pool
-from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 
-from ragwright.adapters.pg import RecoveringPool, probe
+from ragwright.adapters.pg import RecoveringPool, probe, redacted
 from ragwright.adapters.queries.dialect import POSTGRES, SQLITE, SqlSession
 from ragwright.adapters.queries.jobs import JobQueries
 from ragwright.adapters.sqlite import BUSY_TIMEOUT, SqliteFile
@@ -388,10 +387,7 @@ class PostgresJobStore(_SqlJobStore):
         self._q = JobQueries(POSTGRES, schema)
         self._timeout = connect_timeout
         probe(url, what="answer job", timeout=connect_timeout)
-        parts = conninfo_to_dict(url)
-        self._where = "postgresql://{}:{}/{}".format(
-            parts.get("host", "localhost"), parts.get("port", 5432), parts.get("dbname", "")
-        )
+        self._where = redacted(url)
         # psycopg_pool logs each failed connection attempt itself; the caller sees ours.
         self._pool = RecoveringPool(
             url,

@@ -13,8 +13,9 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Callable, Iterator, Sequence
+from itertools import zip_longest
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -32,6 +33,8 @@ POOL_MAX_SIZE = 4
 CONNECT_TIMEOUT = 5.0
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+# What :func:`redacted` says of a URL libpq cannot parse.
+UNPARSABLE = "unparsable URL, not shown"
 # The longest wait between two attempts to replace a lost connection, seconds.
 RECONNECT_MAX_DELAY = 1.0
 
@@ -63,15 +66,35 @@ class RecoveringPool(ConnectionPool):
 
 
 def redacted(url: str) -> str:
-    """``url`` without user, password or query (errors and logs name the server only)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
+    """Where ``url`` points, for errors and logs: ``postgresql://host:port/database`` in
+    one line, whichever shape libpq accepts it in (a URL, with the password in its user
+    part or its query, or ``key=value`` words), never the user, the password or another
+    parameter.
+
+    The servers and the database are what libpq parses (so an IPv6 host is bracketed, a
+    socket folder or a line break percent-escaped); a URL libpq cannot parse is not
+    shown at all, since where its password stops cannot be told.
+
+    >>> redacted("host=::1 port=5433 password='a b' dbname=rag")
+    'postgresql://[::1]:5433/rag'
+    """
     try:
-        port = parts.port
-    except ValueError:  # not a number: libpq refuses it, and it is no secret
-        port = None
-    where = f"{host}:{port}" if port else host
-    return f"{parts.scheme}://{where}{parts.path}"
+        parts = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return UNPARSABLE
+    hosts = str(parts.get("host") or parts.get("hostaddr") or "").split(",")
+    ports = str(parts.get("port") or "").split(",")
+    if len(ports) == 1:  # libpq: one port applies to every host
+        ports *= len(hosts)
+    servers = ",".join(
+        _server(host, port) for host, port in zip_longest(hosts, ports, fillvalue="")
+    )
+    return f"postgresql://{servers}/{quote(str(parts.get('dbname') or ''), safe='')}"
+
+
+def _server(host: str, port: str) -> str:
+    name = f"[{quote(host, safe=':')}]" if ":" in host else quote(host, safe="")
+    return f"{name}:{quote(port, safe='')}" if port else name
 
 
 def check_url(url: str) -> dict[str, Any]:
@@ -88,8 +111,9 @@ def check_url(url: str) -> dict[str, Any]:
         raise ConfigError(
             DATABASE_SETTING,
             "not a valid PostgreSQL connection URL (postgresql://user:password@host:port/"
-            "database; a '%' in the user or password must start a two-hex-digit escape "
-            "such as %25); the URL is not shown because it holds the password",
+            "database, an IPv6 host in brackets such as [::1], or libpq's key=value words; "
+            "a '%' in the user or password must start a two-hex-digit escape such as %25); "
+            "the URL is not shown because it holds the password",
         ) from None
 
 
