@@ -100,6 +100,25 @@ def test_the_same_idempotency_key_is_the_same_job_and_another_body_is_409(
     assert other_tenant["id"] != first["id"]
 
 
+def test_an_idempotency_conflict_says_the_key_is_used_without_naming_the_other_job(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    """Keys are the tenant's: a second key of acme reusing one gets a 409 that names
+    neither the first key's job nor anything of it (issue 46, item 8)."""
+    service = make_service(job_workers=0)
+    first_key = service.key("acme-1", tenant="acme")
+    second_key = service.key("acme-2", tenant="acme")
+    client = client_for(service)
+    first = submit(client, first_key, key="shared").json()
+    conflict = submit(client, second_key, key="shared", body={"question": "Another question?"})
+    assert conflict.status_code == 409
+    problem = conflict.json()
+    assert problem["type"].endswith("/idempotency-conflict")
+    assert "already used for another request" in problem["detail"]
+    assert first["id"] not in conflict.text
+    assert "job_id" not in problem
+
+
 @pytest.mark.parametrize(
     ("headers", "field"),
     [({}, "Idempotency-Key"), ({"Idempotency-Key": "has space"}, "Idempotency-Key")],

@@ -21,7 +21,7 @@ from ragwright.application import IngestRequest, StatusRequest
 from ragwright.protocols import Embedder
 from ragwright.service.client import document_body
 from tests.cli import ragwright
-from tests.service.conftest import CORPUS, LiveServer, Service, bearer
+from tests.service.conftest import CORPUS, LiveServer, Service, bearer, build_service
 
 Client = Callable[[Service], TestClient]
 DOCUMENTS = 30
@@ -77,6 +77,8 @@ def test_ingest_server_sends_the_documents_and_the_service_indexes_them(
     assert summary["embedded"] == summary["chunks"] > 0
     assert search.status_code == 200 and search.json()["hits"]
     assert "0 embedded" in text.stdout and f"(through {url})" in text.stdout
+    # The collection's BM25 figures count other tenants' chunks: not the caller's to see.
+    assert "bm25_avgdl" not in summary and "BM25" not in text.stdout
     # The client never opened an index of its own: the service's process holds it.
     assert not (tmp_path / "client" / "index").exists()
 
@@ -318,3 +320,63 @@ def test_queries_during_an_http_ingestion_never_fail_and_never_mix_revisions(
             seen |= found
     assert seen == {"rev-a", "rev-b"}  # queries saw the old and the new revisions
     assert all("rev-b" in hit["text"] for hit in after["hits"])
+
+
+ACME_RUNBOOK = (
+    "---\ndocument_id: payments\ndocument_type: runbook\npublication_state: published\n---\n"
+    "# Acme payments operations\n\n"
+    + "\n\n".join(
+        f"## {step}\n\nBefore you {step.lower()} the payment workers, drain the settlement "
+        "queue, confirm the ledger reconciliation finished, page the on-call treasurer and "
+        "record the batch identifiers in the incident channel with the operator's initials."
+        for step in ("Stop", "Patch", "Restart", "Verify")
+    )
+    + "\n"
+)
+GLOBEX_NOTE = (
+    "---\ndocument_id: vpn\ndocument_type: note\npublication_state: published\n---\n"
+    "# Globex VPN\n\n## Connect\n\nSign in.\n"
+)
+
+
+def ingest_globex_note(service: Service, route: str, folder: Path) -> dict[str, Any]:
+    """Globex's one note through ``route``, by a globex ingest key: the summary."""
+    globex = service.key("globex", tenant="globex", scopes=("ingest",))
+    client = TestClient(service.app, raise_server_exceptions=False)
+    with client:
+        if route == "/v1/ingestions/files":
+            response = client.post(
+                route,
+                files=[("files", ("vpn.md", GLOBEX_NOTE.encode()))],
+                data={"document_type": "note", "publication_state": "published"},
+                headers=bearer(globex),
+            )
+        else:
+            folder.mkdir()
+            (folder / "vpn.md").write_text(GLOBEX_NOTE)
+            loaded = service.application.load_documents(IngestRequest((folder,)))
+            documents = [document_body(d) for d in loaded.documents]
+            response = client.post(route, json={"documents": documents}, headers=bearer(globex))
+    assert response.status_code == 200, response.text
+    summary: dict[str, Any] = response.json()
+    return summary
+
+
+@pytest.mark.parametrize("route", ["/v1/ingestions", "/v1/ingestions/files"])
+def test_a_tenants_ingestion_summary_says_nothing_of_what_other_tenants_hold(
+    tmp_path: Path, route: str
+) -> None:
+    """The same globex note gives globex the same summary whether or not acme's runbook
+    shares the collection: no collection-wide figure (the BM25 mean; the stored vectors
+    re-encoded when globex's short note moved it, acme's among them) tells a tenant what
+    others hold or when they ingest (issue 46, item 8)."""
+    shared = build_service(tmp_path / "shared", ingest=False)
+    (tmp_path / "acme").mkdir()
+    (tmp_path / "acme" / "payments.md").write_text(ACME_RUNBOOK)
+    shared.application.ingest(IngestRequest((tmp_path / "acme",), tenant="acme"))
+    alone = build_service(tmp_path / "alone", ingest=False)
+    beside_acme = ingest_globex_note(shared, route, tmp_path / "sent-shared")
+    by_itself = ingest_globex_note(alone, route, tmp_path / "sent-alone")
+    assert beside_acme == by_itself
+    assert (beside_acme["documents"], beside_acme["tenants"]) == (1, ["globex"])
+    assert "bm25_avgdl" not in beside_acme and "sparse_reencoded" not in beside_acme

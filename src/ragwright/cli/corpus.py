@@ -285,13 +285,7 @@ def ingest(
         f"({data['chunking_version']}, {data['embedding_profile']}): "
         f"{data['embedded']} embedded, {data['unchanged']} unchanged, "
         f"{data['payload_updated']} payload updated, {data['deleted']} deleted, "
-        f"{data['verified']} verified; BM25 average length {data['bm25_avgdl'] or 0:.1f} terms"
-        + (
-            f" ({data['sparse_reencoded']} stored BM25 vectors re-encoded: the corpus's"
-            " average chunk length drifted past the tolerance)"
-            if data["sparse_reencoded"]
-            else ""
-        )
+        f"{data['verified']} verified{_lexical_figures(data)}"
     )
     tenants = ", ".join(_tenant_name(t) for t in data["tenants"]) or "none"
     action = (
@@ -310,6 +304,20 @@ def ingest(
         )
     _print_metadata(data.get("metadata", []), data.get("metadata_left_out", 0), limit=20)
     _print_skipped_forms(data["skipped_files"], data["skipped_documents"])
+
+
+def _lexical_figures(data: dict[str, Any]) -> str:
+    """The collection's BM25 figures, when the summary has them: a service's does not
+    (they count other tenants' chunks: docs/service.md)."""
+    if "bm25_avgdl" not in data:
+        return ""
+    reencoded = data["sparse_reencoded"]
+    return f"; BM25 average length {data['bm25_avgdl'] or 0:.1f} terms" + (
+        f" ({reencoded} stored BM25 vectors re-encoded: the corpus's average chunk length"
+        " drifted past the tolerance)"
+        if reencoded
+        else ""
+    )
 
 
 def _ingest_remotely(server: str, request: IngestRequest) -> dict[str, Any]:

@@ -6,7 +6,10 @@ a document sent outside the allowlist is 403 ``outside-allowlist``, one of a typ
 publication state the key may not write, or one that would replace a stored document
 outside the grant, 403 ``outside-grant``; nothing of the request is written. The summary
 says nothing about documents outside the caller's grant: the shared-id report (which
-names other tenants holding the same ids) is the operator's, from the command line only.
+names other tenants holding the same ids) and the collection's BM25 figures (its mean
+chunk length, and the stored vectors re-encoded when the run moved it, other tenants'
+among them: both would tell a tenant how much others hold and when they ingest) are the
+operator's, from the command line only.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from ragwright.service.schemas import IngestBody
 from ragwright.types import SourceDocument, SourceSection
 
 # Fields of the run's summary that describe documents outside the caller's grant.
-OPERATOR_ONLY_FIELDS = ("shared_ids",)
+OPERATOR_ONLY_FIELDS = ("shared_ids", "bm25_avgdl", "sparse_reencoded")
 # The route reads its body itself (to parse it off the event loop): its schema is
 # declared here and added to the components by :func:`document_ingest_body`.
 INGEST_BODY_OPENAPI: dict[str, Any] = {

@@ -26,7 +26,8 @@ async def ingestions(
     request: Request, key: IngestCaller, state: State, ingesting: Ingest
 ) -> JSONResponse:
     """Ingest documents of the caller's tenant while queries go on; returns the run's
-    summary (the shape of ``ragwright ingest --json`` without ``shared_ids``). Writes
+    summary (the shape of ``ragwright ingest --json`` without ``shared_ids`` and the
+    collection's BM25 figures: nothing about other tenants' documents). Writes
     stay within the key's grant (allowlist, types, states; else 403) and ``prune``
     deletes only this tenant's documents within it that are missing from the
     request. One ingestion at a time (409)."""

@@ -108,12 +108,13 @@ async def submit(
             grant_digest=grant_digest(key),
         )
     except IdempotencyConflict as error:
+        # Not the other job's id: another key of the tenant may have used the key, and
+        # its job is not this caller's to learn of.
         raise Problem(
             409,
             "idempotency-conflict",
             "Idempotency key reused",
-            "Idempotency-Key: already used for a different request body; use a new key",
-            job_id=error.job_id,
+            "Idempotency-Key: already used for another request; use a new key",
         ) from error
     except RagwrightError as error:
         raise not_accepted(error) from error
