@@ -105,7 +105,11 @@ def main() -> None:
         started = time.perf_counter()
         with (
             LocalModelServer(model, threads=2) as server,
-            httpx.Client(base_url=server.base_url, timeout=120) as http,
+            httpx.Client(
+                base_url=server.base_url,
+                headers={"Authorization": f"Bearer {server.api_key}"},
+                timeout=120,
+            ) as http,
         ):
             for number, question in enumerate(questions, start=1):
                 sentences = [

@@ -75,10 +75,11 @@ def prompt(number: int) -> str:
     return f"Request {number}. Summarise in one sentence: {body}"
 
 
-def ask(base_url: str, number: int) -> float:
+def ask(server: LocalModelServer, number: int) -> float:
     started = time.perf_counter()
     response = httpx.post(
-        f"{base_url}/v1/chat/completions",
+        f"{server.base_url}/v1/chat/completions",
+        headers={"Authorization": f"Bearer {server.api_key}"},
         json={
             "messages": [{"role": "user", "content": prompt(number)}],
             "max_tokens": 32,
@@ -104,11 +105,11 @@ def measure(model: Path, counts: list[int | None], requests: int) -> dict[str, A
     servers = {t: LocalModelServer(model, threads=t) for t in counts}
     try:
         for t, server in servers.items():  # load the weights before timing
-            ask(server.base_url, -1 - (t or 0))
+            ask(server, -1 - (t or 0))
         times: dict[int | None, list[float]] = {t: [] for t in counts}
         for number in range(requests):
             for t in counts:
-                times[t].append(ask(servers[t].base_url, number * len(counts) + (t or 0)))
+                times[t].append(ask(servers[t], number * len(counts) + (t or 0)))
     finally:
         for server in servers.values():
             server.close()

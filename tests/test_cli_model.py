@@ -2,11 +2,16 @@
 ``ask`` starts a background process, the next reuses it, ``model status`` shows it,
 ``model stop`` ends it, and it exits by itself after its idle timeout. Each command is
 its own process, as a user runs them: what is tested is how long the model process
-outlives the command that started it."""
+outlives the command that started it, and that no other user of the machine can use
+it."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -18,6 +23,7 @@ from ragwright.adapters.chatmodels.resident import (
     LOG,
     STATE,
     read_resident,
+    stop_resident,
     touch_lease,
 )
 from ragwright.processes import alive
@@ -132,6 +138,89 @@ def test_keep_warm_zero_starts_the_model_inside_the_command_only(
     assert not (home / "models" / LOG).exists()
     assert _background_processes(home / "models") == []
     assert _status(home) == {"running": False, "command_process": None}
+
+
+NOBODY = 65534
+# What another user tries (stdlib only: it runs as NOBODY, who cannot read this venv):
+# the record, then the server's routes without a key. Prints what each gave.
+PROBE = """
+import json, sys, urllib.error, urllib.request
+record, base = sys.argv[1], sys.argv[2]
+seen = {}
+try:
+    open(record).read()
+    seen["record"] = "read"
+except OSError as error:
+    seen["record"] = type(error).__name__
+chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+routes = [
+    ("GET", "/v1/models", None), ("GET", "/props", None), ("GET", "/slots", None),
+    ("GET", "/health", None), ("POST", "/v1/chat/completions", chat),
+    ("POST", "/completion", {"prompt": "hi", "n_predict": 1}),
+    ("POST", "/tokenize", {"content": "hi"}),
+]
+for method, path, body in routes:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(base + path, data=data, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            seen[path] = [response.status, response.read().decode()]
+    except urllib.error.HTTPError as error:
+        seen[path] = [error.code, None]
+print(json.dumps(seen))
+"""
+
+
+def _as_nobody(*args: str) -> dict[str, object]:
+    result = subprocess.run(
+        [shutil.which("python3", path="/usr/bin:/bin") or "python3", "-c", PROBE, *args],
+        capture_output=True,
+        text=True,
+        user=NOBODY,
+        group=NOBODY,
+        extra_groups=[],
+        cwd="/",
+        timeout=120,
+        check=True,
+    )
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs a probe as uid 65534: needs root")
+def test_another_user_gets_nothing_from_the_background_model(indexed_home: Path) -> None:
+    # A home others may pass through (0755, as a home directory usually is): the
+    # background model's port is reachable by any user, its key readable only by us.
+    shared = Path(tempfile.mkdtemp(prefix="ragwright-shared-"))
+    home = copy_home(indexed_home, shared / "home")
+    for folder in (shared, home):
+        os.chmod(folder, 0o755)
+    cache = home / "models"
+    try:
+        answer = json.loads(ragwright(*QUESTION, home=home, check=True).stdout)
+        assert answer["provider"] == "local"  # our own command sent the key
+        running = read_resident(cache)
+        assert running is not None
+        seen = _as_nobody(str(cache / STATE), running.base_url)
+        assert seen.pop("record") == "PermissionError"
+        assert oct(cache.stat().st_mode & 0o777) == "0o700"
+        assert oct((cache / STATE).stat().st_mode & 0o777) == "0o600"
+        # /health is public in llama.cpp, and says only that it is up.
+        assert seen.pop("/health") == [200, '{"status":"ok"}']
+        assert seen == {
+            path: [401, None]
+            for path in (
+                "/v1/models",
+                "/props",
+                "/slots",
+                "/v1/chat/completions",
+                "/completion",
+                "/tokenize",
+            )
+        }
+    finally:
+        stop_resident(cache)
+        shutil.rmtree(shared)
 
 
 def test_a_record_whose_process_is_gone_is_not_a_running_model(tmp_path: Path) -> None:

@@ -152,6 +152,7 @@ class ChildServer:
         ChildServer.started.append(self)
         self._process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         self.base_url = "http://127.0.0.1:9"  # nothing listens: each call fails at once
+        self.api_key = "stand-in-key"
 
     def close(self) -> None:
         if self._process.poll() is None:

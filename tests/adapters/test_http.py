@@ -164,7 +164,7 @@ def _ollama_chat(handler: Handler) -> None:
 
 
 def _local_chat(handler: Handler) -> None:
-    server = cast(LocalModelServer, SimpleNamespace(base_url="http://127.0.0.1:9"))
+    server = cast(LocalModelServer, SimpleNamespace(base_url="http://127.0.0.1:9", api_key="k"))
     client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
     local = LocalChatModel(server, http_client=client)
     schema_request = dataclasses.replace(

@@ -150,6 +150,32 @@ def test_a_stream_cut_by_the_content_filter_is_a_refusal_and_a_rejected_one_is_c
     assert (caught.value.category, caught.value.retry_after) == (FailureCategory.THROTTLED, 3.0)
 
 
+def test_every_call_carries_the_servers_key_as_a_bearer_token() -> None:
+    # The local server requires its per-start key (it answers 401 without it).
+    keys: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        keys.append(request.headers.get("authorization"))
+        if json.loads(request.content).get("stream"):
+            return httpx.Response(200, content=_events(_delta("{}", "stop")))
+        return httpx.Response(200, json=reply())
+
+    async def go() -> None:
+        client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+        model = LlamaServerChatModel(
+            "qwen", base_url="http://127.0.0.1:9/v1", api_key="k-1", http_client=client
+        )
+        try:
+            await model.complete(REQUEST, Deadline.after(5))
+            assert [u.text async for u in model.stream(REQUEST, Deadline.after(5))] == ["{}"]
+        finally:
+            await model.close()
+
+    asyncio.run(go())
+    complete(handler)  # a server that requires no key is sent none
+    assert keys == ["Bearer k-1", "Bearer k-1", None]
+
+
 def test_asking_the_local_model_does_not_import_the_openai_sdk() -> None:
     # The point of this adapter: a command answering with the local model does not pay
     # the SDK's import (about half a second on two cores).

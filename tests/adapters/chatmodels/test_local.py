@@ -331,3 +331,26 @@ def test_the_server_computes_with_the_threads_it_is_given(
     for group in ("cpuparams", "cpuparams_batch"):  # writing tokens, reading the prompt
         wanted = getattr(defaults, group).n_threads if threads is None else threads
         assert getattr(params, group).n_threads == wanted, group
+
+
+def test_each_start_requires_a_key_of_its_own_and_serves_no_slots_or_page(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Any user of the machine can reach the loopback port: without the key llama.cpp
+    # answers 401 (test_cli_model.py runs that as another uid against the real server).
+    import xllamacpp
+
+    started: list[Any] = []
+
+    class RecordingServer:
+        listening_address = "http://127.0.0.1:1"
+
+        def __init__(self, params: object) -> None:
+            started.append(params)
+
+    monkeypatch.setattr(xllamacpp, "Server", RecordingServer)
+    first = LocalModelServer(tmp_path / "model.gguf")
+    second = LocalModelServer(tmp_path / "model.gguf")
+    assert [params.api_keys for params in started] == [[first.api_key], [second.api_key]]
+    assert first.api_key != second.api_key and len(first.api_key) >= 40
+    assert [(params.endpoint_slots, params.ui) for params in started] == [(False, False)] * 2

@@ -1,11 +1,14 @@
 """Which running background model a command reuses (``ensure_resident``), against a
 record of a live process whose server answers ``/health`` (a stand-in HTTP server in
-this test process): nothing is started or stopped here, each decision is recorded."""
+this test process): nothing is started or stopped here, each decision is recorded. And
+what the background process's body records (``serve_resident``, with a stand-in server):
+the key to its server, where only its owner can read it."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -15,7 +18,12 @@ from pathlib import Path
 import pytest
 
 from ragwright.adapters.chatmodels import resident
-from ragwright.adapters.chatmodels.resident import STATE, ensure_resident, touch_lease
+from ragwright.adapters.chatmodels.resident import (
+    STATE,
+    ensure_resident,
+    serve_resident,
+    touch_lease,
+)
 
 
 class _Healthy(BaseHTTPRequestHandler):
@@ -39,6 +47,7 @@ def running(tmp_path: Path) -> Iterator[Path]:
             {
                 "pid": os.getpid(),
                 "base_url": f"http://127.0.0.1:{server.server_address[1]}",
+                "api_key": "per-start-key",
                 "model_sha256": resident.GGUF_SHA256,
                 "context_tokens": 4096,
                 "idle_timeout": 600,
@@ -120,3 +129,59 @@ def test_another_context_size_replaces_even_a_busy_model(
     touch_lease(running, time.time() + 60)
     assert _ensure(running, threads=2, context_tokens=8192) == "Start"
     assert decisions == ["stop", "start"]
+
+
+def test_a_model_recorded_without_a_key_is_replaced(running: Path, decisions: list[str]) -> None:
+    # Started by a version before keys: its server answers anyone on the machine.
+    record = json.loads((running / STATE).read_text("utf-8"))
+    del record["api_key"]
+    (running / STATE).write_text(json.dumps(record), "utf-8")
+    assert _ensure(running, threads=2) == "Start"
+    assert decisions == ["stop", "start"]
+
+
+class _StandInServer:
+    """Takes LocalModelServer's place: nothing listens, the key is known."""
+
+    base_url = "http://127.0.0.1:9"
+    api_key = "stand-in-key"
+
+    def __init__(self, *_: object, **__: object) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_record_holding_the_key_is_0600_in_a_0700_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "models"
+    cache.mkdir()
+    os.chmod(cache, 0o755)  # as earlier versions left it (and a 022 umask makes it)
+    monkeypatch.setattr(resident, "assemble_model", lambda cache_dir: cache_dir / "model.gguf")
+    monkeypatch.setattr(resident, "LocalModelServer", _StandInServer)
+    seen: dict[str, object] = {}
+
+    def watch() -> None:  # what the record is while the process serves
+        give_up = time.monotonic() + 30
+        while time.monotonic() < give_up:
+            try:
+                seen["record"] = oct((cache / STATE).stat().st_mode & 0o777)
+                seen["key"] = json.loads((cache / STATE).read_text("utf-8")).get("api_key")
+            except (OSError, ValueError):
+                time.sleep(0.01)
+                continue
+            seen["folder"] = oct(cache.stat().st_mode & 0o777)
+            return
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        serve_resident(cache, context_tokens=512, idle_timeout=0.5)  # exits when idle
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        watcher.join()
+    assert seen == {"record": "0o600", "key": "stand-in-key", "folder": "0o700"}
+    assert not (cache / STATE).exists()

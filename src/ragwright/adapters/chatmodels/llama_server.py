@@ -4,7 +4,8 @@ The local model (in-process or the background one) is always a llama.cpp server 
 127.0.0.1. Reaching it through the ``openai`` SDK cost every command that answers the
 SDK's import, about 0.5-0.7 s of a warm ``ask`` on two cores (docs/answers.md); the wire
 format is small, so this adapter posts it with ``httpx`` (already loaded) and reads the
-JSON or the event stream itself. Request body, usage (with the server's ``timings``)
+JSON or the event stream itself, with the server's key (``api_key``) as a bearer token
+when it requires one. Request body, usage (with the server's ``timings``)
 and the refinement of a rejected request are the same definitions the SDK adapter uses
 (:mod:`~ragwright.adapters.chatmodels.completions`); failures are classified by
 ``adapters/http.py`` like every other provider's.
@@ -39,12 +40,14 @@ class LlamaServerChatModel:
         model: str,
         *,
         base_url: str,
+        api_key: str | None = None,
         name: str = "local",
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
         self.model = model
         self.name = name
         self._url = f"{base_url.rstrip('/')}/chat/completions"
+        self._headers = {} if api_key is None else {"Authorization": f"Bearer {api_key}"}
         self._client = http_client or httpx.AsyncClient(timeout=None)
 
     async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:
@@ -52,6 +55,7 @@ class LlamaServerChatModel:
             response = await self._client.post(
                 self._url,
                 json=completion_body(self.model, request),
+                headers=self._headers,
                 timeout=deadline.remaining(),
             )
         except httpx.HTTPError as error:
@@ -87,7 +91,7 @@ class LlamaServerChatModel:
             # Leaving the block closes the connection, so an abandoned stream stops the
             # server at its next token, not when the response would have ended.
             async with self._client.stream(
-                "POST", self._url, json=body, timeout=deadline.remaining()
+                "POST", self._url, json=body, headers=self._headers, timeout=deadline.remaining()
             ) as response:
                 if response.status_code >= 400:
                     raise refine_rejection(status_error(ChatError, self.name, response), request)

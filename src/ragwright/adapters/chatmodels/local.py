@@ -9,9 +9,12 @@ logged and the file assembled again from the parts.
 
 :class:`LocalModelServer` runs llama.cpp's OpenAI-compatible server from the
 ``xllamacpp`` wheel in-process, on 127.0.0.1 and a free port, and stops it on
-``close()``. :class:`LocalChatModel` talks to it over ``httpx`` (:mod:`.llama_server`) and
-refuses requests without a JSON schema: unconstrained, this small model emits invalid
-JSON, so every call is schema-constrained.
+``close()``. Any user of the machine can reach a loopback port, so the server requires a
+random key made for its start (``api_key``); only ``/health`` (``{"status":"ok"}``) and
+an empty CORS preflight answer without it. :class:`LocalChatModel` talks to it over
+``httpx`` (:mod:`.llama_server`), sending the key, and refuses requests without a JSON
+schema: unconstrained, this small model emits invalid JSON, so every call is
+schema-constrained.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import hashlib
 import importlib.util
 import logging
 import os
+import secrets
 import threading
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -132,7 +136,12 @@ def _require_schema(name: str, request: ChatRequest) -> None:
 
 
 class LocalModelServer:
-    """llama.cpp's server for one GGUF file, on 127.0.0.1 and a free port."""
+    """llama.cpp's server for one GGUF file, on 127.0.0.1 and a free port.
+
+    It answers only requests that carry ``api_key`` (``Authorization: Bearer``), a random
+    key made for this start: another user of the machine can reach the port, never the
+    model, its path (``/v1/models``, ``/props``) or its one slot.
+    """
 
     def __init__(
         self, model_path: Path, *, context_tokens: int = 4096, threads: int | None = None
@@ -151,6 +160,12 @@ class LocalModelServer:
         params.port = 0
         params.warmup = False
         params.verbosity = -1
+        self.api_key = secrets.token_urlsafe(32)
+        params.api_keys = [self.api_key]
+        # Nothing of ours reads the slots' state or the bundled web page; with them off,
+        # the key aside, a caller learns nothing from them either.
+        params.endpoint_slots = False
+        params.ui = False
         if threads is not None:
             # Both the token-by-token steps and the prompt's batches.
             params.cpuparams.n_threads = threads
@@ -170,10 +185,14 @@ class LocalModelServer:
 
 
 class ServesChat(Protocol):
-    """Where a llama.cpp server listens (an in-process one, or the background model)."""
+    """Where a llama.cpp server listens (an in-process one, or the background model) and
+    the key it requires (None: a server that requires none)."""
 
     @property
     def base_url(self) -> str: ...
+
+    @property
+    def api_key(self) -> str | None: ...
 
 
 class LocalChatModel:
@@ -193,7 +212,11 @@ class LocalChatModel:
     ) -> None:
         self.name = name
         self._client = LlamaServerChatModel(
-            MODEL_ID, base_url=f"{server.base_url}/v1", name=name, http_client=http_client
+            MODEL_ID,
+            base_url=f"{server.base_url}/v1",
+            api_key=server.api_key,
+            name=name,
+            http_client=http_client,
         )
 
     async def complete(self, request: ChatRequest, deadline: Deadline) -> ChatResponse:

@@ -5,8 +5,15 @@ weights, the server's start, a cold prompt cache), and a person who asks twice p
 twice. The first command that needs the model starts ``python -m
 ragwright.adapters.chatmodels.resident`` detached from it; the process serves llama.cpp's
 OpenAI-compatible API on 127.0.0.1 and a free port, records where in ``resident.json``
-(pid, address, model digest) in the model cache directory, and exits once no command has
-used it for ``idle_timeout`` seconds. Later commands find it there and skip the start.
+(pid, address, the key its server requires, model digest) in the model cache directory,
+and exits once no command has used it for ``idle_timeout`` seconds. Later commands find
+it there and skip the start.
+
+Any user of the machine can reach a loopback port, so the server requires a key made
+for each start (:class:`~ragwright.adapters.chatmodels.local.LocalModelServer`), and
+only its owner can read the key: every command that needs the model makes the cache
+directory owner-only (0700), and the record is created 0600. A record without a key
+(written before keys) names a server anyone can use: the next command replaces it.
 
 Use is recorded in the modification time of ``resident.lease``: a caller sets it to the
 end of its call's deadline before the call (so a long answer is never cut off as idle)
@@ -30,7 +37,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -71,6 +78,8 @@ class ResidentModel:
     threads: int | None
     """The threads it computes with (``RAGWRIGHT_CHAT_THREADS``); None: llama.cpp's default."""
     last_used: float
+    api_key: str | None = field(repr=False)
+    """The key its server requires; None: a record written before keys (replaced)."""
 
     def idle_seconds(self, now: float) -> float:
         return max(0.0, now - self.last_used)
@@ -97,6 +106,7 @@ def read_resident(cache_dir: Path) -> ResidentModel | None:
             # A record written before the setting existed: llama.cpp's default.
             threads=None if data.get("threads") is None else int(data["threads"]),
             last_used=lease,
+            api_key=None if data.get("api_key") is None else str(data["api_key"]),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -117,9 +127,29 @@ def touch_lease(cache_dir: Path, until: float) -> None:
     os.utime(lease, (until, until))
 
 
+def _owner_only(cache_dir: Path) -> None:
+    """Create ``cache_dir`` or take an existing one (an older version left it 0755) to
+    0700: the record in it holds the key to the model server."""
+    cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(cache_dir, 0o700)
+
+
+def _write_state(cache_dir: Path, record: dict[str, object]) -> None:
+    """Write the record atomically, 0600 from its creation (never readable by others
+    while it is written, whatever the umask)."""
+    _owner_only(cache_dir)
+    state = cache_dir / STATE
+    temporary = state.with_suffix(f".tmp-{os.getpid()}")
+    temporary.unlink(missing_ok=True)
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        json.dump(record, handle)
+    temporary.replace(state)
+
+
 @contextlib.contextmanager
 def _start_lock(cache_dir: Path) -> Iterator[None]:
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    _owner_only(cache_dir)
     with (cache_dir / LOCK).open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -138,8 +168,8 @@ def ensure_resident(
     expected_sha256: str = GGUF_SHA256,
 ) -> ResidentModel:
     """The running background model for ``cache_dir``, started when there is none (or the
-    recorded one is gone, answers nothing, or runs another model, context size or
-    number of threads).
+    recorded one is gone, answers nothing, requires no key, or runs another model,
+    context size or number of threads).
 
     Raises:
         ChatError: the process did not come up within ``wait`` seconds, or exited (the
@@ -147,7 +177,9 @@ def ensure_resident(
     """
     with _start_lock(cache_dir):
         found = read_resident(cache_dir)
-        if found is not None and answers(found):
+        if found is not None and found.api_key is None:
+            stop_resident(cache_dir)  # anyone on the machine can use it
+        elif found is not None and answers(found):
             same_model = (found.model_sha256, found.context_tokens) == (
                 expected_sha256,
                 context_tokens,
@@ -262,7 +294,7 @@ class BackgroundLocalModel:
                     idle_timeout=self._idle_timeout,
                     threads=self._threads,
                 )
-                self._client = LocalChatModel(_Address(resident.base_url), name=self.name)
+                self._client = LocalChatModel(resident, name=self.name)
             return self._client
 
     def _lease(self, deadline: Deadline | None) -> None:
@@ -309,11 +341,6 @@ class BackgroundLocalModel:
                 await client.close()
 
 
-@dataclass(frozen=True, slots=True)
-class _Address:
-    base_url: str
-
-
 def serve_resident(
     cache_dir: Path, *, context_tokens: int, idle_timeout: float, threads: int | None = None
 ) -> None:
@@ -324,22 +351,19 @@ def serve_resident(
     server = LocalModelServer(path, context_tokens=context_tokens, threads=threads)
     state = cache_dir / STATE
     try:
-        temporary = state.with_suffix(f".tmp-{os.getpid()}")
-        temporary.write_text(
-            json.dumps(
-                {
-                    "pid": os.getpid(),
-                    "base_url": server.base_url,
-                    "model_sha256": GGUF_SHA256,
-                    "context_tokens": context_tokens,
-                    "idle_timeout": idle_timeout,
-                    "threads": threads,
-                    "started_at": time.time(),
-                }
-            ),
-            "utf-8",
+        _write_state(
+            cache_dir,
+            {
+                "pid": os.getpid(),
+                "base_url": server.base_url,
+                "api_key": server.api_key,
+                "model_sha256": GGUF_SHA256,
+                "context_tokens": context_tokens,
+                "idle_timeout": idle_timeout,
+                "threads": threads,
+                "started_at": time.time(),
+            },
         )
-        temporary.replace(state)
         touch_lease(cache_dir, time.time())
         check = min(5.0, max(0.2, idle_timeout / 4))
         while not stop.wait(check):
