@@ -12,8 +12,10 @@ Provider failures of every kind (chat, embedding, rerank) share one base and one
     ├── RequestError(field, rule)               a request field breaks a rule (e.g. question)
     ├── SourceError(source, reason)             a source file cannot be read or parsed
     │   ├── UnreadableSource(source, kind, reason)  a file whose text cannot be read
-    │   │                                       (password, no text layer, corrupt, garbled)
+    │   │                                       (password, no text layer, corrupt, garbled,
+    │   │                                       over a conversion limit)
     │   └── SourceProblems(source, problems)    every problem of every file of one pass
+    ├── ConversionCancelled                     the caller went away while a file converted
     ├── DocumentError(document_id, field, rule) a document breaks a validation rule
     ├── ChunkingError(document_id, section_id, paragraph_index, reason)
     ├── EmbeddingError                          the embedding stage failed
@@ -105,6 +107,7 @@ class UnreadableKind(enum.StrEnum):
     CORRUPT = "corrupt"
     GARBLED = "garbled"
     UNSUPPORTED_TYPE = "unsupported_type"
+    OVER_LIMIT = "over_limit"
 
 
 class UnreadableSource(SourceError):
@@ -114,6 +117,11 @@ class UnreadableSource(SourceError):
     def __init__(self, source: str, kind: UnreadableKind, reason: str) -> None:
         self.kind = kind
         super().__init__(source, reason)
+
+
+class ConversionCancelled(RagwrightError):
+    """The caller went away (an HTTP client disconnected) while its file converted: the
+    conversion was stopped and nothing was read. Not a problem of the file."""
 
 
 class SourceProblems(SourceError):

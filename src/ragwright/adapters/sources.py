@@ -28,7 +28,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from ragwright.adapters.formats import CONVERTERS
+from ragwright.adapters.formats.box import convert
 from ragwright.adapters.formats.converted import slugify
+from ragwright.adapters.formats.limits import DEFAULT_LIMITS, ConversionLimits
 from ragwright.adapters.formats.markdown import FRONT_MATTER_KEYS, convert_markdown
 from ragwright.adapters.formats.seeds import load_beir_corpus, load_json
 from ragwright.adapters.source_metadata import (
@@ -74,6 +76,7 @@ def load_sources(
     on_invalid: Callable[[SkippedDocument], None] | None = None,
     skip_invalid: bool = False,
     origins: Callable[[DocumentOrigin], None] | None = None,
+    limits: ConversionLimits = DEFAULT_LIMITS,
 ) -> list[SourceDocument]:
     """Load every supported file under ``paths`` (directories are walked, sorted).
 
@@ -81,7 +84,8 @@ def load_sources(
     files, unsupported types, and with ``skip_invalid`` files with a problem).
     ``on_invalid``, when given, receives every BEIR document that breaks a validation
     rule, which is then left out; without it the load fails on it. ``origins`` receives
-    where each converted file's metadata came from. The whole corpus is held in the
+    where each converted file's metadata came from; every file converts within
+    ``limits`` (``adapters/formats/box.py``). The whole corpus is held in the
     list: to ingest one of any size, iterate a :class:`SourceStream` instead.
 
     Raises:
@@ -98,6 +102,7 @@ def load_sources(
             on_invalid,
             skip_invalid=skip_invalid,
             origins=origins or _drop,
+            limits=limits,
         )
     )
 
@@ -105,6 +110,7 @@ def load_sources(
 def load_file(
     path: Path,
     defaults: SourceDefaults = SourceDefaults(document_type="note", publication_state="published"),
+    limits: ConversionLimits = DEFAULT_LIMITS,
 ) -> list[SourceDocument]:
     """The validated documents of one file, whatever its format (a benchmark's entry).
 
@@ -116,7 +122,7 @@ def load_file(
     if not path.is_file():
         raise SourceError(str(path), "no such file")
     rules = read_rules(path.parent)
-    return list(_documents(path, path.name, defaults, rules, None, _drop))
+    return list(_documents(path, path.name, defaults, rules, None, _drop, limits))
 
 
 class SourceStream:
@@ -148,10 +154,12 @@ class SourceStream:
         defaults: SourceDefaults = SourceDefaults(),
         *,
         skip_invalid: bool = False,
+        limits: ConversionLimits = DEFAULT_LIMITS,
     ) -> None:
         self.paths = tuple(Path(p) for p in paths)
         self.defaults = defaults
         self.skip_invalid = skip_invalid
+        self.limits = limits
         self.skipped: tuple[tuple[str, str, str], ...] = ()
         self.invalid: tuple[SkippedDocument, ...] = ()
         self.origins: tuple[DocumentOrigin, ...] = ()
@@ -178,6 +186,7 @@ class SourceStream:
             invalid.append if self.skip_invalid else None,
             skip_invalid=self.skip_invalid,
             origins=keep,
+            limits=self.limits,
         ):
             read += 1
             yield document
@@ -195,6 +204,7 @@ def _read_documents(
     skip_invalid: bool,
     origins: Callable[[DocumentOrigin], None] = lambda _origin: None,
     check_unique: bool = True,
+    limits: ConversionLimits = DEFAULT_LIMITS,
 ) -> Iterator[SourceDocument]:
     left_out = 0
     problems: list[tuple[str, str]] = []
@@ -208,7 +218,13 @@ def _read_documents(
     def earlier_source(key: tuple[str | None, str]) -> str | None:
         # A repeat: read the sources again up to the first document with the key.
         again = _read_documents(
-            paths, defaults, _ignore, _drop_invalid, skip_invalid=True, check_unique=False
+            paths,
+            defaults,
+            _ignore,
+            _drop_invalid,
+            skip_invalid=True,
+            check_unique=False,
+            limits=limits,
         )
         for document in again:
             if (document.tenant, document.document_id) == key:
@@ -226,7 +242,8 @@ def _read_documents(
         for path, relative in _files(root, skip):
             found = True
             try:
-                for document in _checked(path, relative, defaults, rules, on_invalid, origins):
+                checked = _checked(path, relative, defaults, rules, on_invalid, origins, limits)
+                for document in checked:
                     if seen is not None:
                         seen.add(document)  # a repeat names two files: it stops the pass
                     yield document
@@ -264,10 +281,11 @@ def _checked(
     rules: SourceRules,
     on_invalid: Callable[[SkippedDocument], None] | None,
     origins: Callable[[DocumentOrigin], None],
+    limits: ConversionLimits,
 ) -> Iterator[SourceDocument]:
     """The file's documents; its problem, when it has one, as a :class:`_FileProblem`."""
     try:
-        yield from _documents(path, relative, defaults, rules, on_invalid, origins)
+        yield from _documents(path, relative, defaults, rules, on_invalid, origins, limits)
     except (SourceError, DocumentError) as error:
         raise _FileProblem(error) from error
 
@@ -279,6 +297,7 @@ def _documents(
     rules: SourceRules,
     on_invalid: Callable[[SkippedDocument], None] | None,
     origins: Callable[[DocumentOrigin], None],
+    limits: ConversionLimits = DEFAULT_LIMITS,
 ) -> Iterable[SourceDocument]:
     suffix = path.suffix.lower()
     if suffix == ".json":
@@ -294,7 +313,7 @@ def _documents(
     document_id = relative[: -len(path.suffix)] if markdown else relative
     try:
         document, origin = build_document(
-            converter(path),
+            convert(path, converter, limits),
             path,
             relative,
             defaults,
@@ -357,7 +376,7 @@ def load_markdown(
 ) -> SourceDocument:
     """One Markdown file as a validated document (id: ``document_id``, else the stem)."""
     document, _ = build_document(
-        convert_markdown(path),
+        convert(path, convert_markdown, DEFAULT_LIMITS),
         path,
         path.name,
         defaults,

@@ -14,21 +14,19 @@ child (killing it) and do the rest of the work itself, so a child only ever cost
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import gc
 import multiprocessing
 import os
 import queue
-import signal
-import sys
 import threading
 import time
 from multiprocessing.connection import Connection
-from multiprocessing.context import ForkContext
 from pathlib import Path
 from typing import Any
 
 from ragwright.deadline import current_bound
+from ragwright.forking import close_inherited, fork_context, start_child
+
+__all__ = ["Child", "Replies", "can_fork", "close_inherited", "fork_context", "start_child"]
 
 # How often a waiting parent checks that the child lives and the run's deadline.
 POLL_SECONDS = 1.0
@@ -43,28 +41,6 @@ def can_fork() -> bool:
     except AttributeError:  # no affinity call (not Linux)
         cores = os.cpu_count() or 1
     return cores >= 2 and "fork" in multiprocessing.get_all_start_methods()
-
-
-def fork_context() -> ForkContext:
-    """The fork start method, with this process's buffered output flushed first (a
-    child's exit would otherwise write it a second time)."""
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    context: ForkContext = multiprocessing.get_context("fork")
-    return context
-
-
-def close_inherited(keep: set[int]) -> None:
-    """Close every descriptor this forked child inherited but ``keep`` (the standard
-    streams and its pipes): the index's files, its WAL lock above all, must close when
-    the parent closes them, or the parent cannot reopen its shard."""
-    low = 0
-    for fd in [*sorted(keep), max(os.sysconf("SC_OPEN_MAX"), max(keep) + 1)]:
-        # Only non-empty ranges: os.closerange(n, n) may close every descriptor from n.
-        if low < fd:
-            os.closerange(low, fd)
-        low = fd + 1
 
 
 class Child:
@@ -190,19 +166,3 @@ def _cpu_ticks(pid: int | None) -> int | None:
         return int(fields[11]) + int(fields[12])
     except (OSError, IndexError, ValueError):
         return None
-
-
-def start_child(parent: int) -> None:
-    """What a forked child of ``parent`` does first: never collect the parent's objects
-    (a cycle holding an index would run its finalizer here, on the parent's files), and
-    end when the parent ends, however it ends (Linux: the parent-death signal)."""
-    gc.freeze()
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:  # the parent ended before the signal was set
-        os._exit(0)
-
-
-# prctl(2): the signal a process gets when its parent ends.
-_PR_SET_PDEATHSIG = 1

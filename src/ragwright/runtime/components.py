@@ -272,15 +272,26 @@ class RuntimeComponents:
     ) -> SourceStream:
         # Imported here: the converters (BeautifulSoup, python-docx, pypdfium2, markdown-it)
         # are 0.3 s of a command's start, and only reading sources needs them.
+        from ragwright.adapters.formats.limits import ConversionLimits
         from ragwright.adapters.sources import SourceDefaults, SourceStream
 
+        conversion = self.settings.conversion
+        limits = ConversionLimits(
+            max_bytes=conversion.max_bytes,
+            max_inflated_bytes=conversion.max_inflated,
+            max_pages=conversion.max_pages,
+            max_characters=conversion.max_chars,
+            seconds=conversion.timeout,
+            memory_bytes=conversion.max_memory,
+            workers=conversion.workers,
+        )
         defaults = SourceDefaults(
             document_type=document_type,
             publication_state=publication_state,
             tenant=tenant,
             document_types=self.settings.index.document_types,
         )
-        return SourceStream(paths, defaults, skip_invalid=skip_invalid)
+        return SourceStream(paths, defaults, skip_invalid=skip_invalid, limits=limits)
 
     def load_cases(self, path: Path, *, beir: bool, split: str) -> list[EvalCase]:
         return load_beir_cases(path, split) if beir else load_cases(path)

@@ -11,7 +11,10 @@ run goes through the same ingestion (one at a time, 409). ``document_type`` and
 ``publication_state`` play ``--type`` and ``--state``; a ``ragwright-sources.toml``
 sent with the files gives rules. Unreadable files are refused with every file's problem
 (422), or left out and listed with ``skip_invalid``. At most :data:`MAX_UPLOAD_FILES`
-files and :data:`MAX_UPLOAD_BYTES` bytes in all (413 beyond).
+files and :data:`MAX_UPLOAD_BYTES` bytes in all (413 beyond). A name is at most
+:data:`MAX_NAME_PART` bytes a part and :data:`MAX_NAME` bytes in all, and no name may be
+a folder of another (``a.md`` beside ``a.md/b.md``): each is a 422 naming the file.
+Every file converts within the conversion limits (``adapters/formats/limits.py``).
 
 The route is :mod:`ragwright.service.routes.files`; this module holds what it does to
 the files.
@@ -24,7 +27,7 @@ from fastapi import UploadFile
 
 from ragwright.application.grants import OutsideGrant, check_documents, write_grant_for
 from ragwright.application.keys import ApiKey
-from ragwright.errors import SourceError, SourceProblems
+from ragwright.errors import DocumentError, SourceError, SourceProblems
 from ragwright.service.ingestions import outside_grant_problem
 from ragwright.service.problems import Problem, invalid_field
 from ragwright.types import SourceDocument
@@ -32,6 +35,8 @@ from ragwright.types import SourceDocument
 MAX_UPLOAD_FILES = 1000
 MAX_UPLOAD_BYTES = 100 * 1024 * 1024
 _CHUNK = 1024 * 1024
+MAX_NAME_PART = 255
+MAX_NAME = 1024
 
 
 def _relative_name(index: int, name: str | None) -> PurePosixPath:
@@ -48,6 +53,14 @@ def _relative_name(index: int, name: str | None) -> PurePosixPath:
         raise invalid_field(
             field, f"{name!r}: a relative name without '..', hidden parts or control characters"
         )
+    if len(name.encode()) > MAX_NAME or any(
+        len(part.encode()) > MAX_NAME_PART for part in path.parts
+    ):
+        raise invalid_field(
+            field,
+            f"{name[:60]!r}...: a name of at most {MAX_NAME} bytes, each folder or file name "
+            f"at most {MAX_NAME_PART}",
+        )
     return path
 
 
@@ -56,11 +69,23 @@ async def save_files(files: list[UploadFile], root: Path) -> None:
         raise invalid_field("files", f"at most {MAX_UPLOAD_FILES} files in one request", status=413)
     total = 0
     seen: set[PurePosixPath] = set()
+    folders: set[PurePosixPath] = set()
     for index, upload in enumerate(files):
         relative = _relative_name(index, upload.filename)
         if relative in seen:
             raise invalid_field(f"files[{index}]", f"{str(relative)!r} was sent twice")
+        clash = (
+            relative
+            if relative in folders
+            else next((parent for parent in relative.parents if parent in seen), None)
+        )
+        if clash is not None:
+            raise invalid_field(
+                f"files[{index}]",
+                f"{str(relative)!r}: {str(clash)!r} is sent both as a file and as a folder",
+            )
         seen.add(relative)
+        folders.update(relative.parents)
         target = root / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         with target.open("wb") as handle:
@@ -112,12 +137,18 @@ def owned(
     return dataclasses.replace(document, tenant=key.tenant, source_uri=sent_as)
 
 
-def refused_files(error: SourceError, root: Path) -> Problem:
+def refused_files(error: SourceError | DocumentError, root: Path) -> Problem:
     """A 422 naming every file that could not be read and why (nothing was written)."""
     prefix = f"{root}/"
-    problems = (
-        error.problems if isinstance(error, SourceProblems) else ((error.source, error.reason),)
-    )
+    if isinstance(error, DocumentError):  # one file whose converted text breaks a rule
+        where = error.source or error.document_id
+        problems: tuple[tuple[str, str], ...] = (
+            (where, f"document {error.document_id!r}, field {error.field!r}: {error.rule}"),
+        )
+    elif isinstance(error, SourceProblems):
+        problems = error.problems
+    else:
+        problems = ((error.source, error.reason),)
     errors = [
         {"field": f"files[{path.removeprefix(prefix)}]", "rule": reason}
         for path, reason in problems

@@ -126,6 +126,55 @@ class IngestSettings(Group):
     )
 
 
+class ConversionSettings(Group):
+    """What converting one source file may use: every limit is checked before or while the
+    file is read, and a file past one is refused `over_limit` naming its setting
+    ([ingestion.md](ingestion.md#conversion-limits))."""
+
+    max_bytes: int = setting(
+        64 * 1024 * 1024,
+        "largest source file in bytes (64 MiB) a conversion reads; a larger one is refused "
+        "before any of it is read",
+        gt=0,
+    )
+    max_inflated: int = setting(
+        64 * 1024 * 1024,
+        "bytes (64 MiB) a Word file's compressed parts may inflate to, counted part by part "
+        "before python-docx reads them (a zip bomb is refused at this limit)",
+        gt=0,
+    )
+    max_pages: int = setting(
+        5000,
+        "pages a PDF may have; a longer one is refused before its first page is read",
+        gt=0,
+    )
+    max_chars: int = setting(
+        1_000_000,
+        "characters of text a file may give (at most 1,000,000, a document's limit), counted "
+        "page by page as a PDF is read",
+        gt=0,
+        le=1_000_000,
+    )
+    timeout: float = setting(
+        120.0,
+        "seconds one PDF or Word file (or a text file over 1 MiB) may take to convert, in "
+        "wall-clock and CPU time; its conversion process is killed then",
+        gt=0,
+    )
+    max_memory: int = setting(
+        1024 * 1024 * 1024,
+        "bytes (1 GiB) a conversion process may allocate beyond what it started with",
+        gt=0,
+    )
+    workers: int = setting(
+        1,
+        "conversion processes one ragwright process runs at once (the CLI, the HTTP upload "
+        "routes and the page share them); a file waits for one",
+        gt=0,
+        le=64,
+    )
+
+
 class EmbeddingSettings(Group):
     """The embedding model: provider, profile identity, and the remote providers' endpoints."""
 

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 from starlette.datastructures import UploadFile
 
+from ragwright.service.converting import converting
 from ragwright.service.dependencies import State
 from ragwright.service.ingesting import Ingest
 from ragwright.service.ingestions import ingestion_summary
@@ -86,7 +87,7 @@ async def ingest(request: Request, state: State, store: Sessions, ingesting: Ing
         error = f"file: larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MiB; nothing was read"
         return await status_page(request, state, store, 413, {"error": error})
     try:
-        loaded = await asyncio.to_thread(load_upload, application, key, filename, data)
+        loaded = await converting(request, lambda: load_upload(application, key, filename, data))
     except UploadRefused as error:
         return await status_page(request, state, store, 422, {"error": str(error)})
     outcome: dict[str, Any] = {"name": loaded.name, "skipped": loaded.skipped}

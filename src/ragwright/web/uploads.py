@@ -4,20 +4,21 @@ own source loader into documents, then handed to the same ingestion as
 ``POST /v1/ingestions`` (the same validation and grant checks: tenant, allowlist, types).
 
 The upload is written under a fresh temporary directory with a sanitised name (never a
-path the browser chose) and removed afterwards; files the loader does not read are listed
+path the browser chose) and removed afterwards (``service/converting.py``), and converted
+within the conversion limits; files the loader does not read are listed
 with its reason, as ``ragwright ingest`` lists them.
 """
 
 from __future__ import annotations
 
 import re
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path, PurePath
+from pathlib import PurePath
 
 from ragwright.application import Application, IngestRequest
 from ragwright.application.keys import ApiKey
-from ragwright.errors import RagwrightError
+from ragwright.errors import ConversionCancelled, RagwrightError
+from ragwright.service.converting import upload_folder
 from ragwright.service.schemas import IngestBody
 
 MAX_UPLOAD_BYTES = 2 * 1024 * 1024
@@ -53,11 +54,14 @@ def load_upload(application: Application, key: ApiKey, filename: str, data: byte
             rule it breaks).
     """
     name = safe_name(filename)
-    with tempfile.TemporaryDirectory(prefix="ragwright-upload-") as folder:
-        path = Path(folder) / name
+    with upload_folder() as root:
+        folder = str(root)
+        path = root / name
         path.write_bytes(data)
         try:
             loaded = application.load_documents(IngestRequest((path,), tenant=key.tenant))
+        except ConversionCancelled:
+            raise  # the client went away: nobody to tell
         except RagwrightError as error:
             # Named by the uploaded file, never by the server's temporary path.
             message = str(error).replace(str(path), name).replace(folder + "/", "")

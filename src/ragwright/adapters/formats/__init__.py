@@ -1,10 +1,13 @@
 """One converter per file format, chosen by the file's extension.
 
-Each converter is a function ``path -> ConvertedDocument`` that reads one file's text in
-reading order or raises :class:`~ragwright.errors.UnreadableSource` (password, no text
-layer, corrupt, garbled, no text). The metadata is decided afterwards, the same way for
-every format (``adapters/source_metadata.py``); ``adapters/sources.py`` walks folders
-and ``load_file`` there turns one file into a validated document.
+Each converter is a function ``(path, limits) -> ConvertedDocument`` that reads one
+file's text in reading order or raises :class:`~ragwright.errors.UnreadableSource`
+(password, no text layer, corrupt, garbled, no text, over a limit). Callers go through
+:func:`~ragwright.adapters.formats.box.convert`, which checks the file's size before it
+is read and runs PDF, Word and large files in a child process bounded in time and
+memory (``box.py``; the limits are ``limits.py``). The metadata is decided afterwards,
+the same way for every format (``adapters/source_metadata.py``); ``adapters/sources.py``
+walks folders and ``load_file`` there turns one file into a validated document.
 
 =================  ======================  ====================================
 extension          module                  library (licence)
@@ -19,17 +22,15 @@ extension          module                  library (licence)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 
+from ragwright.adapters.formats.box import Converter
 from ragwright.adapters.formats.converted import ConvertedDocument
 from ragwright.adapters.formats.docx import convert_docx
 from ragwright.adapters.formats.html import convert_html
 from ragwright.adapters.formats.markdown import convert_markdown
 from ragwright.adapters.formats.pdf import convert_pdf
 from ragwright.adapters.formats.text import convert_text
-
-Converter = Callable[[Path], ConvertedDocument]
 
 CONVERTERS: Mapping[str, Converter] = {
     ".md": convert_markdown,

@@ -18,13 +18,16 @@ from pathlib import Path
 
 from ragwright.adapters.formats.converted import ConvertedDocument, unpaged_document
 from ragwright.adapters.formats.html import table_text
+from ragwright.adapters.formats.limits import DEFAULT_LIMITS, ConversionLimits, check_inflated
 from ragwright.errors import UnreadableKind, UnreadableSource
 
 _HEADING = re.compile(r"^heading (\d)$", re.IGNORECASE)
 
 
-def convert_docx(path: Path) -> ConvertedDocument:
-    """Read one Word file (see the module docstring)."""
+def convert_docx(path: Path, limits: ConversionLimits = DEFAULT_LIMITS) -> ConvertedDocument:
+    """Read one Word file (see the module docstring); its parts inflate to at most
+    ``limits.max_inflated_bytes``, counted before python-docx reads them."""
+    check_inflated(path, limits)
     # python-docx (and lxml) load here, so only a run reading .docx files pays for them.
     import docx  # noqa: PLC0415
     from docx.opc.exceptions import PackageNotFoundError  # noqa: PLC0415

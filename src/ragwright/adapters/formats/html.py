@@ -23,6 +23,7 @@ from bs4.dammit import EncodingDetector
 from bs4.element import NavigableString, Tag
 
 from ragwright.adapters.formats.converted import ConvertedDocument, unpaged_document
+from ragwright.adapters.formats.limits import DEFAULT_LIMITS, ConversionLimits
 from ragwright.adapters.formats.text import read_utf8
 from ragwright.errors import UnreadableKind, UnreadableSource
 
@@ -90,7 +91,7 @@ def _read_html(path: Path) -> str:
             ) from error
 
 
-def convert_html(path: Path) -> ConvertedDocument:
+def convert_html(path: Path, limits: ConversionLimits = DEFAULT_LIMITS) -> ConvertedDocument:
     """Read one HTML file (see the module docstring)."""
     soup = BeautifulSoup(_read_html(path), "html.parser")
     title_tag = soup.find("title")
@@ -158,4 +159,6 @@ def convert_html(path: Path) -> ConvertedDocument:
     walk(root if isinstance(root, Tag) else soup)
     if pending is not None:
         sections[-1][1].append(pending)
+    if not any(blocks for _, blocks in sections) and all(h is None for h, _ in sections):
+        raise UnreadableSource(str(path), UnreadableKind.NO_TEXT, "holds no text")
     return unpaged_document(title, title_from, sections)

@@ -26,6 +26,7 @@ import yaml
 from markdown_it import MarkdownIt
 
 from ragwright.adapters.formats.converted import ConvertedDocument, ConvertedSection
+from ragwright.adapters.formats.limits import DEFAULT_LIMITS, ConversionLimits
 from ragwright.errors import SourceError
 
 FRONT_MATTER_KEYS = frozenset(
@@ -43,7 +44,7 @@ _SKIPPED_BLOCKS = frozenset({"hr"})
 _markdown = MarkdownIt("commonmark").enable("table")
 
 
-def convert_markdown(path: Path) -> ConvertedDocument:
+def convert_markdown(path: Path, limits: ConversionLimits = DEFAULT_LIMITS) -> ConvertedDocument:
     """Parse one Markdown file (see the module docstring)."""
     try:
         # utf-8-sig: editors on Windows start files with a byte order mark, which

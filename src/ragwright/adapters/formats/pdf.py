@@ -36,6 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from ragwright.adapters.formats.converted import ConvertedDocument, ConvertedSection
+from ragwright.adapters.formats.limits import (
+    DEFAULT_LIMITS,
+    CharacterCount,
+    ConversionLimits,
+    check_pages,
+)
 from ragwright.adapters.formats.ocr import INSTALL_HINT, OcrFailed, ocr_page, tesseract_command
 from ragwright.adapters.formats.quality import assess_text
 from ragwright.adapters.formats.text import MAX_TITLE_CHARS
@@ -186,8 +192,9 @@ def _normal(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
-def convert_pdf(path: Path) -> ConvertedDocument:
-    """Read one PDF file (see the module docstring)."""
+def convert_pdf(path: Path, limits: ConversionLimits = DEFAULT_LIMITS) -> ConvertedDocument:
+    """Read one PDF file (see the module docstring), of at most ``limits.max_pages``
+    pages and ``limits.max_characters`` characters, counted as the pages are read."""
     # Loaded here, so only a run reading PDFs loads PDFium.
     import pypdfium2 as pdfium  # noqa: PLC0415
 
@@ -227,6 +234,8 @@ def convert_pdf(path: Path) -> ConvertedDocument:
             and item.get_title().strip()
         ]
         headings = frozenset(_normal(entry.title) for entry in outline)
+        check_pages(path, len(pdf), limits)
+        count = CharacterCount(path, limits)
         page_lines: list[list[_Line]] = []
         ocr_pages: dict[int, list[str]] = {}
         command = tesseract_command()
@@ -236,12 +245,16 @@ def convert_pdf(path: Path) -> ConvertedDocument:
             textpage = page.get_textpage()
             try:
                 lines = _lines(*_page_text(pdfium, page, textpage))
+                for line in lines:
+                    count.add(line.text, f" by page {index + 1}")
                 if not lines and any(
                     True for _ in page.get_objects(filter=(pdfium.raw.FPDF_PAGEOBJ_IMAGE,))
                 ):
                     pictures += 1
                     if command is not None:
                         ocr_pages[index] = ocr_page(command, page)
+                        for paragraph in ocr_pages[index]:
+                            count.add(paragraph, f" by page {index + 1}")
                 page_lines.append(lines)
             except OcrFailed as error:
                 raise UnreadableSource(

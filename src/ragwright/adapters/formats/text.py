@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from ragwright.adapters.formats.converted import ConvertedDocument, ConvertedSection
+from ragwright.adapters.formats.limits import DEFAULT_LIMITS, ConversionLimits
 from ragwright.errors import UnreadableKind, UnreadableSource
 
 MAX_TITLE_CHARS = 120
@@ -40,9 +41,11 @@ def split_paragraphs(text: str) -> list[str]:
     return [p.strip() for p in re.split(r"\n\s*\n", text.replace("\r\n", "\n")) if p.strip()]
 
 
-def convert_text(path: Path) -> ConvertedDocument:
+def convert_text(path: Path, limits: ConversionLimits = DEFAULT_LIMITS) -> ConvertedDocument:
     """Read one plain text file (see the module docstring)."""
     paragraphs = split_paragraphs(read_utf8(path))
+    if not paragraphs:
+        raise UnreadableSource(str(path), UnreadableKind.NO_TEXT, "holds no text")
     title: str | None = None
     if len(paragraphs) > 1 and "\n" not in paragraphs[0] and len(paragraphs[0]) <= MAX_TITLE_CHARS:
         title, paragraphs = paragraphs[0], paragraphs[1:]

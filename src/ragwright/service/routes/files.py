@@ -4,18 +4,17 @@ ingested as ``POST /v1/ingestions`` ingests."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, File, Form, UploadFile
+from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import JSONResponse
 
 from ragwright.application import IngestRequest
-from ragwright.errors import SourceError
+from ragwright.errors import DocumentError, SourceError
 from ragwright.service import uploads
+from ragwright.service.converting import converting, upload_folder
 from ragwright.service.dependencies import App, IngestCaller
 from ragwright.service.ingesting import Ingest
 from ragwright.service.ingestions import ingestion_summary
@@ -29,6 +28,7 @@ router = APIRouter(tags=["ingestion"])
     responses=problem_responses(400, 401, 403, 409, 413, 415, 422, 503),
 )
 async def ingest_files(
+    request: Request,
     key: IngestCaller,
     files: Annotated[list[UploadFile], File(description="The files; names may hold folders.")],
     application: App,
@@ -41,10 +41,9 @@ async def ingest_files(
     """Ingest files of the caller's tenant (see the module docs); returns the run's
     summary with the files left out and where each document's metadata came from."""
     document_types = key.types or application.settings.index.document_types
-    with tempfile.TemporaryDirectory(prefix="ragwright-upload-") as folder:
-        root = Path(folder)
+    with upload_folder() as root:
         await uploads.save_files(files, root)
-        request = IngestRequest(
+        ingest_request = IngestRequest(
             (root,),
             document_type=document_type,
             publication_state=publication_state,
@@ -52,8 +51,8 @@ async def ingest_files(
             skip_invalid=skip_invalid,
         )
         try:
-            loaded = await asyncio.to_thread(application.load_documents, request)
-        except SourceError as error:
+            loaded = await converting(request, lambda: application.load_documents(ingest_request))
+        except (SourceError, DocumentError) as error:
             raise uploads.refused_files(error, root) from error
         documents = tuple(uploads.owned(d, key, root, document_types) for d in loaded.documents)
         if not documents:
