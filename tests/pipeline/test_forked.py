@@ -128,6 +128,38 @@ def test_a_child_using_cpu_is_not_stalled() -> None:
     replies.close()
 
 
+def _wait_for_a_busy_child_then_reply(writer: Any, seconds: float) -> None:
+    # A source reader waiting for a file's conversion process: idle itself, its child busy.
+    try:
+        pid = os.fork()
+        if pid == 0:
+            _spin(seconds)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        writer.send((1, "done"))
+    finally:
+        os._exit(0)
+
+
+def _spin(seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+def test_a_child_waiting_for_its_own_busy_child_is_not_stalled() -> None:
+    context = fork_context()
+    reader, writer = context.Pipe(duplex=False)
+    process = context.Process(
+        target=_wait_for_a_busy_child_then_reply, args=(writer, 3.0), daemon=True
+    )
+    process.start()
+    writer.close()
+    replies = Replies(process, reader)
+    assert replies.take(1, stall=1.0) == ("done",)
+    replies.close()
+
+
 def _report_descriptors(writer: Any, keep: set[int]) -> None:
     try:
         close_inherited(keep | {writer.fileno()})

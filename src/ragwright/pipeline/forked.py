@@ -159,8 +159,20 @@ class Replies:
 
 
 def _cpu_ticks(pid: int | None) -> int | None:
-    """The CPU time ``pid`` has used (clock ticks, user and system), where the system
-    tells (Linux); ``None`` otherwise."""
+    """The CPU time ``pid`` and its children have used (clock ticks, user and system),
+    where the system tells (Linux); ``None`` otherwise. Its children count: a source
+    reader waiting for a file's conversion process (adapters/formats/box.py) is working."""
+    ticks = _own_ticks(pid)
+    if ticks is None:
+        return None
+    with contextlib.suppress(OSError, ValueError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                ticks += _own_ticks(int(child)) or 0
+    return ticks
+
+
+def _own_ticks(pid: int | None) -> int | None:
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         return int(fields[11]) + int(fields[12])

@@ -85,28 +85,51 @@ def check_inflated(path: Path, limits: ConversionLimits) -> None:
     it inflates to; refuse it once the running total passes ``max_inflated_bytes``.
 
     The declared sizes are summed first (a bomb usually says what it is), then every
-    member is inflated for real, because a declared size can lie: zipfile stops a member
-    at its declared size and fails its checksum, so what python-docx reads afterwards is
-    no larger than what was counted here. A file that is not a zip is left to the
-    converter, which names it corrupt."""
+    member is inflated for real, because a declared size can lie. A member whose header
+    claims less than its data holds is refused as corrupt before python-docx reads it:
+    its compressed size is more than deflate ever adds to the size it declares, or its
+    checksum fails at the declared size (zipfile's ``read()`` would inflate all of it
+    in one call before cutting it to that size). A file that is not a zip at all is left
+    to the converter, which names it corrupt."""
     limit = limits.max_inflated_bytes
     try:
-        with zipfile.ZipFile(path) as archive:
-            members = archive.infolist()
-            declared = 0
-            for member in members:
-                declared += member.file_size
-                if declared > limit:
-                    raise _inflated(path, declared, limits, "declare")
-            total = 0
-            for member in members:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError):
+        return  # not a readable zip: the converter refuses it as corrupt, with its reason
+    with archive:
+        members = archive.infolist()
+        declared = 0
+        for member in members:
+            declared += member.file_size
+            if declared > limit:
+                raise _inflated(path, declared, limits, "declare")
+            if member.compress_size > _most_compressed(member.file_size):
+                raise _lying(path, member.filename)
+        total = 0
+        for member in members:
+            try:
                 with archive.open(member) as stream:
                     while piece := stream.read(_READ):
                         total += len(piece)
                         if total > limit:
-                            raise _inflated(path, total, limits, "inflates to more than")
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, OSError, EOFError):
-        return  # not a readable zip: the converter refuses it as corrupt, with its reason
+                            raise _inflated(path, total, limits, "inflate to more than")
+            except (zipfile.BadZipFile, NotImplementedError, OSError, EOFError) as error:
+                raise _lying(path, member.filename) from error
+
+
+def _most_compressed(size: int) -> int:
+    """The most bytes deflate (or storing) can take for ``size`` bytes: 5 bytes a 16 KiB
+    block beyond the data itself, plus the stream's own bytes (zlib's deflateBound, with
+    room to spare)."""
+    return size + size // 1000 + 5 * (size // 16384 + 1) + 64
+
+
+def _lying(path: Path, member: str) -> UnreadableSource:
+    return UnreadableSource(
+        str(path),
+        UnreadableKind.CORRUPT,
+        f"its part {member!r} does not match its header (damaged, or a zip bomb): export it again",
+    )
 
 
 def _inflated(path: Path, size: int, limits: ConversionLimits, verb: str) -> UnreadableSource:
