@@ -1,7 +1,8 @@
-"""Request bodies: authenticated before they are read, cut at their route's limit
-(``RAGWRIGHT_SERVE_MAX_BODY``, ``RAGWRIGHT_SERVE_MAX_INGEST_BODY``) with 413 problem
-details, chunked ones too, and a large ingestion parsed off the event loop so
-``/healthz`` answers meanwhile (issue 20, item 9)."""
+"""Request bodies: their caller checked before they are read, cut at their route's
+limit (``RAGWRIGHT_SERVE_MAX_BODY``, ``RAGWRIGHT_SERVE_MAX_INGEST_BODY``, the page's
+form and upload limits) with 413 problem details, chunked ones too, on every route that
+takes a body, the page's ``/ui/*`` included (issue 46, item 2); and a large ingestion
+parsed off the event loop so ``/healthz`` answers meanwhile (issue 20, item 9)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,16 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.routing import iter_route_contexts
 from fastapi.testclient import TestClient
 
 from ragwright.service.ingestions import read_ingestion
+from ragwright.service.limits import GATED_METHODS, BodyGate, BodyLimit
+from ragwright.service.state import ServiceState
+from ragwright.web.routes import PAGE_FORM_BYTES, UPLOAD_FORM_BYTES
+from ragwright.web.sessions import SESSION_COOKIE
+from ragwright.web.uploads import MAX_UPLOAD_BYTES
 from tests.service.conftest import QUESTION, LiveServer, Service, bearer
 
 Client = Callable[[Service], TestClient]
@@ -35,11 +42,17 @@ class RecordingClient:
         self.body = b""
 
     def request(
-        self, path: str, chunks: list[bytes], headers: dict[str, str], *, length: bool = True
+        self,
+        path: str,
+        chunks: list[bytes],
+        headers: dict[str, str],
+        *,
+        length: bool = True,
+        content_type: str = "application/json",
     ) -> RecordingClient:
         pending = list(chunks)
         raw_headers = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
-        raw_headers.append((b"content-type", b"application/json"))
+        raw_headers.append((b"content-type", content_type.encode()))
         if length:
             raw_headers.append((b"content-length", str(sum(map(len, chunks))).encode()))
         scope = {
@@ -210,3 +223,128 @@ def test_healthz_answers_while_an_ingestion_body_is_parsed(
     assert health.status_code == 200
     assert events == ["parse started", "healthz answered", "parse ended"], events
     assert results["ingestion"].status_code == 200, results["ingestion"].text
+
+
+# --- every route, the page's included (issue 46, item 2) -----------------------------------
+
+
+def gate_table(app: FastAPI) -> dict[tuple[str, str], BodyLimit]:
+    """The routes' limits the app's body gate was given."""
+    (gate,) = [m for m in app.user_middleware if m.cls is BodyGate]
+    return dict(gate.kwargs["routes"])
+
+
+def body_routes(app: FastAPI) -> set[tuple[str, str]]:
+    """Every (method, path) of the app's router that takes a body method."""
+    return {
+        (method, str(route.path_format))
+        for route in iter_route_contexts(app.routes)
+        for method in route.methods or ()
+        if method in GATED_METHODS
+    }
+
+
+def test_every_route_that_takes_a_body_declares_its_limit_in_the_gate(
+    make_service: Callable[..., Service],
+) -> None:
+    app = make_service(ingest=False).app
+    declared = set(gate_table(app))
+    assert ("POST", "/ui/ask") in body_routes(app)  # the walk reaches the page's router
+    # A route without a limit, or a limit left for a route that is gone, fails here.
+    assert body_routes(app) == declared
+    added = APIRouter()
+
+    @added.post("/ui/new-form")
+    async def new_form(request: Request) -> dict[str, int]:
+        return {"read": len(await request.body())}
+
+    app.include_router(added)
+    assert body_routes(app) - declared == {("POST", "/ui/new-form")}
+    # Until it declares one, the gate hands it no body: nothing of the client's is read.
+    sent = RecordingClient(app).request("/ui/new-form", [CHUNK] * 100, {})
+    assert (sent.status, json.loads(sent.body), sent.read) == (200, {"read": 0}, 0)
+
+
+def session_cookie(service: Service) -> dict[str, str]:
+    """A signed-in browser's cookie (a session made in the process's store)."""
+    secret = service.key("page", scopes=("answer", "ingest"))
+    key = service.application.authenticate(secret)
+    assert key is not None
+    state = service.app.state.ragwright
+    assert isinstance(state, ServiceState)
+    return {"cookie": f"{SESSION_COOKIE}={state.sessions.create(key.id).session_id}"}
+
+
+FORM = "application/x-www-form-urlencoded"
+
+
+@pytest.mark.parametrize("length", [True, False], ids=["content-length", "chunked"])
+def test_the_pages_signed_in_routes_refuse_a_body_without_a_session_unread(
+    make_service: Callable[..., Service], length: bool
+) -> None:
+    service = make_service(ingest=False)
+    for path, content_type in (("/ui/ask", "application/json"), ("/ui/ingest", FORM)):
+        for headers in ({}, {"cookie": f"{SESSION_COOKIE}=forged"}):
+            sent = RecordingClient(service.app).request(
+                path, [CHUNK] * 100, headers, length=length, content_type=content_type
+            )
+            assert (sent.status, sent.read) == (401, 0), (path, headers)
+            assert sent.problem()["type"] == "/problems/signed-out"
+
+
+@pytest.mark.parametrize("length", [True, False], ids=["content-length", "chunked"])
+def test_a_body_over_a_page_routes_limit_is_413_and_read_no_further(
+    make_service: Callable[..., Service], length: bool
+) -> None:
+    service = make_service(ingest=False, serve_max_body=LIMIT)
+    cookie = session_cookie(service)
+    big = b" " * 65536
+    for path, chunk, count, limit, named, content_type in (
+        ("/ui/ask", CHUNK, 100, LIMIT, "RAGWRIGHT_SERVE_MAX_BODY", "application/json"),
+        ("/ui/sign-in", CHUNK, 100, PAGE_FORM_BYTES, "the page's form limit", FORM),
+        ("/ui/sign-out", CHUNK, 100, PAGE_FORM_BYTES, "the page's form limit", FORM),
+        ("/ui/ingest", big, 40, UPLOAD_FORM_BYTES, "the page's upload limit", FORM),
+    ):
+        sent = RecordingClient(service.app).request(
+            path, [chunk] * count, cookie, length=length, content_type=content_type
+        )
+        assert sent.status == 413, (path, sent.body)
+        problem = sent.problem()
+        assert (problem["type"], problem["limit"]) == ("/problems/body-too-large", limit)
+        assert named in problem["detail"]
+        assert sent.read == (0 if length else limit // len(chunk) + 1), path
+
+
+def test_the_upload_form_has_its_own_larger_limit(make_service: Callable[..., Service]) -> None:
+    service = make_service(ingest=False, serve_max_body=LIMIT)
+    assert gate_table(service.app)[("POST", "/ui/ingest")].size > MAX_UPLOAD_BYTES > LIMIT
+    # Past RAGWRIGHT_SERVE_MAX_BODY, within the upload's: the route has it (and refuses
+    # the form for its missing token).
+    sent = RecordingClient(service.app).request(
+        "/ui/ingest", [CHUNK] * 100, session_cookie(service), content_type=FORM
+    )
+    assert sent.status == 403, sent.body
+    assert sent.problem()["type"] == "/problems/csrf"
+
+
+def test_a_chunked_body_to_the_page_over_its_limit_is_413_over_a_real_socket(
+    make_service: Callable[..., Service],
+) -> None:
+    service = make_service(ingest=False, serve_max_body=LIMIT)
+    cookie = session_cookie(service)
+
+    def chunked() -> Iterator[bytes]:
+        yield f'{{"question": {json.dumps(QUESTION)}'.encode()
+        for _ in range(10):
+            yield b" " * 500
+        yield b"}"
+
+    with LiveServer(service.app) as url:
+        response = httpx.post(
+            url + "/ui/ask",
+            content=chunked(),
+            headers={**cookie, "content-type": "application/json"},
+            timeout=30,
+        )
+    assert response.status_code == 413, response.text
+    assert response.json()["type"] == "/problems/body-too-large"

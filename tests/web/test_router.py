@@ -40,7 +40,7 @@ def bare(store: SessionStore) -> TestClient:
 
 
 def test_the_page_router_alone_signs_in_and_out_through_the_store_it_is_given() -> None:
-    store = SessionStore()
+    store = SessionStore(max_per_key=10)
     session = store.create(KEY.id)
     client = bare(store)
     client.cookies.set(SESSION_COOKIE, session.session_id)
@@ -56,8 +56,8 @@ def test_the_page_router_alone_signs_in_and_out_through_the_store_it_is_given() 
 
 
 def test_a_session_of_another_store_is_signed_out() -> None:
-    other = SessionStore().create(KEY.id)
-    client = bare(SessionStore())
+    other = SessionStore(max_per_key=10).create(KEY.id)
+    client = bare(SessionStore(max_per_key=10))
     client.cookies.set(SESSION_COOKIE, other.session_id)
 
     page = client.get("/")

@@ -36,16 +36,19 @@ from ragwright.application.job_runner import JobRunner
 from ragwright.application.jobs import AnswerJob, JobLimits
 from ragwright.service.activity import Activity
 from ragwright.service.admission import Admission
-from ragwright.service.authentication import authenticated
+from ragwright.service.authentication import bearer_caller
 from ragwright.service.ingestions import document_ingest_body
-from ragwright.service.limits import BodyGate
+from ragwright.service.limits import Admit, BodyGate, BodyLimit
 from ragwright.service.model_health import RECHECK_SECONDS, ModelHealth
 from ragwright.service.problems import document_problems, install_problem_handlers
 from ragwright.service.readiness import degraded_mode
 from ragwright.service.recording import AnswerRecorder
 from ragwright.service.routes import ROUTERS
 from ragwright.service.state import ServiceState, nothing
+from ragwright.service.throttling import failure_backoff, sign_in_limit
 from ragwright.web import routes as page
+from ragwright.web.access import session_caller
+from ragwright.web.sessions import SessionStore
 
 logger = logging.getLogger("ragwright.service")
 
@@ -82,6 +85,9 @@ def create_app(
         AnswerRecorder(tracer, outcomes, Activity()),
         ModelHealth(recheck_seconds=model_recheck),
         job_persisted=on_job_persisted,
+        sessions=SessionStore(max_per_key=settings.service.sessions_per_key),
+        failures=failure_backoff(settings.service),
+        sign_ins=sign_in_limit(settings.service),
     )
     app = FastAPI(
         title="ragwright",
@@ -92,20 +98,60 @@ def create_app(
     app.state.ragwright = state
     install_problem_handlers(app)
     app.openapi = lambda: openapi(app)  # type: ignore[method-assign]
-    app.add_middleware(
-        BodyGate,
-        authenticate=lambda token: authenticated(application, token),
-        default=(settings.service.max_body, "RAGWRIGHT_SERVE_MAX_BODY"),
-        limits={
-            path: (settings.service.max_ingest_body, "RAGWRIGHT_SERVE_MAX_INGEST_BODY")
-            for path in ("/v1/ingestions", "/v1/ingestions/files")
-        },
-    )
+    app.add_middleware(BodyGate, routes=body_limits(state), prefixes=unrouted_limits(state))
     app.add_middleware(EdgeClock)
     for router in ROUTERS:
         app.include_router(router)
     app.include_router(page.router)
     return app
+
+
+def body_limits(state: ServiceState) -> dict[tuple[str, str], BodyLimit]:
+    """The body gate's table: every route that takes a body, by method and path, with
+    its limit and the caller check made before it is read (``/v1/``: the bearer key;
+    the page's signed-in routes: the session cookie; its sign-in and sign-out forms:
+    anyone, within their small limit). ``tests/service/test_body_limits.py`` fails on a
+    route missing here."""
+    service = state.application.settings.service
+    default = BodyLimit(service.max_body, "RAGWRIGHT_SERVE_MAX_BODY", admit=key_of(state))
+    ingest = BodyLimit(
+        service.max_ingest_body, "RAGWRIGHT_SERVE_MAX_INGEST_BODY", admit=key_of(state)
+    )
+    signed_in = session_of(state)
+    return {
+        ("POST", "/v1/answers"): default,
+        ("POST", "/v1/answers/stream"): default,
+        ("POST", "/v1/search"): default,
+        ("POST", "/v1/answer-jobs"): default,
+        ("DELETE", "/v1/answer-jobs/{job_id}"): default,
+        ("POST", "/v1/ingestions"): ingest,
+        ("POST", "/v1/ingestions/files"): ingest,
+        ("POST", "/ui/sign-in"): BodyLimit(page.PAGE_FORM_BYTES, "the page's form limit"),
+        ("POST", "/ui/sign-out"): BodyLimit(page.PAGE_FORM_BYTES, "the page's form limit"),
+        ("POST", "/ui/ask"): BodyLimit(
+            service.max_body, "RAGWRIGHT_SERVE_MAX_BODY", admit=signed_in
+        ),
+        ("POST", "/ui/ingest"): BodyLimit(
+            page.UPLOAD_FORM_BYTES, "the page's upload limit", admit=signed_in
+        ),
+    }
+
+
+def unrouted_limits(state: ServiceState) -> dict[str, BodyLimit]:
+    """A body to a path no declared route takes: under ``/v1/`` the key is checked,
+    then ``RAGWRIGHT_SERVE_MAX_BODY`` (its 404 or 405 comes after); anywhere else the
+    gate reads none of it."""
+    service = state.application.settings.service
+    return {"/v1/": BodyLimit(service.max_body, "RAGWRIGHT_SERVE_MAX_BODY", admit=key_of(state))}
+
+
+def key_of(state: ServiceState) -> Admit:
+    return lambda scope: bearer_caller(state, scope)
+
+
+def session_of(state: ServiceState) -> Admit:
+    # state.sessions read at each request, not captured: the store is the state's.
+    return lambda scope: session_caller(state.sessions, scope)
 
 
 @asynccontextmanager

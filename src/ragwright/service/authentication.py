@@ -1,7 +1,8 @@
 """Who is calling: an ``Authorization: Bearer <key>`` header turned into an API key, or
 the problem a caller gets instead (401 without a valid key, 503 while the key store is
-down). The body gate (:mod:`ragwright.service.limits`) calls it before any body is
-read; the routes' dependency reuses what it found."""
+down, 429 while the client's address waits after too many wrong keys:
+:mod:`ragwright.service.throttling`). The body gate (:mod:`ragwright.service.limits`)
+calls it before any body is read; the routes' dependency reuses what it found."""
 
 from __future__ import annotations
 
@@ -9,11 +10,15 @@ import asyncio
 from typing import Any
 
 from fastapi.security.utils import get_authorization_scheme_param
+from starlette.datastructures import Headers
+from starlette.types import Scope
 
 from ragwright.application import Application
 from ragwright.application.keys import ApiKey
 from ragwright.errors import StorageError
 from ragwright.service.problems import Problem
+from ragwright.service.state import ServiceState
+from ragwright.service.throttling import FailureBackoff, authentication_throttled, client_address
 
 REALM = 'Bearer realm="ragwright"'
 # Where the body gate leaves the caller's key in the request's scope state.
@@ -29,12 +34,17 @@ def bearer_token(authorization: str | None) -> str | None:
     return token
 
 
-async def authenticated(application: Application, token: str | None) -> ApiKey:
-    """The active key ``token`` is the secret of.
+async def authenticated(
+    application: Application, token: str | None, *, address: str, failures: FailureBackoff
+) -> ApiKey:
+    """The active key ``token`` is the secret of, sent from ``address``; a wrong one
+    counts in ``failures``, and while ``address`` waits its tokens are not checked.
 
     Raises:
-        Problem: 401 ``unauthenticated`` (no token), 401 ``invalid-key`` (unknown or
-            revoked), 503 ``keys-unavailable`` (the key store cannot be read).
+        Problem: 401 ``unauthenticated`` (no token), 429 ``authentication-throttled``
+            (``address`` failed too often: it waits, ``Retry-After``), 401
+            ``invalid-key`` (unknown or revoked), 503 ``keys-unavailable`` (the key store
+            cannot be read).
     """
     if token is None:
         raise Problem(
@@ -44,6 +54,9 @@ async def authenticated(application: Application, token: str | None) -> ApiKey:
             "send an API key as 'Authorization: Bearer <key>'",
             headers={"WWW-Authenticate": REALM},
         )
+    wait = failures.wait(address)
+    if wait > 0:
+        raise authentication_throttled(wait)
     try:
         # Off the event loop: with keys in PostgreSQL a call may wait for the server
         # (connect_timeout) while every other request must go on.
@@ -58,6 +71,7 @@ async def authenticated(application: Application, token: str | None) -> ApiKey:
             f"the API key store is unavailable ({type(error).__name__}); nothing was done: retry",
         ) from error
     if key is None:
+        failures.failed(address)
         raise Problem(
             401,
             "invalid-key",
@@ -72,3 +86,17 @@ def gated_key(state: dict[str, Any] | None) -> ApiKey | None:
     """The key the body gate authenticated for this request, if it did."""
     key = (state or {}).get(KEY_STATE)
     return key if isinstance(key, ApiKey) else None
+
+
+async def bearer_caller(state: ServiceState, scope: Scope) -> None:
+    """The body gate's check for ``/v1/``: the request's bearer key, from its headers
+    alone, left in the scope's state for the route (:func:`gated_key`).
+
+    Raises:
+        Problem: as :func:`authenticated`.
+    """
+    token = bearer_token(Headers(scope=scope).get("authorization"))
+    key = await authenticated(
+        state.application, token, address=client_address(scope), failures=state.failures
+    )
+    scope.setdefault("state", {})[KEY_STATE] = key

@@ -28,6 +28,7 @@ from ragwright.service.guards import unavailable
 from ragwright.service.problems import Problem
 from ragwright.service.recording import AnswerRecorder
 from ragwright.service.state import ServiceState
+from ragwright.service.throttling import client_address
 
 T = TypeVar("T")
 
@@ -61,8 +62,8 @@ bearer = HTTPBearer(auto_error=False, description="An API key from `ragwright ke
 
 class Caller:
     """The caller of a route needing ``scope``: the active key of the request's bearer
-    token (401/503 from :func:`~ragwright.service.authentication.authenticated`), or
-    403 ``insufficient-scope``."""
+    token (401/429/503 from :func:`~ragwright.service.authentication.authenticated`),
+    or 403 ``insufficient-scope``."""
 
     def __init__(self, scope: str) -> None:
         self.scope = scope
@@ -70,12 +71,15 @@ class Caller:
     async def __call__(
         self,
         request: Request,
-        application: App,
+        state: State,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     ) -> ApiKey:
         # A request with a body was authenticated by the body gate before it was read.
         key = gated_key(request.scope.get("state")) or await authenticated(
-            application, None if credentials is None else credentials.credentials
+            state.application,
+            None if credentials is None else credentials.credentials,
+            address=client_address(request.scope),
+            failures=state.failures,
         )
         if not key.allows(self.scope):
             raise Problem(

@@ -1,8 +1,8 @@
 """What every request of one process shares: the application, admission, the model's
-health, the job runner, the recent activity, the page's sessions and the hooks tests
-set. ``create_app`` puts one :class:`ServiceState` on ``app.state.ragwright``; routes
-reach its parts through the dependencies of :mod:`ragwright.service.dependencies`,
-never through a closure."""
+health, the job runner, the recent activity, the page's sessions, the authentication
+throttles and the hooks tests set. ``create_app`` puts one :class:`ServiceState` on
+``app.state.ragwright``; routes reach its parts through the dependencies of
+:mod:`ragwright.service.dependencies`, never through a closure."""
 
 from __future__ import annotations
 
@@ -20,6 +20,13 @@ from ragwright.service.ingestions import read_ingestion
 from ragwright.service.model_health import ModelHealth
 from ragwright.service.recording import AnswerRecorder
 from ragwright.service.schemas import IngestBody
+from ragwright.service.throttling import (
+    FailureBackoff,
+    SlidingLimit,
+    failure_backoff,
+    sign_in_limit,
+)
+from ragwright.settings.answering import ServiceSettings
 from ragwright.types import SourceDocument
 from ragwright.web.sessions import SessionStore
 
@@ -49,7 +56,13 @@ class ServiceState:
     # tests end the process here (tests/failpoints.py); nothing in production.
     job_persisted: Callable[[AnswerJob], None] = nothing
     # The page's signed-in sessions (ragwright.web), in this process's memory.
-    sessions: SessionStore = field(default_factory=SessionStore)
+    sessions: SessionStore = field(
+        default_factory=lambda: SessionStore(max_per_key=ServiceSettings().sessions_per_key)
+    )
+    # Failed authentications per client address (bearer and sign-in), and sign-ins per
+    # key: ragwright.service.throttling.
+    failures: FailureBackoff = field(default_factory=lambda: failure_backoff(ServiceSettings()))
+    sign_ins: SlidingLimit = field(default_factory=lambda: sign_in_limit(ServiceSettings()))
 
     @property
     def activity(self) -> Activity:

@@ -198,7 +198,8 @@ class AnswersSettings(Group):
 
 
 class ServiceSettings(Group):
-    """Admission and request bodies of the HTTP service (`ragwright serve`)."""
+    """Admission, request bodies, sign-ins and authentication failures of the HTTP service
+    (`ragwright serve`)."""
 
     concurrency: int = setting(
         8,
@@ -215,9 +216,9 @@ class ServiceSettings(Group):
     )
     max_body: int = setting(
         4 * 1024 * 1024,
-        "largest request body in bytes (4 MiB) the service reads for an answer, a search or an "
-        "answer job (it holds the longest valid history); a larger one is refused `413 "
-        "body-too-large` before more than the limit is read, a chunked one too "
+        "largest request body in bytes (4 MiB) the service reads for an answer (the page's too), "
+        "a search or an answer job (it holds the longest valid history); a larger one is refused "
+        "`413 body-too-large` before more than the limit is read, a chunked one too "
         "([service.md](service.md#request-bodies))",
         gt=0,
     )
@@ -227,6 +228,38 @@ class ServiceSettings(Group):
         "the whole corpus in one request: raise it for larger corpora); a larger one is refused "
         "`413 body-too-large` the same way",
         gt=0,
+    )
+    auth_failures: int = setting(
+        10,
+        "failed authentications (a wrong or revoked key, as a bearer token or in the page's "
+        "sign-in form) one client address may make before it must wait: until the wait ends its "
+        "attempts get `429 authentication-throttled` with `Retry-After`, unchecked "
+        "([service.md](service.md#authentication-failures))",
+        ge=1,
+    )
+    auth_backoff: float = setting(
+        1.0,
+        "seconds of an address's first wait; each failure after a wait doubles the next, up to "
+        "`RAGWRIGHT_SERVE_AUTH_WINDOW`",
+        gt=0,
+    )
+    auth_window: float = setting(
+        900.0,
+        "seconds without a failure (after the last one, or the end of its wait) after which an "
+        "address's failures are forgotten; also the longest wait",
+        gt=0,
+    )
+    sign_ins_per_key: int = setting(
+        60,
+        "sign-ins to the page one API key may make in any 60 seconds; more get `429` with "
+        "`Retry-After` ([web.md](web.md#sessions-cookies-and-csrf))",
+        ge=1,
+    )
+    sessions_per_key: int = setting(
+        1000,
+        "page sessions one API key may hold at once; a sign-in past it ends that key's least "
+        "recently used session, never another key's",
+        ge=1,
     )
 
 

@@ -1,5 +1,6 @@
 """Who is asking on the page: the request's session and the key it signed in with, read
-again from the key store on every request, and the page's refusals (signed out, no CSRF
+again from the key store on every request (and, for a request with a body, the session
+alone checked before its body is read), and the page's refusals (signed out, no CSRF
 token, a scope the key lacks, the key store unavailable). The sessions themselves live
 on the service's shared state (:attr:`~ragwright.service.state.ServiceState.sessions`).
 """
@@ -10,6 +11,7 @@ import asyncio
 from typing import Annotated
 
 from fastapi import Depends, Request
+from starlette.types import Scope
 
 from ragwright.application import Application
 from ragwright.application.keys import ApiKey
@@ -49,12 +51,27 @@ async def required(
     request: Request, application: Application, store: SessionStore
 ) -> tuple[Session, ApiKey]:
     """As :func:`signed_in`, or 401 ``signed-out``. Called in the route's body, not as a
-    dependency: FastAPI has then checked the request's parameters and body, so a
-    malformed request is a 422 whoever sends it."""
+    dependency: a request with a body was checked for a session by the body gate before
+    it was read (:func:`session_caller`), and this re-reads the session's key."""
     who = await signed_in(request, application, store)
     if who is None:
-        raise Problem(401, "signed-out", "Signed out", "sign in again with your API key")
+        raise signed_out()
     return who
+
+
+async def session_caller(store: SessionStore, scope: Scope) -> None:
+    """The body gate's check for the page's signed-in routes: a session ``store`` holds
+    for the request's cookie, from its headers alone (its key is re-read by the route).
+
+    Raises:
+        Problem: 401 ``signed-out``, before any of the body is read.
+    """
+    if store.get(Request(scope).cookies.get(SESSION_COOKIE)) is None:
+        raise signed_out()
+
+
+def signed_out() -> Problem:
+    return Problem(401, "signed-out", "Signed out", "sign in again with your API key")
 
 
 def csrf_refused() -> Problem:

@@ -3,7 +3,9 @@ endpoints the page's script calls, and its assets; ``/ui/status`` and ``/ui/inge
 are in :mod:`ragwright.web.status`, included in :data:`router`.
 
 Nothing here decides who may see what. Signing in turns an API key into a server-side
-session (web/sessions.py); every request re-reads that key from the key store
+session (web/sessions.py); a wrong key counts against the client's address as a wrong
+bearer key does, and one key's sign-ins are limited per minute
+(:mod:`ragwright.service.throttling`). Every request re-reads that key from the key store
 (:mod:`ragwright.web.access`) and hands it to the service's own paths, reached through
 the service's dependencies (:mod:`ragwright.service.dependencies`) as its routes reach
 them: the answer path of ``POST /v1/answers/stream`` (its request builder, admission and
@@ -24,9 +26,10 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from ragwright.application.passages import read_passage
 from ragwright.errors import IndexNotFound, StorageError, VectorIndexError
 from ragwright.service.answering import Answers
-from ragwright.service.dependencies import App
+from ragwright.service.dependencies import App, State
 from ragwright.service.problems import Problem
 from ragwright.service.schemas import AnswerBody
+from ragwright.service.throttling import client_address, retry_after
 from ragwright.web import status
 from ragwright.web.access import Sessions, csrf_refused, missing_scope, required, signed_in
 from ragwright.web.pages import (
@@ -39,10 +42,16 @@ from ragwright.web.pages import (
     sign_in_page,
 )
 from ragwright.web.sessions import CSRF_HEADER, SESSION_COOKIE, SIGN_IN_COOKIE, tokens_match
+from ragwright.web.uploads import MAX_UPLOAD_BYTES
 
 logger = logging.getLogger("ragwright.web")
 
 router = APIRouter(include_in_schema=False)
+# The body gate's limits for the page's routes (service/app.py): the sign-in and
+# sign-out forms hold two short fields; the upload form its file (at most
+# MAX_UPLOAD_BYTES) with the multipart framing and the form's token around it.
+PAGE_FORM_BYTES = 8 * 1024
+UPLOAD_FORM_BYTES = MAX_UPLOAD_BYTES + 64 * 1024
 
 
 @router.get("/")
@@ -55,7 +64,14 @@ async def home(request: Request, application: App, store: Sessions) -> Response:
 
 
 @router.post("/ui/sign-in")
-async def sign_in(request: Request, application: App, store: Sessions) -> Response:
+async def sign_in(request: Request, application: App, store: Sessions, state: State) -> Response:
+    # The same count as a wrong bearer key: an address guessing keys waits on both paths.
+    address = client_address(request.scope)
+    wait = state.failures.wait(address)
+    if wait > 0:
+        return throttled(
+            request, wait, "Too many failed sign-ins from your address; nothing was checked."
+        )
     form = await request.form(max_files=0, max_fields=4)
     secret = form.get("key")
     if not tokens_match(request.cookies.get(SIGN_IN_COOKIE), as_text(form.get("csrf"))):
@@ -69,7 +85,13 @@ async def sign_in(request: Request, application: App, store: Sessions) -> Respon
             request, 503, "The key store cannot be read now; nothing was done. Try again."
         )
     if key is None:
+        state.failures.failed(address)
         return sign_in_page(request, 401, "That API key is unknown or revoked.")
+    wait = state.sign_ins.take(key.id)
+    if wait > 0:
+        return throttled(
+            request, wait, "This API key has signed in too often; no session was made."
+        )
     store.delete(request.cookies.get(SESSION_COOKIE))
     session = store.create(key.id)
     logger.info("signed in key=%s", key.id)
@@ -83,6 +105,14 @@ async def sign_in(request: Request, application: App, store: Sessions) -> Respon
         secure=over_tls(request),
         path="/",
     )
+    return response
+
+
+def throttled(request: Request, wait: float, reason: str) -> Response:
+    """429: the sign-in form again, with ``reason`` and when to try (``Retry-After``)."""
+    after = retry_after(wait)
+    response = sign_in_page(request, 429, f"{reason} Try again in {after} s.")
+    response.headers["Retry-After"] = after
     return response
 
 

@@ -8,8 +8,10 @@ in every form and in the ``X-CSRF-Token`` header of the page's fetch calls, and 
 in constant time.
 
 Sessions live in this process's memory: a restart signs everyone out, and replicas
-behind a load balancer need sticky sessions (docs/web.md). At most :data:`MAX_SESSIONS`
-are kept (the oldest go first) and each ends after :data:`IDLE_SECONDS` unused.
+behind a load balancer need sticky sessions (docs/web.md). Each key has at most
+``max_per_key`` (``RAGWRIGHT_SERVE_SESSIONS_PER_KEY``): past it that key's least
+recently used session ends, never another key's, so signing in again and again with one
+key signs out only its own browsers. Each session ends after :data:`IDLE_SECONDS` unused.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from dataclasses import dataclass
 SESSION_COOKIE = "ragwright_session"
 SIGN_IN_COOKIE = "ragwright_sign_in"
 CSRF_HEADER = "X-CSRF-Token"
-MAX_SESSIONS = 10_000
 IDLE_SECONDS = 8 * 3600.0
 
 
@@ -48,27 +49,36 @@ class Session:
 
 
 class SessionStore:
-    """Sessions by id, bounded in number and idle time (thread-safe)."""
+    """Sessions by id, bounded per key and in idle time (thread-safe)."""
 
     def __init__(
         self,
         *,
-        max_sessions: int = MAX_SESSIONS,
+        max_per_key: int,
         idle_seconds: float = IDLE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        # Least recently used first, overall and per key.
         self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self._by_key: dict[str, OrderedDict[str, None]] = {}
         self._lock = threading.Lock()
-        self._max = max_sessions
+        self._max_per_key = max_per_key
         self._idle = idle_seconds
         self._clock = clock
 
     def create(self, key_id: str) -> Session:
-        session = Session(Session.new_token(), key_id, Session.new_token(), self._clock())
+        """A new session for ``key_id``; past ``max_per_key``, that key's least recently
+        used sessions end (and every session idle too long, of any key)."""
+        now = self._clock()
+        session = Session(Session.new_token(), key_id, Session.new_token(), now)
         with self._lock:
+            self._forget_idle(now)
             self._sessions[session.session_id] = session
-            while len(self._sessions) > self._max:
-                self._sessions.popitem(last=False)
+            own = self._by_key.setdefault(key_id, OrderedDict())
+            own[session.session_id] = None
+            while len(own) > self._max_per_key:
+                oldest, _ = own.popitem(last=False)
+                del self._sessions[oldest]
         return session
 
     def get(self, session_id: str | None) -> Session | None:
@@ -81,18 +91,37 @@ class SessionStore:
             if session is None:
                 return None
             if now - session.last_used > self._idle:
-                del self._sessions[session_id]
+                self._remove(session)
                 return None
             session.last_used = now
             self._sessions.move_to_end(session_id)
+            self._by_key[session.key_id].move_to_end(session_id)
             return session
 
     def delete(self, session_id: str | None) -> None:
         with self._lock:
-            self._sessions.pop(session_id or "", None)
+            session = self._sessions.get(session_id or "")
+            if session is not None:
+                self._remove(session)
 
     def __len__(self) -> int:
         return len(self._sessions)
+
+    def _remove(self, session: Session) -> None:
+        del self._sessions[session.session_id]
+        own = self._by_key[session.key_id]
+        del own[session.session_id]
+        if not own:
+            del self._by_key[session.key_id]
+
+    def _forget_idle(self, now: float) -> None:
+        """End the sessions unused for longer than the idle time (least recently used
+        first, so the loop stops at the first one still live)."""
+        while self._sessions:
+            oldest = next(iter(self._sessions.values()))
+            if now - oldest.last_used <= self._idle:
+                break
+            self._remove(oldest)
 
 
 def tokens_match(expected: str | None, given: str | None) -> bool:
