@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -127,10 +128,13 @@ def conversion_children() -> set[int]:
     """This process's children that lead a session of their own (conversion processes)."""
     found = set()
     for task in Path(f"/proc/{os.getpid()}/task").iterdir():
-        for pid in (task / "children").read_text().split():
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            if fields[0] != "Z" and int(fields[3]) == int(pid):  # its session: itself
-                found.add(int(pid))
+        try:  # a thread or a process may end while it is looked at
+            for pid in (task / "children").read_text().split():
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                if fields[0] != "Z" and int(fields[3]) == int(pid):  # its session: itself
+                    found.add(int(pid))
+        except FileNotFoundError:
+            continue
     return found
 
 
@@ -195,3 +199,33 @@ def test_upload_folders_of_a_killed_server_are_removed_at_the_next_start(
         assert remove_orphans() == 0
     finally:
         mine.rmdir()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_uploads_at_once_take_turns_in_the_conversion_slots(
+    make_service: Callable[..., Service], workers: int
+) -> None:
+    service = make_service(ingest=False, convert_workers=workers)
+    writer = service.key("writer", scopes=("ingest",))
+    pdf = make_pdf([[LINE] * 30 for _ in range(80)])  # converts for about 2 s
+    most = 0
+    with LiveServer(service.app) as url:
+
+        def send(name: str) -> None:
+            httpx.post(
+                f"{url}/v1/ingestions/files",
+                files=[("files", (name, pdf))],
+                data=FORM,
+                headers=bearer(writer),
+                timeout=120,
+            )
+
+        senders = [threading.Thread(target=send, args=(f"f{i}.pdf",)) for i in range(3)]
+        for sender in senders:
+            sender.start()
+        while any(sender.is_alive() for sender in senders):
+            most = max(most, len(conversion_children()))
+            time.sleep(0.02)
+        for sender in senders:
+            sender.join(120)
+    assert most == workers
