@@ -37,6 +37,7 @@ from ragwright.application.jobs import AnswerJob, JobLimits
 from ragwright.service.activity import Activity
 from ragwright.service.admission import Admission
 from ragwright.service.authentication import bearer_caller
+from ragwright.service.converting import remove_orphans
 from ragwright.service.ingestions import document_ingest_body
 from ragwright.service.limits import Admit, BodyGate, BodyLimit
 from ragwright.service.model_health import RECHECK_SECONDS, ModelHealth
@@ -161,6 +162,7 @@ async def serving(state: ServiceState, *, probe_model: bool) -> AsyncIterator[No
     every request; it probes the model, re-probes it while it is down, and runs the job
     runner when ``RAGWRIGHT_JOB_WORKERS`` > 0. Everything is released in reverse order."""
     application = state.application
+    remove_orphans()  # upload folders of a server killed mid-upload
     async with AsyncExitStack() as stack:
         stack.callback(application.close)  # last: every pool and connection it opened
         stack.enter_context(application.hold_index())

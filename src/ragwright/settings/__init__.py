@@ -38,6 +38,7 @@ from ragwright.settings.answering import (
     TelemetrySettings,
 )
 from ragwright.settings.evidence import (
+    ConversionSettings,
     EmbeddingSettings,
     IndexSettings,
     IngestSettings,
@@ -71,6 +72,7 @@ class Settings(BaseSettings):
     storage: StorageSettings = Field(default_factory=StorageSettings)
     index: IndexSettings = Field(default_factory=IndexSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
+    conversion: ConversionSettings = Field(default_factory=ConversionSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     remote: RemoteSettings = Field(default_factory=RemoteSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
