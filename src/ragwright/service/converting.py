@@ -6,9 +6,9 @@ kept on disk only while they convert.
   :func:`remove_orphans`, run when the service starts, removes the folders of processes
   that are gone (a server killed mid-upload).
 - :func:`converting`: the request's reading of its files, off the event loop; when the
-  client disconnects, the conversion box's :data:`~ragwright.adapters.formats.box.CANCEL`
-  event is set, so the file's conversion process is killed within
-  :data:`~ragwright.adapters.formats.box.POLL_SECONDS`, and the request ends ``499``.
+  client disconnects, its :data:`~ragwright.cancelling.CANCEL` event is set, so the
+  file's conversion process is killed within the conversion box's poll
+  (``adapters/formats/box.py``), and the request ends ``499``.
 
 Both upload routes (``POST /v1/ingestions/files`` and the page's ``/ui/ingest``) use
 them; the conversion itself is bounded by ``adapters/formats/box.py``.
@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from starlette.requests import Request
 
-from ragwright.adapters.formats.box import cancelled_by
+from ragwright.cancelling import cancelled_by
 from ragwright.service.problems import Problem
 
 logger = logging.getLogger("ragwright.service")

@@ -234,7 +234,7 @@ def test_a_conversion_past_its_memory_is_refused_and_the_parent_keeps_its_own(
 
 
 def test_a_caller_going_away_stops_the_conversion_at_once(tmp_path: Path) -> None:
-    from ragwright.adapters.formats.box import cancelled_by
+    from ragwright.cancelling import cancelled_by
 
     path = a_paper(tmp_path)
     cancel = threading.Event()

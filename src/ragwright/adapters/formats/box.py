@@ -10,8 +10,8 @@ everyone nothing but a refusal. So every PDF and Word file, and every other file
   ``seconds`` of wall time have passed; the converters check the other limits while they
   read (:mod:`~ragwright.adapters.formats.limits`). Each refusal names its setting.
 - **Stoppable.** A caller that goes away (an HTTP client that disconnects) sets the
-  :data:`CANCEL` event of its context; the parent sees it within :data:`POLL_SECONDS`,
-  kills the child and raises :class:`~ragwright.errors.ConversionCancelled`.
+  :data:`~ragwright.cancelling.CANCEL` event of its context; the parent sees it within
+  :data:`POLL_SECONDS`, kills the child and raises :class:`~ragwright.errors.ConversionCancelled`.
 - **Its memory returned.** The child exits (or is killed) after one file, so whatever
   it allocated goes back to the system; it runs in a session of its own, so a process
   it started (``tesseract`` for OCR) is killed with it.
@@ -40,7 +40,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextvars import ContextVar
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -53,6 +52,7 @@ from ragwright.adapters.formats.limits import (
     check_size,
     over_limit,
 )
+from ragwright.cancelling import CANCEL
 from ragwright.errors import (
     ConversionCancelled,
     DocumentError,
@@ -67,20 +67,6 @@ Converter = Callable[[Path, ConversionLimits], ConvertedDocument]
 IN_PROCESS_BYTES = MIB
 BOXED_SUFFIXES = frozenset({".pdf", ".docx"})
 POLL_SECONDS = 0.05
-
-CANCEL: ContextVar[threading.Event | None] = ContextVar("ragwright_conversion_cancel", default=None)
-"""Set by a caller that may go away: the conversions in its context stop when it is set."""
-
-
-@contextlib.contextmanager
-def cancelled_by(event: threading.Event) -> Iterator[None]:
-    """Conversions started in this context (and in threads it starts with
-    ``asyncio.to_thread``, which copies it) stop when ``event`` is set."""
-    token = CANCEL.set(event)
-    try:
-        yield
-    finally:
-        CANCEL.reset(token)
 
 
 def convert(path: Path, converter: Converter, limits: ConversionLimits) -> ConvertedDocument:
