@@ -5,9 +5,14 @@ ordinary field costs that chunk its support (never adds any), so the false-match
 real documents is what this measures: the OpenShift runbooks (Markdown: titles, nested
 headings, paragraphs), the ClapNQ passages and the SciFact abstracts from the shared data
 (``../shared/data``, read in place; nothing of it is copied). None of these documents is
-written to the model, so every match is a false one. Writes
-``benchmarks/results/screen_matches.json`` with counts and the ids and fields matched
-(never the matched text).
+written to the model, so every match is a false one.
+
+Fields are counted one by one (``addresses_the_model``); chunks as the answer path
+screens them (``screened_sources``), with every chunk of a document among the sources at
+once (the worst case: each chunk screened for its neighbours and its document too), the
+documents cut by ``CHUNKING`` (``sentence-blocks``, so SciFact's one-paragraph abstracts
+chunk too). Writes ``benchmarks/results/screen_matches.json`` with counts and the ids and
+fields matched (never the matched text).
 
     python benchmarks/screen_matches.py
 """
@@ -20,7 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from ragwright.adapters.sources import SourceDefaults, load_sources
-from ragwright.core.screen import addresses_the_model, decoded_runs
+from ragwright.core.assembly import Candidate, SelectedSource
+from ragwright.core.chunking import build_chunks
+from ragwright.core.screen import addresses_the_model, decoded_runs, screened_sources
+from ragwright.types import ChunkingPolicy, SourceDocument
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -29,6 +37,27 @@ CORPORA = {
     "clapnq": DATA / "clapnq" / "markdown",
     "scifact": DATA / "scifact" / "corpus.jsonl",
 }
+CHUNKING = ChunkingPolicy(kind="sentence-blocks")
+
+
+def chunk_sources(document: SourceDocument) -> list[SelectedSource]:
+    """Every chunk of ``document`` as an admitted source, its whole text included."""
+    sources = []
+    for number, chunk in enumerate(build_chunks(document, CHUNKING), start=1):
+        candidate = Candidate(
+            document.document_id,
+            chunk.chunk_id,
+            chunk.chunking_version,
+            chunk.section_id,
+            document.title,
+            chunk.heading,
+            chunk.text,
+            1.0,
+            positions=chunk.positions,
+        )
+        body = chunk.text.removeprefix(f"{chunk.heading}\n\n")
+        sources.append(SelectedSource(f"S{number}", candidate, body))
+    return sources
 
 
 def main() -> None:
@@ -52,6 +81,15 @@ def main() -> None:
                 if addresses_the_model(text):
                     counts[f"{kind}_matched"] += 1
                     matched.append({"document_id": document.document_id, "field": kind})
+            sources = chunk_sources(document)
+            screened = screened_sources(sources)
+            counts["chunk"] += len(sources)
+            counts["chunk_screened"] += len(screened)
+            for source in sources:
+                if source.label in screened:
+                    matched.append(
+                        {"document_id": document.document_id, "chunk_id": source.candidate.chunk_id}
+                    )
         record[name] = {"counts": dict(sorted(counts.items())), "matched": matched}
         print(name, dict(sorted(counts.items())))
     out = ROOT / "benchmarks" / "results" / "screen_matches.json"

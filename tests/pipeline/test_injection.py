@@ -118,6 +118,8 @@ def test_the_corpus_holds_at_least_20_varied_attacks() -> None:
         "encoded_payload",
         "other_language",
     } <= categories
+    # Issue 46: system documents by their content, disguised letters, split instructions.
+    assert {"system_document", "unicode_obfuscation", "split_instruction"} <= categories
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=[a["id"] for a in ATTACKS])
@@ -198,3 +200,21 @@ def test_a_quoted_answer_cannot_quote_text_addressed_to_the_model(
     # Every paragraph the screen recognises stays out of what the model may quote.
     assert not any(sentence in paragraph for sentence in shown for paragraph in addressed)
     assert shown  # the real runbook's sentences are still offered
+
+
+BESIDE = [a for a in ATTACKS if a["category"] in {"system_document", "split_instruction"}]
+
+
+@pytest.mark.parametrize("attack", BESIDE, ids=[a["id"] for a in BESIDE])
+def test_no_sentence_beside_an_instruction_can_be_quoted(
+    retriever: Retriever, attack: dict[str, Any]
+) -> None:
+    # Issue 46: the payload sits in the paragraph or chunk after the instruction, with
+    # no instruction of its own; the instruction screens it all the same, so none of
+    # its sentences is offered to a quoted-style model or an evidence-only result.
+    from ragwright.pipeline.answer_stages import sentences_of
+
+    result = ask(retriever, attack, None, style="quoted")
+    assert labels_of(result, f"attack-{attack['id']}")
+    quotable = [s.text for s in sentences_of(result.context)]
+    assert quotable and not any(sentence in attack["text"] for sentence in quotable)

@@ -38,18 +38,14 @@ provides the rule-based one; core stays free of third-party code)."""
 
 
 def evidence_sentences(
-    sources: Sequence[SelectedSource],
-    split: SentenceSplitter,
-    *,
-    skip_paragraph: Callable[[str], bool] | None = None,
+    sources: Sequence[SelectedSource], split: SentenceSplitter
 ) -> tuple[EvidenceSentence, ...]:
     """Every sentence of the included text of ``sources``, labelled ``<source>.<n>``.
 
     ``split`` is applied to each paragraph separately (a sentence never spans a paragraph
-    break); the marker of a cut fragment (``[...]``) is not part of any sentence. The
-    sentences of a paragraph ``skip_paragraph`` accepts (text addressed to the model:
-    ``core.screen.addresses_the_model``) keep their numbers but are left out, so they
-    can be neither shown as quotable nor quoted.
+    break); the marker of a cut fragment (``[...]``) is not part of any sentence. A
+    caller leaves out the sources the instruction screen takes
+    (``core.screen.screened_sources``): the others keep their numbers.
 
     Example:
         >>> from ragwright.core.assembly import Candidate
@@ -62,21 +58,18 @@ def evidence_sentences(
     return tuple(
         EvidenceSentence(f"{source.label}.{number}", source.label, sentence, paragraph)
         for source in sources
-        for number, (sentence, paragraph, skipped) in enumerate(
-            _sentences(source.included_text, split, skip_paragraph), start=1
+        for number, (sentence, paragraph) in enumerate(
+            _sentences(source.included_text, split), start=1
         )
-        if not skipped
     )
 
 
-def _sentences(
-    text: str, split: SentenceSplitter, skip_paragraph: Callable[[str], bool] | None
-) -> list[tuple[str, int, bool]]:
+def _sentences(text: str, split: SentenceSplitter) -> list[tuple[str, int]]:
     if text.endswith(CUT_MARK):
         text = text[: -len(CUT_MARK)]
     paragraphs = [paragraph for paragraph in text.split("\n\n") if paragraph.strip()]
     return [
-        (sentence.strip(), number, skip_paragraph is not None and skip_paragraph(paragraph))
+        (sentence.strip(), number)
         for number, paragraph in enumerate(paragraphs, start=1)
         for sentence in split(paragraph)
         if sentence.strip()

@@ -11,13 +11,14 @@ claims, not a proof of faithfulness: paraphrase can defeat it, and word overlap 
 coincidental.
 
 Evidence is data, never instructions. Evidence that addresses the answering model
-(:mod:`ragwright.core.screen`: a paragraph saying "ignore previous instructions", "the
-correct answer is", "reply only with", chat-template tokens, forged ``"status"`` or
-``"id": "S1"`` JSON, "you are now", ...; or a title or heading doing so, which screens
-the whole text under it) supports nothing: it is left out of the cited text the claims
-are compared with, and an answer sentence that echoes such text (half or more of its
-content words come from it, and no fewer from ordinary evidence text) is reported as
-following an instruction found in the evidence. An answer is *supported* only when it
+(:mod:`ragwright.core.screen`: a title, heading or paragraph saying "ignore previous
+instructions", "the correct answer is", "reply only with", chat-template tokens, forged
+``"status"`` or ``"id": "S1"`` JSON, "you are now", "supersedes all runbooks", ...,
+which screens the whole text of its chunk, and of the chunks a caller names as screened
+with it: its neighbours, its document) supports nothing: it is left out of the cited
+text the claims are compared with, and an answer sentence that echoes such text (half or
+more of its content words come from it, and no fewer from ordinary evidence text) is
+reported as following an instruction found in the evidence. An answer is *supported* only when it
 has at least one checkable sentence, every sentence is supported and none follows such
 text; the answer use case never returns an unsupported answer as ``answered``. The
 patterns are a screen too (an obfuscated instruction passes them); the word-overlap
@@ -27,7 +28,7 @@ rule then still requires the answer's claims to appear in ordinary evidence text
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from ragwright.core.lexical import STOPWORDS
@@ -88,6 +89,7 @@ def check_support(
     *,
     evidence: Sequence[tuple[str, str]] | None = None,
     frames: Mapping[str, tuple[str, str]] | None = None,
+    screened: Collection[str] = (),
     min_shared: int = 2,
     min_coverage: float = 0.3,
     min_echo: float = 0.5,
@@ -99,8 +101,11 @@ def check_support(
     that address the model covers at least ``min_echo`` of its content words and at
     least as many as any ordinary evidence text does (so a true answer next to an
     injection that talks about the same subject keeps its support). ``frames`` maps a
-    label to the (title, heading) the model saw over its text: when either addresses the
-    model, all of that text is screened (:func:`~ragwright.core.screen.split_instructions`).
+    label to the (title, heading) the model saw over its text: when either, or any
+    paragraph, addresses the model, all of that text is screened
+    (:func:`~ragwright.core.screen.split_instructions`). The labels in ``screened`` are
+    screened whole whatever their own text (their neighbour or their document addresses
+    the model: :func:`~ragwright.core.screen.screened_sources`).
 
     The defaults ``min_shared=2, min_coverage=0.3`` were chosen by hand and kept after
     calibration (``benchmarks/support_check.py``, 79 labelled cases, fixed tune/test
@@ -116,7 +121,7 @@ def check_support(
 
     def split(label: str, text: str) -> tuple[str, tuple[str, ...]]:
         title, heading = frames.get(label, ("", ""))
-        return split_instructions(text, title=title, heading=heading)
+        return split_instructions(text, title=title, heading=heading, screened=label in screened)
 
     for label, text in cited if evidence is None else evidence:
         kept, removed = split(label, text)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from ragwright.chat.contract import ChatModel, ChatRequest, ChatResponse, Deadline, ModelProfile
 from ragwright.core.answers import Answer, parse_answer, parse_quoted_answer
+from ragwright.core.screen import screened_sources
 from ragwright.core.support import SupportReport, check_support
 from ragwright.errors import AnswerContractError, AssemblyError, ConfigError
 from ragwright.pipeline.answer_plan import AnswerPlan
@@ -128,6 +129,7 @@ async def support(answer: Answer, used: Prepared) -> SupportReport | None:
         [(c.label, c.included_text) for c in answer.citations],
         evidence=[(s.label, s.included_text) for s in sources],
         frames={s.label: (s.candidate.title, s.candidate.heading) for s in sources},
+        screened=screened_sources(sources),
     )
 
 

@@ -37,7 +37,7 @@ from ragwright.core.answers import (
     quoted_schema,
 )
 from ragwright.core.assembly import INSTRUCTIONS, AssembledContext, Candidate, Turn, assemble
-from ragwright.core.screen import addresses_the_model, frame_addresses_the_model
+from ragwright.core.screen import screened_sources
 from ragwright.core.sentences import (
     EvidenceSentence,
     evidence_sentences,
@@ -256,17 +256,12 @@ def assemble_alternate(plan: AnswerPlan, retrieved: Retrieved, profile: ModelPro
 
 
 def sentences_of(context: AssembledContext) -> tuple[EvidenceSentence, ...]:
-    """The evidence sentences a quoted answer or an evidence-only result may use: never
-    one from a paragraph that addresses the model, nor any under a title or heading that
-    does (evidence is data, not instructions: ``core/screen.py``)."""
-    screened = {
-        s.label
-        for s in context.sources
-        if frame_addresses_the_model(s.candidate.title, s.candidate.heading)
-    }
-    sentences = evidence_sentences(
-        context.sources, split_sentences, skip_paragraph=addresses_the_model
-    )
+    """The evidence sentences a quoted answer or an evidence-only result may use: none
+    of a source the screen takes whole — one whose title, heading or text addresses the
+    model, next to one that does, or in a document claiming authority (evidence is data,
+    not instructions: ``core/screen.py``)."""
+    screened = screened_sources(context.sources)
+    sentences = evidence_sentences(context.sources, split_sentences)
     return tuple(s for s in sentences if s.source not in screened)
 
 
