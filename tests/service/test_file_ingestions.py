@@ -53,7 +53,7 @@ def test_files_of_every_format_are_ingested_for_the_keys_tenant_with_page_citati
     assert by_source["runbooks/payment-retries.pdf"]["type_from"] == (
         "rule 'runbooks/*' in ragwright-sources.toml"
     )
-    assert by_source["vpn-access.txt"]["type_from"] == "--type"
+    assert by_source["vpn-access.txt"]["type_from"] == "document_type"  # the form field
     status = service.application.status(StatusRequest())
     assert {d.tenant for d in status.documents} == {"acme"}
     search = client.post(

@@ -229,3 +229,39 @@ def test_uploads_at_once_take_turns_in_the_conversion_slots(
         for sender in senders:
             sender.join(120)
     assert most == workers
+
+
+@pytest.mark.parametrize(
+    ("files", "form", "field", "rule"),
+    [
+        ([("a.exe", b"MZ")], FORM, "files", "no document files"),
+        (
+            [("note.txt", b"Title\n\nBody")],
+            {},
+            "files[note.txt]",
+            "pass document_type or add a rule in ragwright-sources.toml",
+        ),
+    ],
+    ids=["no-document-file", "metadata-missing"],
+)
+def test_a_refusal_names_what_was_sent_never_the_servers_folder(
+    make_service: Callable[..., Service],
+    client_for: Client,
+    files: list[tuple[str, bytes]],
+    form: dict[str, str],
+    field: str,
+    rule: str,
+) -> None:
+    service = make_service(ingest=False)
+    writer = service.key("writer", scopes=("ingest",))
+    response = client_for(service).post(
+        "/v1/ingestions/files",
+        files=[("files", item) for item in files],
+        data=form,
+        headers=bearer(writer),
+    )
+    assert response.status_code == 422, response.text
+    assert UPLOAD_PREFIX not in response.text and tempfile.gettempdir() not in response.text
+    (error,) = response.json()["errors"]
+    assert error["field"] == field
+    assert rule in error["rule"]

@@ -150,7 +150,10 @@ def refused_files(error: SourceError | DocumentError, root: Path) -> Problem:
     else:
         problems = ((error.source, error.reason),)
     errors = [
-        {"field": f"files[{path.removeprefix(prefix)}]", "rule": reason}
+        {
+            "field": "files" if path == str(root) else f"files[{path.removeprefix(prefix)}]",
+            "rule": as_sent(reason, root),
+        }
         for path, reason in problems
     ]
     return Problem(
@@ -160,3 +163,21 @@ def refused_files(error: SourceError | DocumentError, root: Path) -> Problem:
         "; ".join(f"{e['field']}: {e['rule']}" for e in errors),
         errors=errors,
     )
+
+
+# The command line's options as this route's form fields, in the fixes a reason offers.
+_FIELDS = (
+    ("--type", "document_type"),
+    ("--state", "publication_state"),
+    ("--skip-invalid", "skip_invalid"),
+)
+
+
+def as_sent(text: str, root: Path) -> str:
+    """``text`` (a refusal's reason, a metadata origin) as the caller sent the files:
+    names relative to the upload, never the server's temporary folder, and the form's
+    fields where the command line would name its options."""
+    text = text.replace(f"{root}/", "").replace(str(root), "the files sent")
+    for option, field in _FIELDS:
+        text = text.replace(option, field)
+    return text

@@ -225,8 +225,9 @@ class ServiceSettings(Group):
     max_ingest_body: int = setting(
         64 * 1024 * 1024,
         "largest request body in bytes (64 MiB) of `POST /v1/ingestions` (`ingest --server` sends "
-        "the whole corpus in one request: raise it for larger corpora); a larger one is refused "
-        "`413 body-too-large` the same way",
+        "the whole corpus in one request: raise it for larger corpora) and of "
+        "`POST /v1/ingestions/files` (whose files may hold at most 100 MiB in all whatever it "
+        "is); a larger one is refused `413 body-too-large` the same way",
         gt=0,
     )
     auth_failures: int = setting(

@@ -318,3 +318,25 @@ def test_a_small_text_file_converts_in_process_and_a_pdf_in_a_child(tmp_path: Pa
     convert(a_paper(tmp_path), which, LIMITS)
     assert pids == [os.getpid()]  # the child's append happened in the child
     assert int((tmp_path / "paper.pdf.pid").read_text()) != os.getpid()
+
+
+def killed_from_outside(_path: Path, _limits: ConversionLimits) -> ConvertedDocument:
+    os.kill(os.getpid(), 9)  # as the system's OOM killer would
+    raise AssertionError("not reached")
+
+
+def test_a_conversion_killed_by_the_system_says_so_and_not_that_it_took_too_long(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(UnreadableSource) as error:
+        convert(a_paper(tmp_path), killed_from_outside, LIMITS)
+    assert refusal(error)[0] is UnreadableKind.OVER_LIMIT
+    assert refusal(error)[1].startswith("its conversion process was killed by the system")
+
+
+def test_a_large_text_file_converts_in_the_box_whole(tmp_path: Path) -> None:
+    # 12 MiB of text: more than the characters a PDF may give, still a text file's reply.
+    path = tmp_path / "big.txt"
+    path.write_text("Title\n\n" + ("Refunds take five days to appear. " * 30 + "\n\n") * 12_000)
+    document = convert(path, CONVERTERS[".txt"], LIMITS)
+    assert len(document.sections[0].paragraphs) == 12_000

@@ -47,7 +47,6 @@ from typing import Any
 from ragwright.adapters.formats.converted import ConvertedDocument
 from ragwright.adapters.formats.limits import (
     MIB,
-    CharacterCount,
     ConversionLimits,
     check_size,
     over_limit,
@@ -80,22 +79,9 @@ def convert(path: Path, converter: Converter, limits: ConversionLimits) -> Conve
     size = check_size(path, limits)
     cancel = CANCEL.get()
     if path.suffix.lower() not in BOXED_SUFFIXES and size <= IN_PROCESS_BYTES:
-        return _counted(path, converter(path, limits), limits)
+        return converter(path, limits)
     with _slot(limits.workers, cancel):
-        return _counted(path, _in_child(path, converter, limits, cancel), limits)
-
-
-def _counted(
-    path: Path, document: ConvertedDocument, limits: ConversionLimits
-) -> ConvertedDocument:
-    """The document, once its text is within ``max_characters`` (the converters that
-    read pages count as they go; this covers the rest)."""
-    count = CharacterCount(path, limits)
-    for section in document.sections:
-        count.add(section.heading or "")
-        for paragraph in section.paragraphs:
-            count.add(paragraph)
-    return document
+        return _in_child(path, converter, limits, cancel)
 
 
 @cache
@@ -154,23 +140,28 @@ def _child(
         cpu = math.ceil(limits.seconds)
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        room = _address_space() + limits.memory_bytes
-        resource.setrlimit(resource.RLIMIT_AS, (room, room))
+        start = _address_space()
+        resource.setrlimit(resource.RLIMIT_AS, (start + limits.memory_bytes,) * 2)
         reply: tuple[Any, ...]
         try:
             reply = ("document", converter(path, limits))
         except MemoryError:
             reply = ("memory",)
-        except OSError as error:
-            reply = ("memory",) if error.errno == errno.ENOMEM else ("crashed", "OSError")
         except UnreadableSource as error:
             reply = ("unreadable", error.source, str(error.kind), error.reason)
         except DocumentError as error:
             reply = ("invalid", error.document_id, error.field, error.rule)
         except SourceError as error:
             reply = ("source", error.source, error.reason)
-        except Exception as error:  # a converter's bug, named to the parent
-            reply = ("crashed", type(error).__name__)
+        except Exception as error:  # a converter's failure, named to the parent
+            # A library that cannot allocate often says so its own way (lxml: a syntax
+            # error; PDFium: an error code): a failure after the conversion grew to half
+            # its allowance or more is taken for want of memory.
+            grown = _peak_address_space() - start
+            out_of_memory = (
+                isinstance(error, OSError) and error.errno == errno.ENOMEM
+            ) or grown >= limits.memory_bytes // 2
+            reply = ("memory",) if out_of_memory else ("crashed", type(error).__name__)
         try:
             data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
         except MemoryError:
@@ -188,13 +179,23 @@ def _address_space() -> int:
         return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def _peak_address_space() -> int:
+    """The largest virtual size this process has had, in bytes (``VmPeak``)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmPeak:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def _reply(
     pid: int, reader: int, path: Path, limits: ConversionLimits, cancel: threading.Event | None
 ) -> ConvertedDocument:
     """Read the child's reply, killing it when the time passes or the caller goes."""
     deadline = time.monotonic() + limits.seconds
-    # A reply is the document pickled: a few bytes a character at most.
-    most = 8 * limits.max_characters + MIB
+    # A reply is the document pickled: a few bytes a character of a PDF or Word file
+    # (they count their characters), a text file's own size for the others.
+    most = max(8 * limits.max_characters, 2 * limits.max_bytes) + MIB
     received = bytearray()
     outcome: str | None = None
     try:
@@ -214,27 +215,45 @@ def _reply(
                 break
             received += piece
             if len(received) > most:
-                outcome = "crashed"
+                outcome = "too-large"
                 break
     finally:
         os.close(reader)
         if outcome is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
+        _, status, usage = os.wait4(pid, 0)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)  # what it started and left running
     source = str(path)
     if outcome == "cancelled":
         raise ConversionCancelled(f"{source}: the caller went away while it converted")
-    if outcome == "time" or (
-        os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL)
+    signalled = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    cpu = usage.ru_utime + usage.ru_stime
+    if (
+        outcome == "time"
+        or signalled == signal.SIGXCPU
+        or (signalled == signal.SIGKILL and outcome is None and cpu >= limits.seconds)
     ):
         raise over_limit(
             source,
             f"converting it took more than {limits.seconds:g} s",
             f"{limits.seconds:g} s",
             "seconds",
+        )
+    if outcome == "too-large":
+        raise over_limit(
+            source,
+            f"its text is larger than {most // MIB:,} MiB",
+            f"{limits.max_characters:,} characters",
+            "max_characters",
+        )
+    if signalled == signal.SIGKILL:  # not by us, not for its CPU: the system's OOM killer
+        raise UnreadableSource(
+            source,
+            UnreadableKind.OVER_LIMIT,
+            "its conversion process was killed by the system (signal 9), most likely for "
+            "want of memory: lower RAGWRIGHT_CONVERT_MAX_MEMORY or RAGWRIGHT_CONVERT_WORKERS",
         )
     reply = _loads(bytes(received)) if received and outcome is None else None
     if not isinstance(reply, tuple) or not reply:

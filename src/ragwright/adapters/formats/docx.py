@@ -18,7 +18,12 @@ from pathlib import Path
 
 from ragwright.adapters.formats.converted import ConvertedDocument, unpaged_document
 from ragwright.adapters.formats.html import table_text
-from ragwright.adapters.formats.limits import DEFAULT_LIMITS, ConversionLimits, check_inflated
+from ragwright.adapters.formats.limits import (
+    DEFAULT_LIMITS,
+    CharacterCount,
+    ConversionLimits,
+    check_inflated,
+)
 from ragwright.errors import UnreadableKind, UnreadableSource
 
 _HEADING = re.compile(r"^heading (\d)$", re.IGNORECASE)
@@ -28,6 +33,8 @@ def convert_docx(path: Path, limits: ConversionLimits = DEFAULT_LIMITS) -> Conve
     """Read one Word file (see the module docstring); its parts inflate to at most
     ``limits.max_inflated_bytes``, counted before python-docx reads them."""
     check_inflated(path, limits)
+    count = CharacterCount(path, limits)
+    style_names: dict[str | None, str] = {}
     # python-docx (and lxml) load here, so only a run reading .docx files pays for them.
     import docx  # noqa: PLC0415
     from docx.opc.exceptions import PackageNotFoundError  # noqa: PLC0415
@@ -50,6 +57,7 @@ def convert_docx(path: Path, limits: ConversionLimits = DEFAULT_LIMITS) -> Conve
 
     def add(block: str) -> None:
         nonlocal pending
+        count.add(block)
         if pending is not None:
             block, pending = f"{pending}\n{block}", None
         sections[-1][1].append(block)
@@ -80,7 +88,12 @@ def convert_docx(path: Path, limits: ConversionLimits = DEFAULT_LIMITS) -> Conve
             continue
         paragraph = Paragraph(element, document)
         text = " ".join(paragraph.text.split())
-        style = (paragraph.style.name if paragraph.style is not None else "") or ""
+        # A style is looked up by id in the styles part, a search each time: once an id.
+        style_id = element.style
+        if style_id not in style_names:
+            found = paragraph.style
+            style_names[style_id] = (found.name if found is not None else "") or ""
+        style = style_names[style_id]
         if not text:
             continue
         if style == "Title":

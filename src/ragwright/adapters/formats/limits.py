@@ -51,15 +51,19 @@ SETTINGS = {
 """The setting that raises each limit, named in every refusal."""
 
 
-def over_limit(source: str, what: str, limit: str, field: str) -> UnreadableSource:
+def over_limit(
+    source: str, what: str, limit: str, field: str, *, can_raise: bool = True
+) -> UnreadableSource:
     """The refusal of a file past one limit: ``what`` it holds, the ``limit`` it passed
-    and the setting (from ``field``) that raises it."""
-    return UnreadableSource(
-        source,
-        UnreadableKind.OVER_LIMIT,
-        f"{what}, over the limit of {limit} ({SETTINGS[field]}): split the file, or raise "
-        "the limit if it is trusted",
+    and the setting (from ``field``) that raises it (``can_raise`` false: the limit is
+    at its ceiling, and only splitting the file helps)."""
+    fix = (
+        "split the file, or raise the limit if it is trusted"
+        if can_raise
+        else ("split the file (no document holds more)")
     )
+    reason = f"{what}, over the limit of {limit} ({SETTINGS[field]}): {fix}"
+    return UnreadableSource(source, UnreadableKind.OVER_LIMIT, reason)
 
 
 def _mib(size: int) -> str:
@@ -164,4 +168,5 @@ class CharacterCount:
                 f"more than {self.limit:,} characters of text{where}",
                 f"{self.limit:,}",
                 "max_characters",
+                can_raise=self.limit < MAX_DOCUMENT_CHARS,
             )

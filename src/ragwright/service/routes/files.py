@@ -68,7 +68,7 @@ async def ingest_files(
         ]
         out["metadata"] = [
             {
-                name: value.replace(f"{root}/", "") if isinstance(value, str) else value
+                name: uploads.as_sent(value, root) if isinstance(value, str) else value
                 for name, value in dataclasses.asdict(m).items()
             }
             for m in loaded.origins
