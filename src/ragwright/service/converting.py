@@ -31,14 +31,13 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 
 from ragwright.cancelling import cancelled_by
-from ragwright.service.problems import Problem
+from ragwright.service.dependencies import until_disconnect
 
 logger = logging.getLogger("ragwright.service")
 T = TypeVar("T")
 
 UPLOAD_PREFIX = "ragwright-upload-"
 _OWNED = re.compile(rf"^{UPLOAD_PREFIX}(\d+)-")
-DISCONNECT_POLL = 0.25
 
 
 @contextlib.contextmanager
@@ -88,17 +87,10 @@ async def converting(request: Request, work: Callable[[], T]) -> T:
         task = asyncio.ensure_future(asyncio.to_thread(work))
     task.add_done_callback(_retrieve)
     try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL)
-            if done:
-                return task.result()
-            if await request.is_disconnected():
-                raise Problem(
-                    499, "client-closed", "Client closed the request", "conversion stopped"
-                )
+        return await until_disconnect(request, task)
     finally:
-        if not task.done():
-            cancel.set()
+        if not task.done() or task.cancelled():
+            cancel.set()  # the thread goes on until its conversion sees this
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

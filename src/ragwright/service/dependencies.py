@@ -159,14 +159,15 @@ def budget(request: Request, application: App) -> TimeBudget:
 RequestBudget = Annotated[TimeBudget, Depends(budget)]
 
 
-async def until_disconnect(request: Request, work: Awaitable[T], permit: Permit) -> T:
+async def until_disconnect(request: Request, work: Awaitable[T], permit: Permit | None = None) -> T:
     """Await ``work``, cancelling it when the client goes away (its budget is theirs).
 
     ``permit`` goes back when the work has ended, not when it was cancelled: a worker
     thread cannot be stopped, and until it returns the capacity it uses is taken (the
     work waits for its threads: :func:`~ragwright.threads.run_in_thread`)."""
     task = asyncio.ensure_future(work)
-    task.add_done_callback(lambda _: permit.release())
+    if permit is not None:
+        task.add_done_callback(lambda _: permit.release())
     try:
         while True:
             done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL)
