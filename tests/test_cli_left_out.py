@@ -117,13 +117,54 @@ def test_a_question_about_a_note_says_what_the_default_eligibility_left_out(
 ) -> None:
     said = ragwright("ask", NOTE_QUESTION, *EVIDENCE, home=blocks_home, check=True).stdout
     assert (
-        "note: only published runbook documents were searched (the default eligibility); "
-        "the index also holds 1 chunk of type note, 2 chunks in state draft" in said
+        "note: searched published runbook documents (the default eligibility); draft "
+        "documents and documents of other types were not searched; the index also holds "
+        "1 chunk of type note, 2 chunks in state draft" in said
     )
     assert "(pass --type or --state, repeatable, to search those too)" in said
     answer = _json("ask", NOTE_QUESTION, *EVIDENCE, home=blocks_home)
     assert (answer["excluded_types"], answer["excluded_states"]) == ({"note": 1}, {"draft": 2})
+    assert answer["searched"] == {
+        "types": ["runbook"],
+        "types_source": "default",
+        "states": ["published"],
+        "states_source": "default",
+        "note": "searched published runbook documents (the default eligibility); draft "
+        "documents and documents of other types were not searched",
+    }
     searched = _json("search", NOTE_QUESTION, "--type", "note", home=blocks_home)
     assert searched["hits"][0]["document_id"] == "queue-capacity-note"
     # Only a named type: the drafts are runbooks, no note is a draft.
     assert (searched["excluded_types"], searched["excluded_states"]) == ({}, {})
+
+
+def test_the_note_names_the_types_asked_for_not_the_default(
+    corpus: Path, blocks_home: Path
+) -> None:
+    """Issue 47: with ``--type runbook --type note`` the note said "only published runbook
+    documents were searched (the default eligibility)"."""
+    types = ("--type", "runbook", "--type", "note")
+    note = (
+        "note: searched published runbook and note documents (types as asked, state by "
+        "default); draft documents and documents of other types were not searched; the "
+        "index also holds 2 chunks in state draft meeting the other conditions (pass "
+        "--state, repeatable, to search those too)."
+    )
+    cases = str(corpus.parent / "cases.jsonl")
+    for command in (
+        ("ask", NOTE_QUESTION, *types, *EVIDENCE),
+        ("search", NOTE_QUESTION, *types),
+        ("eval", "run", cases, *types),
+    ):
+        said = ragwright(*command, home=blocks_home, check=True).stdout
+        assert note in said, command
+        assert "default eligibility" not in said, command
+        data = _json(*command, home=blocks_home)
+        assert data["searched"] == {
+            "types": ["runbook", "note"],
+            "types_source": "request",
+            "states": ["published"],
+            "states_source": "default",
+            "note": note.removeprefix("note: ").split("; the index")[0],
+        }, command
+        assert (data["excluded_types"], data["excluded_states"]) == ({}, {"draft": 2})

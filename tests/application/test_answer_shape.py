@@ -51,6 +51,7 @@ TOP = [
     "provenance",
     "draft",
     "chunking_version_source",
+    "searched",
     "excluded_versions",
     "excluded_types",
     "excluded_states",

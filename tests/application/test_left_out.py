@@ -19,6 +19,7 @@ from ragwright.application import (
     IngestRequest,
     SearchRequest,
 )
+from ragwright.application.left_out import Searched
 from tests.application.components import fake_application
 from tests.cli import copy_tree
 from tests.conftest import SAMPLES
@@ -147,6 +148,64 @@ def test_the_default_types_and_states_say_what_they_left_out(blocks_home: Path) 
     answer = _answer(app, AnswerRequest(QUESTION, style="evidence", evidence=OPERATOR))
     assert answer["excluded_types"] == dict(operator.excluded_types)
     assert answer["excluded_states"] == dict(operator.excluded_states)
+
+
+@pytest.mark.parametrize(
+    ("evidence", "note"),
+    [
+        (
+            EvidenceFilter(),
+            "searched published runbook documents (the default eligibility); draft "
+            "documents and documents of other types were not searched",
+        ),
+        (
+            EvidenceFilter(types=("runbook", "note")),
+            "searched published runbook and note documents (types as asked, state by "
+            "default); draft documents and documents of other types were not searched",
+        ),
+        (
+            EvidenceFilter(states=("draft",)),
+            "searched draft runbook documents (type by default, state as asked); "
+            "published documents and documents of other types were not searched",
+        ),
+        (
+            EvidenceFilter(types=("note",), states=("published", "draft")),
+            "searched published and draft note documents (as asked); documents of other "
+            "types were not searched",
+        ),
+        (
+            EvidenceFilter(types=("runbook", "note", "faq"), granted=True),
+            "searched published runbook, note and faq documents (types from this key's "
+            "grant, state by default); draft documents and documents of other types were "
+            "not searched",
+        ),
+        (
+            EvidenceFilter(types=("note",), states=("draft",), granted=True),
+            "searched draft note documents (this key's grant); published documents and "
+            "documents of other types were not searched",
+        ),
+        (
+            EvidenceFilter(granted=True),  # a key made without types or states
+            "searched published runbook documents (the default eligibility); draft "
+            "documents and documents of other types were not searched",
+        ),
+    ],
+)
+def test_the_note_says_which_types_and_states_were_searched_and_why(
+    evidence: EvidenceFilter, note: str
+) -> None:
+    assert Searched.of(evidence).note() == note
+
+
+def test_a_result_says_what_it_searched_whatever_the_index_holds(blocks_home: Path) -> None:
+    app, _ = fake_application(blocks_home)
+    evidence = EvidenceFilter(types=("runbook", "note"))
+    found = app.search(SearchRequest(QUESTION, evidence=evidence)).to_dict()
+    answer = _answer(app, AnswerRequest(QUESTION, style="evidence", evidence=evidence))
+    for data in (found, answer):
+        assert data["searched"] == Searched.of(evidence).to_dict()
+        assert data["searched"]["types"] == ["runbook", "note"]
+        assert (data["excluded_types"], data["excluded_states"]) == ({}, {})
 
 
 def test_left_out_counts_stay_within_the_callers_grant(blocks_home: Path) -> None:

@@ -306,6 +306,7 @@ def test_search_json_form_is_stable(home: Path) -> None:
         "thresholds_sources",
         "calibration",
         "no_eligible_evidence",
+        "searched",
         "excluded_versions",
         "excluded_types",
         "excluded_states",

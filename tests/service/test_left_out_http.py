@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from ragwright.application import ChunkingOptions, EvidenceFilter, IngestRequest, SearchRequest
 from tests.service.conftest import CORPUS, QUESTION, Service, bearer
+from tests.service.test_http_contract import events_of
 
 Client = Callable[[Service], TestClient]
 BLOCKS = "sentence-blocks-400w-overlap1-v1"
@@ -66,3 +67,46 @@ def test_what_a_key_is_told_was_left_out_stays_inside_its_grant(
             assert body["excluded_versions"] == {}
     narrowed = _post(client, "/v1/search", narrow)
     assert {h["document_id"] for h in narrowed["hits"]} == {"worker-shutdown"}
+
+
+def test_a_keys_answers_say_which_types_and_states_were_searched_and_why(
+    make_service: Callable[..., Service], client_for: Client
+) -> None:
+    """Issue 47 item 3: what was searched is named whatever the index holds, the defaults
+    told apart from the key's grant."""
+    service = make_service()
+    client = client_for(service)
+    scopes = ("search", "answer")
+    expected = {
+        service.key("plain", scopes=scopes): (
+            ["runbook"], "default", ["published"], "default",
+            "searched published runbook documents (the default eligibility); draft "
+            "documents and documents of other types were not searched",
+        ),
+        service.key("notes", scopes=scopes, types=("runbook", "note")): (
+            ["runbook", "note"], "key", ["published"], "default",
+            "searched published runbook and note documents (types from this key's grant, "
+            "state by default); draft documents and documents of other types were not "
+            "searched",
+        ),
+        service.key("all", scopes=scopes, types=("note",), states=("published", "draft")): (
+            ["note"], "key", ["published", "draft"], "key",
+            "searched published and draft note documents (this key's grant); documents "
+            "of other types were not searched",
+        ),
+    }  # fmt: skip
+    for secret, (types, types_source, states, states_source, note) in expected.items():
+        searched = {
+            "types": types,
+            "types_source": types_source,
+            "states": states,
+            "states_source": states_source,
+            "note": note,
+        }
+        for path in ("/v1/search", "/v1/answers"):
+            assert _post(client, path, secret)["searched"] == searched, (path, note)
+        streamed = client.post(
+            "/v1/answers/stream", json={"question": QUESTION}, headers=bearer(secret)
+        )
+        assert streamed.status_code == 200, streamed.text
+        assert events_of(streamed.text)[-1][1]["searched"] == searched

@@ -7,6 +7,7 @@ import json
 
 from playwright.sync_api import Page, Route, expect
 
+from ragwright.application import AddKeyRequest
 from tests.web.conftest import DRAIN, Site, ask, sign_in
 
 
@@ -116,6 +117,31 @@ def test_a_stream_cut_before_its_outcome_is_shown_as_interrupted_not_as_an_answe
     turn = ask(page, DRAIN)
     expect(turn.locator(".mode")).to_have_text("Interrupted — the answer did not finish")
     expect(turn.locator(".reason")).to_contain_text("ended before the answer finished")
+
+
+def test_each_turn_says_which_types_and_states_were_searched(page: Page, site: Site) -> None:
+    sign_in(page, site)
+    turn = ask(page, DRAIN)
+    expect(turn.locator(".searched")).to_have_text(
+        "Searched published runbook documents (the default eligibility); draft documents "
+        "and documents of other types were not searched."
+    )
+
+
+def test_a_keys_granted_types_are_the_ones_the_turn_names(page: Page, site: Site) -> None:
+    if "acme-notes" not in site.secrets:
+        added = site.application.add_key(
+            AddKeyRequest(
+                tenant="acme", scopes=("answer",), types=("runbook", "note"), name="acme-notes"
+            )
+        )
+        site.secrets["acme-notes"] = added.secret
+    sign_in(page, site, "acme-notes")
+    turn = ask(page, DRAIN)
+    expect(turn.locator(".searched")).to_have_text(
+        "Searched published runbook and note documents (types from this key's grant, "
+        "state by default); draft documents and documents of other types were not searched."
+    )
 
 
 def test_a_follow_up_sends_the_conversation_and_new_conversation_forgets_it(

@@ -125,6 +125,7 @@ class Answering:
             chunking_version_source=left_out.version_source,
             excluded_types=left_out.types,
             excluded_states=left_out.states,
+            searched=left_out.searched,
         )
 
     def _open_for_queries(self) -> VectorIndex:

@@ -45,7 +45,9 @@ def allowed_documents(key: ApiKey, documents: Sequence[str]) -> tuple[str, ...] 
 
 def evidence_for(key: ApiKey, documents: Sequence[str]) -> EvidenceFilter:
     """The key's eligibility, narrowed to ``documents`` when given."""
-    return EvidenceFilter(types=key.types, states=key.states, documents=tuple(documents))
+    return EvidenceFilter(
+        types=key.types, states=key.states, documents=tuple(documents), granted=True
+    )
 
 
 def grant_digest(key: ApiKey) -> str:

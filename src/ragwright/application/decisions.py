@@ -9,7 +9,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ragwright.application.left_out import LeftOut, VersionSource, held_versions, left_out_by
+from ragwright.application.left_out import (
+    LeftOut,
+    Searched,
+    VersionSource,
+    held_versions,
+    left_out_by,
+)
 from ragwright.application.requests.corpus import ChunkingOptions
 from ragwright.application.requests.evidence import EvidenceFilter
 from ragwright.core.answers import AnswerStyle
@@ -114,7 +120,8 @@ class Decisions:
                 index, eligibility, scope, "publication_state", evidence.also_visible_states
             )
         )
-        return QueryEvidence(eligibility, LeftOut(source, versions, types, states))
+        searched = Searched.of(evidence)
+        return QueryEvidence(eligibility, LeftOut(source, versions, types, states, searched))
 
     def _chunking_version(
         self, index: VectorIndex, evidence: EvidenceFilter, scope: CallerScope

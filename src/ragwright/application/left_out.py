@@ -13,18 +13,28 @@ every condition but the document type (``excluded_types``) or the publication st
 requested documents, and the type and state counts only within the types and states the
 caller may also see (:attr:`EvidenceFilter.also_visible_types`): a count tells a caller
 about stored chunks, never about chunks it could not read by asking.
+
+What a query searched is said whatever the index holds (:class:`Searched`): its document
+types and publication states, where each came from (the defaults, the request, the
+caller's API key), and what they leave out, in one sentence every entry point shows as
+it is (the command line's notes, the HTTP answers, the page).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ragwright.application.requests.evidence import (
+    DEFAULT_ELIGIBLE_STATES,
+    DEFAULT_ELIGIBLE_TYPES,
+    EvidenceFilter,
+)
 from ragwright.core.eligibility import CallerScope, Eligibility, eligibility_filter
 from ragwright.core.points import LIVE
 from ragwright.protocols import VectorIndex
-from ragwright.types import FieldMatch, PointFilter
+from ragwright.types import PUBLICATION_STATES, FieldMatch, PointFilter
 
 VersionSource = Literal["request", "settings", "index", "default"]
 """Why a query read its chunking version: the request named it (``request``), a chunking
@@ -33,20 +43,101 @@ setting was given (``settings``), it is the only one holding chunks the caller m
 none or several)."""
 
 
+EligibilitySource = Literal["default", "request", "key"]
+"""Where a query's document types or publication states came from: the defaults
+(``default``: published runbooks, also for an API key made without types or states), the
+request (``request``: the command line's ``--type``/``--state``, a request's
+:class:`EvidenceFilter`), or the caller's API key's grant (``key``)."""
+
+# How the sentence of Searched.note names each source: of one field, and of both at once.
+_FIELD_SOURCE_WORDS: dict[EligibilitySource, str] = {
+    "default": "by default",
+    "request": "as asked",
+    "key": "from this key's grant",
+}
+_BOTH_SOURCE_WORDS: dict[EligibilitySource, str] = {
+    "default": "the default eligibility",
+    "request": "as asked",
+    "key": "this key's grant",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Searched:
+    """The document types and publication states a query searched and where each came
+    from (:data:`EligibilitySource`)."""
+
+    types: tuple[str, ...] = DEFAULT_ELIGIBLE_TYPES
+    states: tuple[str, ...] = DEFAULT_ELIGIBLE_STATES
+    types_source: EligibilitySource = "default"
+    states_source: EligibilitySource = "default"
+
+    @classmethod
+    def of(cls, evidence: EvidenceFilter) -> Searched:
+        """What a query under ``evidence`` searches (the defaults applied)."""
+        named: EligibilitySource = "key" if evidence.granted else "request"
+        return cls(
+            types=evidence.effective_types,
+            states=evidence.effective_states,
+            types_source=named if evidence.types else "default",
+            states_source=named if evidence.states else "default",
+        )
+
+    def note(self) -> str:
+        """The sentence that says it: ``searched published runbook and note documents
+        (types as asked, state by default); draft documents and documents of other types
+        were not searched``. Other types are never named: a caller is not told which
+        types exist beyond its own (the states are the fixed :data:`PUBLICATION_STATES`)."""
+        if self.types_source == self.states_source:
+            why = _BOTH_SOURCE_WORDS[self.types_source]
+        else:
+            why = (
+                f"{_noun('type', self.types)} {_FIELD_SOURCE_WORDS[self.types_source]}, "
+                f"{_noun('state', self.states)} {_FIELD_SOURCE_WORDS[self.states_source]}"
+            )
+        other_states = [s for s in PUBLICATION_STATES if s not in self.states]
+        left = [f"{_and(other_states)} documents"] if other_states else []
+        left.append("documents of other types")
+        return (
+            f"searched {_and(self.states)} {_and(self.types)} documents ({why}); "
+            f"{' and '.join(left)} were not searched"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "types": list(self.types),
+            "types_source": self.types_source,
+            "states": list(self.states),
+            "states_source": self.states_source,
+            "note": self.note(),
+        }
+
+
+def _and(words: Sequence[str]) -> str:
+    return ", ".join(words[:-1]) + f" and {words[-1]}" if len(words) > 1 else "".join(words)
+
+
+def _noun(noun: str, values: Sequence[str]) -> str:
+    return noun if len(values) == 1 else f"{noun}s"
+
+
 @dataclass(frozen=True, slots=True)
 class LeftOut:
-    """Why the query read its chunking version, and the live chunks per chunking version,
-    document type and publication state its conditions left out (only those the caller
-    could read by asking for them)."""
+    """Why the query read its chunking version, which types and states it searched
+    (:class:`Searched`), and the live chunks per chunking version, document type and
+    publication state its conditions left out (only those the caller could read by
+    asking for them)."""
 
     version_source: VersionSource = "default"
     versions: Mapping[str, int] = field(default_factory=dict)
     types: Mapping[str, int] = field(default_factory=dict)
     states: Mapping[str, int] = field(default_factory=dict)
+    searched: Searched = field(default_factory=Searched)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "chunking_version_source": self.version_source,
+            "searched": self.searched.to_dict(),
             "excluded_versions": dict(self.versions),
             "excluded_types": dict(self.types),
             "excluded_states": dict(self.states),

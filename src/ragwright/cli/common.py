@@ -230,14 +230,10 @@ def left_out_notes(
     data: dict[str, Any], chunking_version: str, *, eligibility: bool = True
 ) -> list[str]:
     """What a query's conditions left out, as ``note:`` lines, from a result's JSON form
-    (``chunking_version_source``, ``excluded_versions``, ``excluded_types``,
+    (``chunking_version_source``, ``excluded_versions``, ``searched``, ``excluded_types``,
     ``excluded_states``; types and states are counted only where the defaults applied).
-    ``eligibility`` false leaves out the line about types and states."""
-    from ragwright.application.requests.evidence import (
-        DEFAULT_ELIGIBLE_STATES,
-        DEFAULT_ELIGIBLE_TYPES,
-    )
-
+    The line about types and states starts with what was searched (``searched``'s note);
+    ``eligibility`` false leaves it out."""
     notes = []
     versions = data.get("excluded_versions") or {}
     if versions:
@@ -259,10 +255,8 @@ def left_out_notes(
             option for option, left in (("--type", types), ("--state", states)) if left
         )
         notes.append(
-            f"note: only {' or '.join(DEFAULT_ELIGIBLE_STATES)} "
-            f"{' or '.join(DEFAULT_ELIGIBLE_TYPES)} documents were searched (the default "
-            f"eligibility); the index also holds {counts} meeting the other conditions "
-            f"(pass {options}, repeatable, to search those too)."
+            f"note: {data['searched']['note']}; the index also holds {counts} meeting the "
+            f"other conditions (pass {options}, repeatable, to search those too)."
         )
     return notes
 

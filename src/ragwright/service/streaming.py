@@ -9,7 +9,8 @@ Events, in order (each ``data`` is one JSON object):
                provisional model tokens that a later check could withdraw
 ``citations``  the resolved citations
 ``outcome``    the result: mode, reason, status, quotes, template, provenance, timings,
-               and ``interrupted`` (true when the stream failed after it began)
+               the types and states searched (``searched``), and ``interrupted`` (true
+               when the stream failed after it began)
 ``error``      problem details, sent just before an ``outcome`` that did not succeed
 
 The stream is committed (HTTP 200) only when there is something to show: a request that
@@ -217,6 +218,7 @@ OUTCOME_FIELDS = (
     "answerability",
     "provenance",
     "timings",
+    "searched",
 )
 
 

@@ -29,7 +29,9 @@ class EvidenceFilter:
     tenant: the other types and states the caller may see, within which a result counts
     the chunks the default types and states left out. Empty (the default, and an API
     key's caller, whose grant is exactly its filter): none are counted; ``None``: every
-    one (the operator's command line).
+    one (the operator's command line). ``granted`` true says ``types`` and ``states`` are
+    the caller's API key's grant, not the request's choice (a result says where what it
+    searched came from).
     """
 
     types: tuple[str, ...] = ()
@@ -38,6 +40,7 @@ class EvidenceFilter:
     chunking_version: str | None = None
     also_visible_types: tuple[str, ...] | None = ()
     also_visible_states: tuple[str, ...] | None = ()
+    granted: bool = False
 
     @property
     def effective_types(self) -> tuple[str, ...]:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from ragwright.application.left_out import VersionSource
+from ragwright.application.left_out import Searched, VersionSource
 from ragwright.application.requests.evidence import (
     EvidenceFilter,
     ThresholdOrigin,
@@ -110,9 +110,11 @@ class SearchHit:
 @dataclass(frozen=True, slots=True)
 class SearchResult:
     """Ranked eligible evidence; ``chunking_version_source`` says why the query read its
-    chunking version; ``excluded_versions``, ``excluded_types`` and ``excluded_states``
-    count live chunks the query could not see by their chunking version, document type or
-    publication state only (:class:`~ragwright.application.left_out.LeftOut`)."""
+    chunking version, ``searched`` which types and states it searched and why
+    (:class:`~ragwright.application.left_out.Searched`); ``excluded_versions``,
+    ``excluded_types`` and ``excluded_states`` count live chunks the query could not see
+    by their chunking version, document type or publication state only
+    (:class:`~ragwright.application.left_out.LeftOut`)."""
 
     question: str
     mode: Mode
@@ -125,6 +127,7 @@ class SearchResult:
     chunking_version_source: VersionSource = "default"
     excluded_types: Mapping[str, int] = field(default_factory=dict)
     excluded_states: Mapping[str, int] = field(default_factory=dict)
+    searched: Searched = field(default_factory=Searched)
 
     @property
     def no_eligible_evidence(self) -> bool:
@@ -140,6 +143,7 @@ class SearchResult:
             "thresholds": asdict(self.thresholds),
             **self.threshold_origin.to_dict(),
             "no_eligible_evidence": self.no_eligible_evidence,
+            "searched": self.searched.to_dict(),
             "excluded_versions": dict(self.excluded_versions),
             "excluded_types": dict(self.excluded_types),
             "excluded_states": dict(self.excluded_states),

@@ -56,13 +56,14 @@ function newTurn(text) {
   const mode = element("p", "mode");
   const reason = element("p", "reason");
   const model = element("p", "model");
+  const searched = element("p", "searched");
   const citations = element("div", "citations");
   citations.append(element("h3", null, "Citations"));
-  turn.append(state, evidence, answer, mode, reason, model, citations);
+  turn.append(state, evidence, answer, mode, reason, model, searched, citations);
   conversation.append(turn);
   turn.scrollIntoView({ block: "nearest" });
-  return { turn, state, evidence, summary, evidenceList, answer, mode, reason, model, citations,
-    quotes: [], outcome: null, problem: null, sources: [] };
+  return { turn, state, evidence, summary, evidenceList, answer, mode, reason, model, searched,
+    citations, quotes: [], outcome: null, problem: null, sources: [] };
 }
 
 function quotesFor(view) {
@@ -138,6 +139,9 @@ function showOutcome(view, outcome) {
   view.model.textContent = provenance.model
     ? `Model: ${provenance.model}${provenance.provider ? ` (${provenance.provider})` : ""}`
     : "Model: none answered";
+  // The types and states searched, in the answer's own words (`searched.note`).
+  const note = (outcome.searched || {}).note;
+  view.searched.textContent = note ? `${note.charAt(0).toUpperCase()}${note.slice(1)}.` : "";
   if (!plain) {
     // Nothing streamed as an answer: show what there is, labelled by the mode above.
     view.answer.replaceChildren();
