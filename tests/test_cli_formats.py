@@ -24,7 +24,7 @@ def test_chunks_shows_pages_and_where_each_documents_metadata_came_from(tmp_path
     lines = result.stdout.splitlines()
     assert (
         "runbooks/payment-retries.pdf/manual-retry/p0 (23 words) [runbook, published] "
-        "section-paragraphs-80w-overlap1-v1 (payment-retries.pdf p. 2)"
+        "section-paragraphs-80w-overlap1-v1 (runbooks/payment-retries.pdf p. 2)"
     ) in lines
     rules = MIXED / "ragwright-sources.toml"
     assert (
@@ -86,12 +86,12 @@ def test_a_mixed_folder_ingests_once_cites_pages_and_reingests_nothing(tmp_path:
     assert (top["document_id"], top["pages"], top["location"]) == (
         "runbooks/payment-retries.pdf",
         [1, 1],
-        "payment-retries.pdf p. 1",
+        "runbooks/payment-retries.pdf p. 1",
     )
     shown = ragwright("search", question, "--k", "1", home=home, check=True).stdout.splitlines()
-    assert shown[1] == "from payment-retries.pdf p. 1"
+    assert shown[1] == "from runbooks/payment-retries.pdf p. 1"
     answer = ragwright("ask", question, "--style", "evidence", home=home, check=True).stdout
-    assert "(payment-retries.pdf p. 1)" in answer
+    assert "(runbooks/payment-retries.pdf p. 1)" in answer
 
 
 def _unreadable(folder: Path) -> Path:

@@ -15,7 +15,13 @@ from ragwright.adapters.sources import (
 )
 from ragwright.core.chunking import build_chunks
 from ragwright.core.points import lexical_text, plan_document
-from ragwright.errors import DocumentError, RagwrightError, SourceError
+from ragwright.errors import (
+    DocumentError,
+    RagwrightError,
+    SourceError,
+    UnreadableKind,
+    UnreadableSource,
+)
 from ragwright.testing.fakes import HASHING_PROFILE
 from ragwright.types import ChunkingPolicy
 from tests.conftest import SAMPLES, shared_data
@@ -67,9 +73,10 @@ def test_section_ids_are_stable_slugs(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
-        ("No heading at all.\n", "no title"),
+        ("", "holds no text"),
         ("---\ntitle: [unclosed\n---\n# T\n\nx\n", "not valid YAML"),
-        ("---\npublication_sate: draft\n---\n# T\n\nx\n", "unknown front matter keys"),
+        ("---\npublication_sate: draft\n---\n# T\n\nx\n", "did you mean 'publication_state'"),
+        ("---\ntenat: acme\nsort_rank: 2\n---\n# T\n\nx\n", "did you mean 'tenant'"),
         ("---\ntitle: T\n# T\n", "never closes"),
     ],
 )
@@ -91,10 +98,31 @@ def test_invalid_front_matter_yaml_is_one_line_at_its_line_of_the_file(tmp_path:
     assert "not valid YAML" in message and "(line 4, column 1)" in message, message
 
 
-def test_empty_section_is_rejected_naming_it(tmp_path: Path) -> None:
-    with pytest.raises(DocumentError) as caught:
-        load_markdown(write(tmp_path, "e.md", "# T\n\n## Empty\n\n## Full\n\nText.\n"), DEFAULTS)
-    assert "Empty" in str(caught.value)
+def test_an_empty_section_becomes_the_first_line_of_the_next(tmp_path: Path) -> None:
+    doc = load_markdown(write(tmp_path, "e.md", "# T\n\n## Empty\n\n## Full\n\nText.\n"), DEFAULTS)
+    assert [(s.section_id, s.heading, s.paragraphs) for s in doc.sections] == [
+        ("full", "Full", ("Empty\nText.",))
+    ]
+
+
+def test_markdown_without_a_title_is_named_after_its_file(tmp_path: Path) -> None:
+    doc = load_markdown(write(tmp_path, "upgrade-notes.md", "## Steps\n\nText.\n"), DEFAULTS)
+    assert (doc.title, [s.section_id for s in doc.sections]) == ("upgrade-notes", ["steps"])
+
+
+def test_another_tools_front_matter_keys_are_ignored(tmp_path: Path) -> None:
+    text = "---\ntitle: Alerting\nsort_rank: 7\nnav_icon: bell\nauthor: [a, b]\n---\n\nText.\n"
+    doc = load_markdown(write(tmp_path, "index.md", text), DEFAULTS)
+    assert (doc.title, doc.sections[0].paragraphs) == ("Alerting", ("Text.",))
+
+
+def test_markdown_with_only_front_matter_is_a_file_with_no_text(tmp_path: Path) -> None:
+    with pytest.raises(UnreadableSource) as caught:
+        load_markdown(write(tmp_path, "index.md", "---\ntitle: Alerting\n---\n"), DEFAULTS)
+    assert (caught.value.kind, caught.value.reason) == (
+        UnreadableKind.NO_TEXT,
+        "holds no text, only front matter",
+    )
 
 
 def test_missing_metadata_names_every_field_and_the_options_that_give_it(
@@ -179,7 +207,7 @@ def test_invalid_beir_documents_can_be_skipped_and_each_is_reported(tmp_path: Pa
 
 
 def test_skipping_never_applies_to_authored_sources_or_to_the_defaults(tmp_path: Path) -> None:
-    write(tmp_path, "a.md", "# Title\n\n## Empty\n")
+    write(tmp_path, "a.md", "---\ndocument_id: ' '\n---\n# Title\n\nText.\n")
     with pytest.raises(DocumentError):
         load_sources([tmp_path / "a.md"], DEFAULTS, on_invalid=lambda s: None)
     write(tmp_path, "corpus.jsonl", json.dumps(BEIR_ROWS[0]) + "\n")
@@ -336,10 +364,10 @@ def test_a_source_stream_yields_what_load_sources_returns_on_every_pass(tmp_path
 def test_a_source_stream_reads_one_file_at_a_time(tmp_path: Path) -> None:
     # A later broken file is only read when the pass reaches it: nothing is read ahead.
     folder = _corpus(tmp_path)
-    write(folder, "z.md", "---\ncolour: red\n---\n# Z\n\nBody.\n")
+    write(folder, "z.md", "---\ntenat: acme\n---\n# Z\n\nBody.\n")
     documents = iter(SourceStream([folder], DEFAULTS, skip_invalid=True))
     assert [next(documents).document_id for _ in range(3)] == ["a", "b", "c1"]
-    with pytest.raises(SourceError, match="unknown front matter keys"):
+    with pytest.raises(SourceError, match="did you mean 'tenant'"):
         next(documents)
 
 

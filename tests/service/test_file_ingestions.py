@@ -66,7 +66,7 @@ def test_files_of_every_format_are_ingested_for_the_keys_tenant_with_page_citati
     assert (top["document_id"], top["pages"], top["location"]) == (
         "runbooks/payment-retries.pdf",
         [1, 1],
-        "payment-retries.pdf p. 1",
+        "runbooks/payment-retries.pdf p. 1",
     )
     assert top["source_uri"] == "runbooks/payment-retries.pdf"  # not the temporary folder
 

@@ -11,7 +11,7 @@ field                  origins, first wins
                        ``backup.docx`` stay two documents)
 ``title``              front matter; else the document (first heading, PDF/DOCX
                        metadata, HTML ``<title>``, a text file's first line); else the
-                       file name (every format but Markdown, which needs a title)
+                       file name without its extension (``index`` for ``docs/index.md``)
 ``document_type``,     front matter; else the first rule of the folder's rules file
 ``publication_state``, whose glob matches the file's path and gives the field; else the
 ``tenant``             command line (``--type``, ``--state``, ``--tenant``); a missing
@@ -159,8 +159,8 @@ def build_document(
     ``document_id`` the id the path gives.
 
     Raises:
-        SourceError: the file gives no title (Markdown) or no type or state, every
-            missing field named with the option or rule that gives it.
+        SourceError: the file gives no type or state, every missing field named with
+            the option or rule that gives it.
         DocumentError: the document breaks a validation rule.
     """
     front = converted.front_matter
@@ -173,22 +173,13 @@ def build_document(
     ]
     title, title_from = converted.title, converted.title_from
     if title is None:
-        if markdown:
-            problems.insert(0, "no title: add a '# Title' line or a front matter 'title'")
-        else:
-            title, title_from = path.stem, "file name"
+        title, title_from = path.stem, "file name"
     if problems:
         raise SourceError(str(path), "; ".join(problems))
     doc_id, id_from = (
         (front["document_id"], "front matter") if "document_id" in front else (document_id, "path")
     )
-    sections = build_sections(
-        str(title),
-        converted.sections,
-        merge_empty=not markdown,
-        document_id=str(doc_id),
-        source=str(path),
-    )
+    sections = build_sections(str(title), converted.sections)
     document = validate_document(
         document_id=doc_id,
         title=title,

@@ -396,7 +396,7 @@ def _search_hit(rank: int, hit: Hit, kind: ScoreKind) -> SearchHit:
         rerank_score=hit.rerank_score,
         source_uri=p.source_uri,
         pages=p.pages,
-        location=cite_location(p.source_uri, p.pages),
+        location=cite_location(p.source_uri, p.pages, p.document_id),
     )
 
 

@@ -99,7 +99,9 @@ class Corpus:
                         text=chunk.text,
                         pages=chunk.pages,
                         source_uri=document.source_uri or None,
-                        location=cite_location(document.source_uri, chunk.pages),
+                        location=cite_location(
+                            document.source_uri, chunk.pages, document.document_id
+                        ),
                     )
                 )
         return ChunksResult(

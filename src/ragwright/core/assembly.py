@@ -75,19 +75,36 @@ class Candidate:
     @property
     def location(self) -> str | None:
         """Where a reader finds the chunk: see :func:`cite_location`."""
-        return cite_location(self.source_uri, self.pages)
+        return cite_location(self.source_uri, self.pages, self.document_id)
 
 
-def cite_location(source_uri: str | None, pages: tuple[int, int] | None) -> str | None:
-    """The file's name and, for paged documents, the pages: ``runbook.pdf p. 3``,
-    ``runbook.pdf pp. 3-4``; ``None`` when the source names no file.
+def cite_location(
+    source_uri: str | None, pages: tuple[int, int] | None, document_id: str | None = None
+) -> str | None:
+    """The file's path below the folder it was ingested from and, for paged documents,
+    the pages: ``guides/runbook.pdf p. 3``, ``runbook.pdf pp. 3-4``, ``docs/index.md``;
+    ``None`` when the source names no file.
 
-    >>> cite_location("docs/runbook.pdf", (3, 3)), cite_location("a/b.md", None)
-    ('runbook.pdf p. 3', 'b.md')
+    The folder is not stored; the path is the tail of ``source_uri`` that
+    ``document_id`` names when the id is the file's path below the folder (as ingestion
+    gives it: ``docs/index`` for ``manual/docs/index.md``, ``guides/runbook.pdf``). Any
+    other id (given by front matter, a JSON source) gives the file's name alone.
+
+    >>> cite_location("team/guides/runbook.pdf", (3, 3), "guides/runbook.pdf")
+    'guides/runbook.pdf p. 3'
+    >>> cite_location("manual/docs/index.md", None, "docs/index")
+    'docs/index.md'
+    >>> cite_location("a/b.md", None, "b"), cite_location("a/b.md", None, "x/b")
+    ('b.md', 'b.md')
     """
     if not source_uri:
         return None
-    name = source_uri.rstrip("/").rsplit("/", 1)[-1].split("#", 1)[0] or source_uri
+    parts = source_uri.rstrip("/").split("/")
+    name = parts[-1].split("#", 1)[0] or source_uri
+    if document_id and "/" in document_id:
+        *folders, file_part = document_id.split("/")
+        if parts[-1 - len(folders) : -1] == folders and file_part in (name, name.rsplit(".", 1)[0]):
+            name = "/".join([*folders, name])
     if pages is None:
         return name
     first, last = pages

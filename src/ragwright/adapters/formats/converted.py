@@ -5,7 +5,7 @@ where), the sections in reading order (a heading, its paragraphs, and for paged 
 the page of each paragraph), and front matter where the format has some. It raises
 :class:`~ragwright.errors.UnreadableSource` for a file whose text it cannot read. The
 metadata (id, type, state, tenant) is decided by the caller
-(``adapters/source_rules.py``); :func:`build_sections` turns the headings into stable
+(``adapters/source_metadata.py``); :func:`build_sections` turns the headings into stable
 section ids the way the Markdown loader always has.
 """
 
@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragwright.errors import DocumentError
 from ragwright.types import SourceSection
 
 
@@ -73,22 +72,14 @@ def slugify(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def build_sections(
-    title: str,
-    sections: tuple[ConvertedSection, ...],
-    *,
-    merge_empty: bool = True,
-    document_id: str = "",
-    source: str = "",
-) -> list[SourceSection]:
+def build_sections(title: str, sections: tuple[ConvertedSection, ...]) -> list[SourceSection]:
     """Source sections with stable ids: the heading's slug (``-2``, ``-3`` for repeats),
     ``intro`` for text before the first heading (headed by the title).
 
-    With ``merge_empty`` (every format but Markdown, whose authors are told instead), a
-    heading with no text of its own before the next one (``Chapter 2`` then ``2.1 Setup``)
-    becomes the first line of the next section's first paragraph, so no text is lost and
-    no section is empty. Without it an empty section is a :class:`DocumentError` naming
-    it (``document_id`` and ``source`` are for that message).
+    A heading with no text of its own before the next one (``Chapter 2`` then ``2.1
+    Setup``; Markdown's ``# Breaking Changes`` then ``## API Changes``) becomes the first
+    line of the next section's first paragraph, so no text is lost and no section is
+    empty.
     """
     built: list[SourceSection] = []
     used: dict[str, int] = {}
@@ -96,12 +87,6 @@ def build_sections(
     for index, section in enumerate(sections):
         paragraphs = list(section.paragraphs)
         pages = None if section.pages is None else list(section.pages)
-        if not paragraphs and not merge_empty:
-            raise DocumentError(
-                document_id,
-                f"sections[{index}]",
-                f"section {section.heading or title!r} in {source} has no content",
-            )
         if not paragraphs and not built and carried is None and _is_title(section.heading, title):
             # The document's own title as its first heading (an HTML <h1>, a PDF outline's
             # top entry): it is the title, as Markdown's and Word's are, not body text.

@@ -2,8 +2,13 @@
 
 * optional YAML front matter between ``---`` lines carries the metadata
   (``document_id``, ``title``, ``document_type``, ``publication_state``, ``tenant``,
-  ``revision``, ``source_uri``); unknown keys are rejected so a typo cannot be ignored;
+  ``revision``, ``source_uri``); other keys are another tool's (a site generator's
+  ``sort_rank``, ``nav_title``) and ignored, except one so close to a key of ours
+  (``publication_sate``, ``Tenant``, ``documentType``) that it is a typo, refused with
+  the key it resembles, since ignoring it would file the document under the wrong
+  state or tenant;
 * the first ``#`` heading is the title (front matter ``title`` wins when both exist);
+  a file with neither is named after its file (``adapters/source_metadata.py``);
 * each ``##`` heading starts a section whose id is a stable slug of the heading
   (``-2``, ``-3`` … for repeats); text before the first ``##`` forms an ``intro``
   section headed by the title;
@@ -12,12 +17,14 @@
   or a block quote is always one block: blocks are cut from the source by the parser's
   line map, never by splitting text.
 
-An empty section is refused (the author is told) rather than merged, unlike the
-converted formats.
+A section with no text of its own before the next heading (``# Breaking Changes`` then
+``## API Changes``) is merged into the next one, as in the other formats
+(:func:`~ragwright.adapters.formats.converted.build_sections`).
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 from typing import Any
@@ -27,7 +34,7 @@ from markdown_it import MarkdownIt
 
 from ragwright.adapters.formats.converted import ConvertedDocument, ConvertedSection
 from ragwright.adapters.formats.limits import DEFAULT_LIMITS, ConversionLimits
-from ragwright.errors import SourceError
+from ragwright.errors import SourceError, UnreadableKind, UnreadableSource
 
 FRONT_MATTER_KEYS = frozenset(
     {
@@ -92,6 +99,13 @@ def convert_markdown(path: Path, limits: ConversionLimits = DEFAULT_LIMITS) -> C
         _current(sections).append(text)
     if pending_subheading is not None:
         _current(sections).append(pending_subheading)
+    if not sections:
+        # A site's navigation page holds only front matter (its title and menu place):
+        # nothing to search, so it is left out as any file with no text is.
+        only = "front matter" if source.startswith("---\n") else "a title" if title else ""
+        raise UnreadableSource(
+            str(path), UnreadableKind.NO_TEXT, "holds no text" + (f", only {only}" if only else "")
+        )
     title_from: str | None = None
     if "title" in meta:
         title, title_from = str(meta["title"]), "front matter"
@@ -134,10 +148,23 @@ def _front_matter(path: Path, source: str) -> tuple[dict[str, Any], str]:
         ) from error
     if not isinstance(meta, dict):
         raise SourceError(str(path), "front matter must be a mapping of keys to values")
-    unknown = sorted(set(meta) - FRONT_MATTER_KEYS)
-    if unknown:
-        raise SourceError(
-            str(path), f"unknown front matter keys {unknown}; allowed: {sorted(FRONT_MATTER_KEYS)}"
-        )
+    typos = [
+        f"front matter key {key!r} is not one ragwright reads: did you mean {known!r}?"
+        for key, known in ((key, _resembled(key)) for key in sorted(map(str, meta)))
+        if known is not None
+    ]
+    if typos:
+        raise SourceError(str(path), "; ".join(typos))
+    ours = {key: value for key, value in meta.items() if key in FRONT_MATTER_KEYS}
     # A blank line is kept where the front matter was so line numbers stay meaningful.
-    return meta, source[4 + end.end() :].lstrip("\n")
+    return ours, source[4 + end.end() :].lstrip("\n")
+
+
+def _resembled(key: str) -> str | None:
+    """The key of ours that ``key`` misspells (case, ``-`` for ``_`` and about one letter
+    in five aside), if any; ``None`` for one of ours or another tool's."""
+    if key in FRONT_MATTER_KEYS:
+        return None
+    spelled = re.sub(r"(?<=[a-z])(?=[A-Z])", "_", key).casefold().replace("-", "_")
+    close = difflib.get_close_matches(spelled, FRONT_MATTER_KEYS, n=1, cutoff=0.8)
+    return close[0] if close else None
