@@ -222,6 +222,9 @@ def _reply(
         if outcome is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
+            # The child itself too: just after the fork it may not lead its session yet.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         _, status, usage = os.wait4(pid, 0)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)  # what it started and left running
