@@ -135,17 +135,11 @@ def watch(server: Server, stop: threading.Event, out: dict[str, Any]) -> None:
     )
 
 
-def upload(server: Server, name: str, data: bytes, timeout: float) -> tuple[str, float]:
+def post(url: str, timeout: float, **request: Any) -> tuple[str, float]:
+    """One POST: its status (``timeout``, or the error's name) and seconds."""
     started = time.perf_counter()
     try:
-        response = httpx.post(
-            f"{server.url}/v1/ingestions/files",
-            files=[("files", (name, data))],
-            data=FORM,
-            headers={"Authorization": f"Bearer {server.key}"},
-            timeout=timeout,
-        )
-        outcome = str(response.status_code)
+        outcome = str(httpx.post(url, timeout=timeout, **request).status_code)
     except httpx.TimeoutException:
         outcome = "timeout"
     except httpx.HTTPError as error:
@@ -153,27 +147,28 @@ def upload(server: Server, name: str, data: bytes, timeout: float) -> tuple[str,
     return outcome, round(time.perf_counter() - started, 2)
 
 
-def chunked_ui_ask(server: Server, size: int, timeout: float) -> tuple[str, float]:
-    started = time.perf_counter()
+def upload(server: Server, name: str, data: bytes, timeout: float) -> tuple[str, float]:
+    return post(
+        f"{server.url}/v1/ingestions/files",
+        timeout,
+        files=[("files", (name, data))],
+        data=FORM,
+        headers={"Authorization": f"Bearer {server.key}"},
+    )
 
+
+def chunked_ui_ask(server: Server, size: int, timeout: float) -> tuple[str, float]:
     def body() -> Any:
         piece = b"q=" + b"x" * MIB
         for _ in range(size // MIB):
             yield piece
 
-    try:
-        response = httpx.post(
-            f"{server.url}/ui/ask",
-            content=body(),
-            headers={"Content-Type": "application/x-www-form-urlencoded"},
-            timeout=timeout,
-        )
-        outcome = str(response.status_code)
-    except httpx.TimeoutException:
-        outcome = "timeout"
-    except httpx.HTTPError as error:
-        outcome = type(error).__name__
-    return outcome, round(time.perf_counter() - started, 2)
+    return post(
+        f"{server.url}/ui/ask",
+        timeout,
+        content=body(),
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
 
 
 def probe(server: Server, name: str, send: Callable[[], list[tuple[str, float]]]) -> dict[str, Any]:
