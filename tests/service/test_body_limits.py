@@ -150,22 +150,24 @@ def test_the_limits_are_per_route_through_http(
     assert too_big.status_code == 413
 
 
+def chunked_question() -> Iterator[bytes]:
+    """A question padded past ``LIMIT``, sent without a Content-Length (chunked)."""
+    yield f'{{"question": {json.dumps(QUESTION)}'.encode()
+    for _ in range(10):
+        yield b" " * 500
+    yield b"}"
+
+
 def test_a_chunked_body_over_the_limit_is_413_over_a_real_socket(
     make_service: Callable[..., Service],
 ) -> None:
     service = make_service(ingest=False, serve_max_body=LIMIT)
     secret = service.key("alice")
 
-    def chunked() -> Iterator[bytes]:  # no Content-Length: Transfer-Encoding: chunked
-        yield f'{{"question": {json.dumps(QUESTION)}'.encode()
-        for _ in range(10):
-            yield b" " * 500
-        yield b"}"
-
     with LiveServer(service.app) as url:
         response = httpx.post(
             url + "/v1/answers",
-            content=chunked(),
+            content=chunked_question(),
             headers={**bearer(secret), "content-type": "application/json"},
             timeout=30,
         )
@@ -333,16 +335,10 @@ def test_a_chunked_body_to_the_page_over_its_limit_is_413_over_a_real_socket(
     service = make_service(ingest=False, serve_max_body=LIMIT)
     cookie = session_cookie(service)
 
-    def chunked() -> Iterator[bytes]:
-        yield f'{{"question": {json.dumps(QUESTION)}'.encode()
-        for _ in range(10):
-            yield b" " * 500
-        yield b"}"
-
     with LiveServer(service.app) as url:
         response = httpx.post(
             url + "/ui/ask",
-            content=chunked(),
+            content=chunked_question(),
             headers={**cookie, "content-type": "application/json"},
             timeout=30,
         )
