@@ -152,7 +152,9 @@ def test_another_context_is_not_served_by_this_process(home: Path, tmp_path: Pat
 
 @pytest.mark.slow
 def test_the_warm_process_exits_by_itself_after_its_idle_timeout(home: Path) -> None:
-    short = {"RAGWRIGHT_COMMAND_KEEP_WARM": "2"}
+    # Long enough for a `model status` (a process of its own, a second or more on a busy
+    # machine) to see it come up before it goes: at 2 s the first look could miss it.
+    short = {"RAGWRIGHT_COMMAND_KEEP_WARM": "8"}
     _ragwright("search", "drain", home=home, check=True, **short)
     give_up = time.monotonic() + CHILD_TIMEOUT
     pid = None
