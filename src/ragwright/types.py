@@ -123,6 +123,14 @@ class EmbeddingProfile:
     ``document_format`` may use ``{title}`` and ``{text}``; ``query_format`` uses
     ``{query}``. ``artifact_digest`` pins the exact model files (``sha256:...``) or the
     provider's model digest; ``max_input_tokens`` is enforced before embedding.
+
+    ``default_answerability_threshold`` is the answerability threshold (the best
+    question-sentence cosine similarity, :mod:`ragwright.pipeline.answerability`) that
+    applies while nothing is calibrated: measured for this model on public labelled
+    questions (``benchmarks/default_answerability.py``), never calibrated on the team's
+    own; ``None`` when none was measured for the model (nothing is declined before a
+    calibration). Similarities are on the model's own scale, so it belongs to the profile.
+    It is not part of the vectors' identity (``profile_id`` does not change with it).
     """
 
     profile_id: str
@@ -134,6 +142,7 @@ class EmbeddingProfile:
     document_format: str
     query_format: str
     max_input_tokens: int
+    default_answerability_threshold: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

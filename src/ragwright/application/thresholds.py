@@ -1,6 +1,13 @@
 """One resolver for the thresholds a request runs under: per-stage retrieval thresholds,
 the answerability threshold, and the stamp of the persisted calibration they may come
-from (``calibration.json`` beside the index, written by ``eval calibrate --write``)."""
+from (``calibration.json`` beside the index, written by ``eval calibrate --write``).
+
+Before any calibration the answerability threshold is the embedding profile's measured
+default (source ``uncalibrated-default``); the retrieval stages have no default: a
+retrieval floor measured on one corpus does not carry to another (BM25 scores grow with
+the corpus's term statistics), and on ClapNQ the calibrated floors declined no more
+unanswerable questions than the answerability threshold alone (docs/answers.md, "A
+default before calibration")."""
 
 from __future__ import annotations
 
@@ -15,6 +22,8 @@ from ragwright.application.calibration import (
 )
 from ragwright.application.requests.evidence import (
     STAGES,
+    UNCALIBRATED_DEFAULT,
+    AnswerabilitySource,
     AppliedThresholds,
     CalibrationStamp,
     ThresholdOrigin,
@@ -55,10 +64,12 @@ class ThresholdResolver:
         """
         return read_calibration(self.calibration_file())
 
-    def answerability_threshold(self) -> tuple[float | None, str]:
+    def answerability_threshold(self) -> tuple[float | None, AnswerabilitySource]:
         """The answerability threshold and where it came from: the
         ``answerability_threshold`` setting, else the persisted calibration's
-        (``eval calibrate --write``), else none.
+        (``eval calibrate --write``), else the embedding profile's measured default
+        (``uncalibrated-default``: chosen on public questions, not the team's), else none
+        (a profile with no measured default declines nothing before a calibration).
 
         Raises:
             CalibrationError: the persisted calibration is damaged.
@@ -69,6 +80,9 @@ class ThresholdResolver:
         if record is not None and record.answerability is not None:
             self.check_profiles(record)
             return record.answerability.threshold, "calibration"
+        default = self._embedding_profile().default_answerability_threshold
+        if default is not None:
+            return default, UNCALIBRATED_DEFAULT
         return None, "none"
 
     def thresholds(self, overrides: ThresholdOverrides = ThresholdOverrides()) -> AppliedThresholds:

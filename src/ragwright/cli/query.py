@@ -36,6 +36,10 @@ if TYPE_CHECKING:
     from ragwright.application import AnswerOutcome, ChatMessage, SearchResult
 
 MODES = ("dense", "sparse", "hybrid")
+# The answerability source of the embedding profile's default (as
+# ragwright.application.requests.evidence names it; not imported: a command's start
+# stays light).
+UNCALIBRATED_DEFAULT = "uncalibrated-default"
 ASSEMBLY_POLICIES_HELP = (
     "Context assembly policy: seed-baseline or whole-or-marked-fragment, optionally with "
     "modifiers '+edges' (best evidence first and second best last), '+history=S' (share S "
@@ -371,6 +375,32 @@ def _print_answer(outcome: AnswerOutcome) -> None:
     for note in left_out_notes(data, data["options"]["chunking_version"], eligibility=not answered):
         print(note)
     print(thresholds_line(data["options"]))
+    print(answerability_line(data["options"]))
+
+
+CALIBRATE_HINT = "ragwright eval calibrate CASES.jsonl --write"
+
+
+def answerability_line(options: dict[str, Any]) -> str:
+    """Which answerability threshold applied and where it came from; an uncalibrated
+    default (or none) says how to calibrate."""
+    threshold, source = options["answerability_threshold"], options["answerability_source"]
+    if source == UNCALIBRATED_DEFAULT:
+        return (
+            f"answerability threshold: {threshold:.4f}, uncalibrated (the embedding "
+            "profile's default, measured on public questions, not yours; calibrate on your "
+            f"own labelled questions: {CALIBRATE_HINT})"
+        )
+    if source == "calibration":
+        return f"answerability threshold: {threshold:.4f} (calibration)"
+    if source == "settings":
+        return (
+            f"answerability threshold: {threshold:.4f} (setting RAGWRIGHT_ANSWERABILITY_THRESHOLD)"
+        )
+    return (
+        "answerability threshold: none, uncalibrated (the embedding profile has no measured "
+        f"default: nothing is declined for want of a close sentence; {CALIBRATE_HINT})"
+    )
 
 
 def _age(seconds: int) -> str:
@@ -391,20 +421,29 @@ def _print_provenance(data: dict[str, Any]) -> None:
         print(f"  {citation['label']}: {where}{location} [{citation['chunking_version']}]")
 
 
+def _uncalibrated(data: dict[str, Any]) -> str:
+    return (
+        " (the uncalibrated default)"
+        if data["options"]["answerability_source"] == UNCALIBRATED_DEFAULT
+        else ""
+    )
+
+
 def _print_abstention(data: dict[str, Any]) -> None:
     signal = data["answerability"]
     if data["status"] == "insufficient" and signal is not None and not signal["answerable"]:
         print(
             f"  no evidence sentence is close enough to the question: best {signal['score']:.3f}"
-            f" ({signal['best_sentence']}), threshold {signal['threshold']:.3f}; "
-            "the model was not called"
+            f" ({signal['best_sentence']}), threshold {signal['threshold']:.3f}"
+            f"{_uncalibrated(data)}; the model was not called"
         )
 
 
 def _print_declined_by_the_model(data: dict[str, Any]) -> None:
     signal = data["answerability"]
     passed = (
-        f" although the evidence passed the answerability check ({signal['score']:.3f})"
+        f" although the evidence passed the answerability check ({signal['score']:.3f},"
+        f" threshold {signal['threshold']:.3f}{_uncalibrated(data)})"
         if signal is not None and signal["threshold"] is not None
         else " (no answerability threshold is calibrated: eval calibrate --write)"
     )

@@ -61,6 +61,10 @@ E5_SMALL_PROFILE = EmbeddingProfile(
     document_format=PASSAGE_PREFIX + "{title}\n\n{text}",
     query_format=QUERY_PREFIX + "{query}",
     max_input_tokens=MAX_INPUT_TOKENS,
+    # No default answerability threshold was measured for this model (its similarities
+    # are on a scale of their own; MiniLM's default does not carry): nothing is declined
+    # until `eval calibrate --write`, and `ask` and `status` say so.
+    default_answerability_threshold=None,
 )
 
 

@@ -64,6 +64,19 @@ class ThresholdOverrides:
 
 # Where a stage's threshold came from, highest precedence first; "none": not thresholded.
 ThresholdSource = Literal["request", "settings", "calibration", "none"]
+
+# Where the answerability threshold came from, highest precedence first: the
+# ``answerability_threshold`` setting, the persisted calibration, the embedding profile's
+# measured default (not calibrated on this index's questions, and every result says so),
+# or none (the profile has no measured default: nothing is declined).
+UNCALIBRATED_DEFAULT: Literal["uncalibrated-default"] = "uncalibrated-default"
+AnswerabilitySource = Literal["settings", "calibration", "uncalibrated-default", "none"]
+ANSWERABILITY_SOURCES: tuple[AnswerabilitySource, ...] = (
+    "settings",
+    "calibration",
+    UNCALIBRATED_DEFAULT,
+    "none",
+)
 STAGES: tuple[str, ...] = ("dense", "sparse", "fusion", "rerank")
 
 
