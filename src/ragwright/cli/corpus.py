@@ -364,7 +364,8 @@ def _tenant_name(tenant: str | None) -> str:
 def status(as_json: AsJson = False) -> None:
     """List what the index holds: documents, chunks, types, states, every chunking
     version (marking the one queries use) and the persisted calibration, if any."""
-    result = application().status()
+    app_ = application()
+    result = app_.status()
     if as_json:
         print_json(result.to_dict())
         return
@@ -427,6 +428,29 @@ def status(as_json: AsJson = False) -> None:
             f"({calibration.mode}, K={calibration.k}) on {calibration.dataset} "
             f"(sha256 {calibration.dataset_sha256[:12]})"
         )
+    if calibration is None or calibration.answerability_threshold is None:
+        # What ask declines by before a calibration: the embedding profile's default.
+        threshold, source = app_.answerability_threshold()
+        calibrate = (
+            "calibrate on your own labelled questions (answerable ones and at least 20 the "
+            "documents do not answer; docs/evaluation.md): "
+            "ragwright eval calibrate CASES.jsonl --write"
+        )
+        if source == "settings":
+            print(
+                f"answerability threshold: {threshold:.4f} "
+                "(setting RAGWRIGHT_ANSWERABILITY_THRESHOLD)"
+            )
+        elif threshold is not None:
+            print(
+                f"answerability threshold: {threshold:.4f}, the embedding profile's "
+                f"uncalibrated default (measured on public questions, not yours); {calibrate}"
+            )
+        else:
+            print(
+                "answerability threshold: none (the embedding profile has no measured "
+                f"default: ask declines nothing for want of a close sentence); {calibrate}"
+            )
 
 
 @app.command()
