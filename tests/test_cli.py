@@ -418,9 +418,11 @@ def test_ask_checks_support_by_default_and_shows_a_supported_answer(indexed_home
     assert lines[1] == "  answered by scripted via openai"
     assert lines[2].startswith("  S1: worker-shutdown/")
     assert lines[lines.index("support check: ok") + 1] == "decisions:"
-    assert lines[-2].startswith("input tokens (o200k_base estimate): ")
-    assert lines[-2].endswith("provider usage: 100 in / 20 out")
-    assert lines[-1] == "thresholds: none"
+    assert lines[-3].startswith("input tokens (o200k_base estimate): ")
+    assert lines[-3].endswith("provider usage: 100 in / 20 out")
+    assert lines[-2] == "thresholds: none"
+    # No calibration: the bundled profile's default applied, and the answer says so.
+    assert lines[-1].startswith("answerability threshold: 0.4800, uncalibrated")
 
 
 @pytest.mark.slow
