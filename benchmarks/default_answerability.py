@@ -125,6 +125,10 @@ def figures(rows: Sequence[dict[str, Any]], threshold: float | None) -> dict[str
     }
 
 
+def declined(score: float | None, threshold: float | None) -> bool:
+    return score is None or (threshold is not None and score < threshold)
+
+
 def by_split(rows: Sequence[dict[str, Any]], split_ids: dict[str, set[str]]) -> dict[str, list]:
     return {split: [r for r in rows if r["id"] in ids] for split, ids in split_ids.items()}
 
@@ -198,6 +202,23 @@ def main() -> None:
                     for s, f in results[name]["at_chosen"].items()
                 )
             )
+        # Which decisions the floors changed, at each configuration's own chosen threshold.
+        base = {r["id"]: r for r in raw["no floors"]}
+        base_threshold = results["no floors"]["chosen_on_tune"]
+        for name in ("dense floor", "dense and sparse floors"):
+            threshold = results[name]["chosen_on_tune"]
+            changed: dict[str, dict[str, int]] = {}
+            for row in raw[name]:
+                split = "tune" if row["id"] in split_ids["tune"] else "test"
+                now = declined(row["score"], threshold)
+                before = declined(base[row["id"]]["score"], base_threshold)
+                if now != before:
+                    kind = "answerable" if row["answerable"] else "unanswerable"
+                    key = f"{kind}_{'declined' if now else 'answered'}_only_with_floors"
+                    changed.setdefault(split, {}).setdefault(key, 0)
+                    changed[split][key] += 1
+            results[name]["changed_against_no_floors"] = changed
+            results[name]["no_evidence"] = sum(1 for r in raw[name] if r["score"] is None)
         curve = {
             split: [figures(r, t) for t in GRID]
             for split, r in by_split(raw["no floors"], split_ids).items()

@@ -166,7 +166,9 @@ class AnswersSettings(Group):
         None,
         "least cosine similarity between the question and its best evidence sentence for a model "
         "call; below it the answer is `insufficient`; unset: the persisted calibration's value "
-        "(`eval calibrate --write`), else none",
+        "(`eval calibrate --write`), else the embedding profile's measured default, labelled "
+        "uncalibrated (0.48 for the bundled MiniLM; [answers.md](answers.md#a-default-before-"
+        "calibration)), else none",
         shown="unset",
         ge=-1.0,
         le=1.0,
