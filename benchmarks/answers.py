@@ -387,8 +387,10 @@ def main() -> None:
     parser.add_argument(
         "--no-calibrate",
         action="store_true",
-        help="Answer without thresholds (default: calibrate on ClapNQ's tune split, or "
-        "in-sample on the sample set, and apply the persisted thresholds).",
+        help="Answer without a calibration: no retrieval thresholds, and the embedding "
+        "profile's uncalibrated default answerability threshold, as in a fresh home "
+        "(RAGWRIGHT_ANSWERABILITY_THRESHOLD=-1: no gate) (default: calibrate on ClapNQ's "
+        "tune split, or in-sample on the sample set, and apply the persisted thresholds).",
     )
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "answers.json"

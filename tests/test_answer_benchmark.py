@@ -56,10 +56,11 @@ def _clapnq_folder(root: Path) -> Path:
     return root
 
 
-def _bench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _bench(*args: str, cwd: Path, **settings: str) -> subprocess.CompletedProcess[str]:
     environment = {
         k: v for k, v in os.environ.items() if not k.startswith("RAGWRIGHT_")
-    }  # the benchmark's homes and settings are its own
+    }  # the benchmark's homes and settings are its own, but for ``settings``
+    environment.update(settings)
     environment["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO / "src"), environment.get("PYTHONPATH")) if p
     )
@@ -82,7 +83,12 @@ def test_the_answer_benchmark_reads_any_clapnq_shaped_folder(tmp_path: Path) -> 
     data = _clapnq_folder(tmp_path / "mine")
     out = tmp_path / "answers.json"
     args = ("--dataset", "clapnq", "--data", str(data), "--styles", "evidence")
-    run = _bench(*args, "--no-calibrate", "--out", str(out), cwd=tmp_path)
+    # No answerability gate (a threshold of -1): every question's selection is scored.
+    # Without it the bundled profile's uncalibrated default would apply.
+    run = _bench(
+        *args, "--no-calibrate", "--out", str(out), cwd=tmp_path,
+        RAGWRIGHT_ANSWERABILITY_THRESHOLD="-1",
+    )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert "clapnq: 3 documents" in run.stdout
     written = json.loads(out.read_text("utf-8"))
@@ -126,7 +132,9 @@ def test_the_answer_benchmark_reuses_an_existing_index(indexed_home: Path, tmp_p
     assert written["config"]["home"] == str(home)
     assert written["config"]["calibrated"] == "the home's own thresholds"
     cases = written["results"]["samples"]["all"]["evidence"]["cases"]
-    assert len(cases) == 4 and all(c["status"] == "evidence_only" for c in cases)
+    # The home has no calibration, so the bundled profile's uncalibrated default applies:
+    # the two answerable questions pass it, the two unanswerable ones are declined.
+    assert [c["status"] for c in cases] == ["evidence_only"] * 2 + ["insufficient"] * 2
     # No calibration was written into the home (without --no-calibrate: a fresh home
     # would have been calibrated on the sample questions).
     assert not list(home.rglob("calibration.json"))
