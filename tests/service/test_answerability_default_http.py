@@ -4,6 +4,7 @@ profile's uncalibrated default (issue 47 item 6), and which source applied other
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 
 import pytest
@@ -57,3 +58,18 @@ def test_the_setting_replaces_the_default_over_http(
     body = response.json()
     assert body["options"]["answerability_source"] == "settings"
     assert body["status"] == "answered"
+
+
+def test_a_streamed_answer_under_the_default_says_uncalibrated(
+    make_service: Callable[..., Service], client_for: Client, defaulted: float
+) -> None:
+    service = make_service()
+    secret = service.key("alice")
+    response = client_for(service).post(
+        "/v1/answers/stream", json={"question": QUESTION}, headers=bearer(secret)
+    )
+    assert response.status_code == 200
+    outcome = json.loads(response.text.rsplit("data: ", 1)[1])
+    assert outcome["reason"] == "evidence_does_not_answer"
+    assert outcome["answerability_source"] == "uncalibrated-default"
+    assert outcome["answerability"]["threshold"] == defaulted

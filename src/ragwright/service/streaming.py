@@ -198,6 +198,7 @@ def failed_outcome(mode: str, reason: str | None, *, interrupted: bool) -> dict[
     empty but for the mode, the reason and whether output had begun."""
     return {
         **dict.fromkeys(OUTCOME_FIELDS),
+        "answerability_source": None,
         "mode": mode,
         "reason": reason,
         "quotes": [],
@@ -223,4 +224,8 @@ OUTCOME_FIELDS = (
 
 
 def _outcome_fields(body: dict[str, Any]) -> dict[str, Any]:
-    return {k: body.get(k) for k in OUTCOME_FIELDS}
+    fields = {k: body.get(k) for k in OUTCOME_FIELDS}
+    # Where the answerability threshold came from (``uncalibrated-default`` before any
+    # calibration): a stream's reader gets no ``options``.
+    fields["answerability_source"] = (body.get("options") or {}).get("answerability_source")
+    return fields
