@@ -114,16 +114,22 @@ def test_invalid_input_exits_non_zero_with_the_error_on_stderr(tmp_path: Path) -
     assert result.stdout == ""
 
 
-def test_oversize_paragraph_names_document_section_and_index(tmp_path: Path) -> None:
+def test_an_oversize_paragraph_is_split_and_marked_in_chunks(tmp_path: Path) -> None:
     big = tmp_path / "big.md"
-    big.write_text(
-        "---\ndocument_type: note\npublication_state: draft\n---\n# T\n\n## Long\n\n"
-        + "word " * 100
-        + "\n"
-    )
+    big.write_text("# T\n\n## Long\n\n" + "Word after word goes on. " * 40 + "\n")
+    result = ragwright("chunks", str(big), home=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "big/long/p0 (" in result.stdout and ", split at sentences" in result.stdout
+    assert "long paragraphs of 1 document (big)" in result.stdout
+
+
+def test_a_heading_over_the_budget_names_document_and_section(tmp_path: Path) -> None:
+    big = tmp_path / "big.md"
+    big.write_text("# T\n\n## " + "word " * 100 + "\n\nText.\n")
     result = ragwright("chunks", str(big), home=tmp_path)
     assert result.returncode == 1
-    assert "document 'big', section 'long', paragraph 0" in result.stderr
+    assert "document 'big', section 'word-word" in result.stderr
+    assert "the heading alone has 100 words" in result.stderr
 
 
 def test_invalid_setting_is_named(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ Provider failures of every kind (chat, embedding, rerank) share one base and one
     │   │                                       (password, no text layer, corrupt, garbled,
     │   │                                       over a conversion limit)
     │   └── SourceProblems(source, problems)    every problem of every file of one pass
+    │       └── DocumentProblems(..., errors)    and of every document a run cannot chunk or embed
     ├── ConversionCancelled                     the caller went away while a file converted
     ├── DocumentError(document_id, field, rule) a document breaks a validation rule
     ├── ChunkingError(document_id, section_id, paragraph_index, reason)
@@ -108,6 +109,7 @@ class UnreadableKind(enum.StrEnum):
     GARBLED = "garbled"
     UNSUPPORTED_TYPE = "unsupported_type"
     OVER_LIMIT = "over_limit"
+    NOT_DOCUMENTS = "not_documents"
 
 
 class UnreadableSource(SourceError):
@@ -139,6 +141,21 @@ class SourceProblems(SourceError):
             f"{count} problem{'s' if count != 1 else ''} in the sources "
             f"(nothing was written; --skip-invalid leaves these files out):\n{lines}",
         )
+
+
+class DocumentProblems(SourceProblems):
+    """Documents the validation pass of a run cannot chunk or embed, each named (and the
+    sources' own problems, when the pass met both); ``errors`` are the documents' typed
+    errors in the order met."""
+
+    def __init__(
+        self,
+        source: str,
+        problems: tuple[tuple[str, str], ...],
+        errors: tuple[ChunkingError | InputTooLong, ...],
+    ) -> None:
+        self.errors = errors
+        super().__init__(source, problems)
 
 
 class DocumentError(RagwrightError):

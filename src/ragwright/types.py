@@ -21,6 +21,11 @@ PUBLICATION_STATES: tuple[str, ...] = ("published", "draft")
 # command line can name them in its help without importing the application.
 API_KEY_SCOPES: tuple[str, ...] = ("answer", "search", "ingest", "admin")
 DEFAULT_DOCUMENT_TYPES: tuple[str, ...] = ("runbook", "note")
+# What a document whose file, folder rules and command line give no type or state gets:
+# the type and state the default eligibility searches, so a newcomer's first ``ask``
+# finds what a bare ``ingest`` wrote (docs/ingestion.md, "Metadata").
+UNLABELLED_TYPE = "runbook"
+UNLABELLED_STATE = "published"
 Distance = Literal["cosine", "dot", "euclid"]
 
 
@@ -76,10 +81,12 @@ class ParagraphPositions:
 class ChunkingPolicy:
     """An inspectable chunking policy; its ``version`` names every rule that shapes text.
 
-    ``kind`` is ``section-paragraphs`` (the seed policy: refuses oversize paragraphs) or
+    ``kind`` is ``section-paragraphs`` (the seed policy; a paragraph the seeds refused as
+    oversize is split at sentence boundaries, its chunks marked ``split``) or
     ``sentence-blocks`` (splits oversize blocks at sentence or line boundaries first).
-    ``max_tokens`` adds a ceiling on the model tokens of the complete embedding input
-    (formatted by the profile); it needs a token counter when chunks are built.
+    ``max_tokens`` sets a ceiling below the embedding profile's input limit (which always
+    applies) on the model tokens of the complete embedding input (formatted by the
+    profile); it needs a token counter when chunks are built.
     """
 
     kind: Literal["section-paragraphs", "sentence-blocks"] = "section-paragraphs"
@@ -114,6 +121,8 @@ class Chunk:
     positions: ParagraphPositions
     word_count: int
     pages: tuple[int, int] | None = None
+    # Holds a piece of a paragraph that was split to fit the word budget or token ceiling.
+    split: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,7 +352,10 @@ class IngestReport(SliceReport):
     ``sparse_reencoded`` counts the points whose sparse vector was rebuilt because the
     corpus average drifted beyond the tolerance (docs/ingestion.md). ``tenants`` is the
     run's scope (``None`` for untenanted documents): the only tenants whose documents it
-    could change or prune. ``changed_documents`` lists the (tenant, document id) pairs
+    could change or prune. ``left_out``: documents the run could not write (a problem of
+    their own, left out with ``skip_invalid``); ``split_documents``: changed documents
+    with a paragraph split at sentences to fit, the first ``split_sources`` named.
+    ``changed_documents`` lists the (tenant, document id) pairs
     whose indexed content the run replaced or deleted, when the run was not given an
     ``on_changed`` callback (the application's runs are: they purge previous drafts
     citing them slice by slice, and leave this empty so no run holds the whole list).
@@ -355,6 +367,9 @@ class IngestReport(SliceReport):
     bm25_avgdl: float | None = None
     sparse_reencoded: int = 0
     tenants: tuple[str | None, ...] = ()
+    left_out: tuple[SkippedDocument, ...] = ()
+    split_documents: int = 0
+    split_sources: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ragwright.adapters.sources import SourceDefaults, SourceStream, load_sources
-from ragwright.errors import SourceError, SourceProblems, UnreadableKind, UnreadableSource
+from ragwright.errors import SourceError, UnreadableKind, UnreadableSource
 from ragwright.types import DocumentOrigin
 from tests.adapters.formats.pdf_maker import make_pdf
 from tests.adapters.formats.test_converters import PAGE, PAGES, make_docx
@@ -130,21 +130,17 @@ def test_a_bad_rules_file_is_refused_naming_the_rule(
     assert fragment in caught.value.reason
 
 
-def test_every_file_missing_metadata_is_named_in_one_run_with_the_fix(tmp_path: Path) -> None:
+def test_files_with_no_metadata_take_the_default_type_and_state_and_say_so(
+    tmp_path: Path,
+) -> None:
     folder = tmp_path / "notes"
     folder.mkdir()
-    for name in ("a", "b", "c"):
+    for name in ("a", "b"):
         (folder / f"{name}.md").write_text(f"# Note {name}\n\nText {name}.\n", "utf-8")
-    with pytest.raises(SourceProblems) as caught:
-        load_sources([folder], SourceDefaults(publication_state="published"))
-    rules = folder / "ragwright-sources.toml"
-    assert caught.value.problems == tuple(
-        (
-            str(folder / f"{name}.md"),
-            f"document_type missing: pass --type or add a rule in {rules} (or front matter)",
-        )
-        for name in ("a", "b", "c")
-    )
+    stream = SourceStream([folder], SourceDefaults(publication_state="draft"))
+    documents = list(stream)
+    assert {(d.document_type, d.publication_state) for d in documents} == {("runbook", "draft")}
+    assert {(o.type_from, o.state_from) for o in stream.origins} == {("default", "--state")}
 
 
 def unreadable_folder(root: Path) -> Path:
@@ -156,18 +152,17 @@ def unreadable_folder(root: Path) -> Path:
     return folder
 
 
-def test_without_skip_invalid_every_unreadable_file_is_named_and_nothing_loads(
+def test_unreadable_files_of_a_folder_are_left_out_and_listed_without_any_flag(
     tmp_path: Path,
 ) -> None:
     folder = unreadable_folder(tmp_path)
-    with pytest.raises(SourceProblems) as caught:
-        load_sources([folder], DEFAULTS)
-    named = {Path(path).name: reason for path, reason in caught.value.problems}
-    assert sorted(named) == ["cut.pdf", "picture.docx", "scan.pdf"]
+    stream = SourceStream([folder], DEFAULTS)
+    ids = [d.document_id for d in stream]
+    assert "guides/runbook.pdf" in ids and len(ids) == 5
+    named = {Path(path).name: reason for path, reason, _ in stream.skipped}
     assert named["cut.pdf"].startswith("truncated")
     assert named["scan.pdf"].startswith("no text layer")
     assert named["picture.docx"].startswith("holds no text")
-    assert "--skip-invalid" in str(caught.value)
 
 
 def test_skip_invalid_leaves_unreadable_files_out_naming_each_with_its_kind(
@@ -187,10 +182,10 @@ def test_skip_invalid_leaves_unreadable_files_out_naming_each_with_its_kind(
     assert [o.document_id for o in stream.origins] == ids
 
 
-def test_one_unreadable_file_is_its_own_typed_error(tmp_path: Path) -> None:
+def test_one_unreadable_file_given_by_name_is_its_own_typed_error(tmp_path: Path) -> None:
     folder = mixed_folder(tmp_path)
     (folder / "scan.pdf").write_bytes(make_pdf([["x"]], picture_pages=[0]))
     with pytest.raises(UnreadableSource) as caught:
-        load_sources([folder], DEFAULTS)
+        load_sources([folder / "scan.pdf"], DEFAULTS)
     assert caught.value.kind is UnreadableKind.NO_TEXT_LAYER
     assert caught.value.source == str(folder / "scan.pdf")

@@ -125,16 +125,21 @@ def test_markdown_with_only_front_matter_is_a_file_with_no_text(tmp_path: Path) 
     )
 
 
-def test_missing_metadata_names_every_field_and_the_options_that_give_it(
-    tmp_path: Path,
-) -> None:
-    with pytest.raises(SourceError) as caught:
-        load_markdown(write(tmp_path, "m.md", "# T\n\nText.\n"), SourceDefaults())
-    rules = tmp_path / "ragwright-sources.toml"
-    assert caught.value.reason == (
-        f"document_type missing: pass --type or add a rule in {rules} (or front matter); "
-        f"publication_state missing: pass --state or add a rule in {rules} (or front matter)"
-    )
+def test_missing_metadata_takes_the_defaults_the_first_ask_searches(tmp_path: Path) -> None:
+    document = load_markdown(write(tmp_path, "m.md", "# T\n\nText.\n"), SourceDefaults())
+    assert (document.document_type, document.publication_state) == ("runbook", "published")
+
+
+def test_json_that_is_not_in_the_document_shape_is_left_out_of_a_folder(tmp_path: Path) -> None:
+    write(tmp_path, "files.json", json.dumps([{"path": "a.pdf", "producer": "pdfTeX"}]))
+    write(tmp_path, "a.md", "# A\n\nText.\n")
+    stream = SourceStream([tmp_path], SourceDefaults())
+    assert [d.document_id for d in stream] == ["a"]
+    ((path, reason, kind),) = stream.skipped
+    assert (Path(path).name, kind) == ("files.json", "not_documents")
+    assert "document_id" in reason
+    with pytest.raises(SourceError, match="document shape"):  # named: a problem
+        load_sources([tmp_path / "files.json"], SourceDefaults())
 
 
 def test_json_in_the_seed_shape_with_camel_case(tmp_path: Path) -> None:
@@ -211,10 +216,8 @@ def test_skipping_never_applies_to_authored_sources_or_to_the_defaults(tmp_path:
     with pytest.raises(DocumentError):
         load_sources([tmp_path / "a.md"], DEFAULTS, on_invalid=lambda s: None)
     write(tmp_path, "corpus.jsonl", json.dumps(BEIR_ROWS[0]) + "\n")
-    # A missing --type is every line's problem: skipping them all would hide it.
-    with pytest.raises(DocumentError) as caught:
-        load_sources([tmp_path / "corpus.jsonl"], SourceDefaults(), on_invalid=lambda s: None)
-    assert caught.value.field == "document_type"
+    (beir,) = load_sources([tmp_path / "corpus.jsonl"], SourceDefaults(), on_invalid=print)
+    assert (beir.document_type, beir.publication_state) == ("runbook", "published")
 
 
 def test_a_beir_document_without_title_has_no_invented_title_in_its_chunks(
@@ -365,7 +368,7 @@ def test_a_source_stream_reads_one_file_at_a_time(tmp_path: Path) -> None:
     # A later broken file is only read when the pass reaches it: nothing is read ahead.
     folder = _corpus(tmp_path)
     write(folder, "z.md", "---\ntenat: acme\n---\n# Z\n\nBody.\n")
-    documents = iter(SourceStream([folder], DEFAULTS, skip_invalid=True))
+    documents = iter(SourceStream([folder], DEFAULTS))
     assert [next(documents).document_id for _ in range(3)] == ["a", "b", "c1"]
     with pytest.raises(SourceError, match="did you mean 'tenant'"):
         next(documents)

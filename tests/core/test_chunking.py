@@ -82,15 +82,26 @@ def test_overlap_only_after_a_window_of_two_or_more_paragraphs() -> None:
     assert [c.positions.paragraph_indexes for c in chunks] == [(0, 1), (1,), (2, 3)]
 
 
-def test_oversize_paragraph_raises_with_document_section_and_index() -> None:
-    section = SourceSection("steps", "Steps", ("short one", "word " * 90))
-    with pytest.raises(ChunkingError) as caught:
-        build_chunks(make_doc(section), ChunkingPolicy())
-    assert (caught.value.document_id, caught.value.section_id, caught.value.paragraph_index) == (
-        "worker-shutdown",
-        "steps",
-        1,
-    )
+def test_an_oversize_paragraph_is_split_at_sentences_and_marked_not_refused() -> None:
+    sentences = [f"Step {i} drains the worker and checks the queue again." for i in range(12)]
+    section = SourceSection("steps", "Steps", ("short one.", " ".join(sentences)))
+    chunks = build_chunks(make_doc(section), ChunkingPolicy())
+    assert {c.chunking_version for c in chunks} == {"section-paragraphs-80w-overlap1-v1"}
+    assert all(c.word_count <= 80 for c in chunks)
+    body = " ".join(c.text.split("\n\n", 1)[1] for c in chunks)
+    assert all(sentence in body for sentence in sentences)  # cut between sentences only
+    assert [c.split for c in chunks] == [True] * len(chunks)
+
+
+def test_the_seed_policy_is_unchanged_where_no_paragraph_is_split() -> None:
+    """Same texts, ids and positions as the sentence-free windowing of the seeds: the
+    chunks of a document the seeds accepted carry no split mark and the seeds' ids."""
+    chunks = build_chunks(make_doc(SHUTDOWN), ChunkingPolicy())
+    assert not any(c.split for c in chunks)
+    for chunk in chunks:
+        identity = f"section-paragraphs-80w-overlap1-v1\nworker-shutdown\n{chunk.chunk_id}"
+        digest = hashlib.sha256(identity.encode()).digest()[:16]
+        assert chunk.point_id.bytes == digest
 
 
 def test_point_id_is_sha256_prefix_read_big_endian() -> None:
@@ -158,8 +169,6 @@ def test_same_chunk_in_another_document_gets_another_point_id() -> None:
 def test_sentence_blocks_split_oversize_prose_at_sentence_ends() -> None:
     sentences = [f"Sentence number {i} says something useful here." for i in range(20)]
     section = SourceSection("text", "Abstract", (" ".join(sentences),))
-    with pytest.raises(ChunkingError):
-        build_chunks(make_doc(section), ChunkingPolicy(max_words=40))
     chunks = build_chunks(make_doc(section), ChunkingPolicy(kind="sentence-blocks", max_words=40))
     assert chunks[0].chunking_version == "sentence-blocks-40w-overlap1-v1"
     assert all(c.word_count <= 40 for c in chunks)
@@ -196,10 +205,32 @@ def test_split_block_keeps_list_items_whole_and_markers_attached() -> None:
     assert items == block.split("\n")
 
 
-def test_a_heading_longer_than_the_budget_is_an_error_under_sentence_blocks() -> None:
+@pytest.mark.parametrize("kind", ["section-paragraphs", "sentence-blocks"])
+def test_a_heading_longer_than_the_budget_is_an_error(kind: str) -> None:
     section = SourceSection("s", "word " * 30, ("short",))
-    with pytest.raises(ChunkingError):
-        build_chunks(make_doc(section), ChunkingPolicy(kind="sentence-blocks", max_words=20))
+    with pytest.raises(ChunkingError, match="the heading alone has 30 words"):
+        build_chunks(make_doc(section), ChunkingPolicy(kind=kind, max_words=20))  # type: ignore[arg-type]
+
+
+def test_a_word_longer_than_the_ceiling_is_cut_between_characters() -> None:
+    """A table's separator row: one 'word' of 300 dashes under a 2-word heading."""
+    section = SourceSection("s", "Sizes table", ("-" * 300,))
+    policy = ChunkingPolicy(max_tokens=40)
+    chunks = build_chunks(make_doc(section), policy, count_tokens=len)  # a token a character
+    assert len(chunks) > 1 and all(len(c.text) <= 40 for c in chunks)
+    assert "".join(c.text.split("\n\n", 1)[1] for c in chunks) == "-" * 300
+
+
+def test_the_profile_limit_bounds_every_window_without_a_policy_ceiling() -> None:
+    section = SourceSection("s", "Notes", ("a==b c==d e==f g==h i==j",))
+    chunks = build_chunks(
+        make_doc(section), ChunkingPolicy(), count_tokens=_whitespace_tokens, token_limit=4
+    )
+    assert chunks[0].chunking_version == "section-paragraphs-80w-overlap1-v1"
+    assert all(_whitespace_tokens(c.text) <= 4 for c in chunks)
+    assert " ".join(c.text.split("\n\n", 1)[1] for c in chunks).split() == (
+        section.paragraphs[0].split()
+    )
 
 
 words = st.text(alphabet="abcdefgh", min_size=1, max_size=6)
@@ -276,10 +307,18 @@ def test_token_ceiling_splits_blocks_that_fit_the_word_budget() -> None:
     assert body.split() == section.paragraphs[0].split()
 
 
-def test_token_ceiling_makes_the_seed_policy_refuse() -> None:
+def test_token_ceiling_splits_under_the_seed_policy_too() -> None:
     section = SourceSection("s", "Notes", ("a==b c==d e==f",))
-    policy = ChunkingPolicy(max_words=80, max_tokens=5)
-    with pytest.raises(ChunkingError):
+    policy = ChunkingPolicy(max_words=80, max_tokens=7)  # "Notes a==b c==d" is 7
+    chunks = build_chunks(make_doc(section), policy, count_tokens=_whitespace_tokens)
+    assert [c.text for c in chunks] == ["Notes\n\na==b c==d", "Notes\n\ne==f"]
+    assert all(c.split for c in chunks)
+
+
+def test_a_heading_alone_over_the_ceiling_is_an_error_in_tokens() -> None:
+    section = SourceSection("s", "one two three four five", ("text",))
+    policy = ChunkingPolicy(max_tokens=3)
+    with pytest.raises(ChunkingError, match="tokens"):
         build_chunks(make_doc(section), policy, count_tokens=_whitespace_tokens)
 
 

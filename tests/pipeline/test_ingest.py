@@ -14,7 +14,7 @@ from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.core.contracts import contract_for
 from ragwright.core.documents import validate_document
 from ragwright.core.points import lexical_text, read_payload
-from ragwright.errors import ChunkingError, ContractMismatch, DimensionMismatch, InputTooLong
+from ragwright.errors import ChunkingError, ContractMismatch, DimensionMismatch, SourceProblems
 from ragwright.pipeline.ingest import ingest
 from ragwright.pipeline.retrieve import Retriever
 from ragwright.protocols import BULK_EMBEDDING
@@ -229,27 +229,60 @@ def test_embedding_failure_midway_then_rerun_converges_without_reembedding(
     assert snapshot(index) == expected
 
 
-def test_input_over_the_token_limit_is_rejected_before_any_embedding(index: EdgeIndex) -> None:
-    run(index, [doc("kept")])
-    before = index.count()
-    small = dataclasses.replace(HASHING_PROFILE, max_input_tokens=12)
-    embedder = HashingEmbedder(profile=small)
+def _small_profile(index: EdgeIndex, tokens: int) -> HashingEmbedder:
+    small = dataclasses.replace(HASHING_PROFILE, max_input_tokens=tokens)
     index.contract = dataclasses.replace(
         index.contract, profile_id=small.profile_id, profile_digest=small.artifact_digest
     )
-    with pytest.raises(InputTooLong) as caught:
-        run(index, [doc("kept"), doc("new")], embedder)
-    assert "new" in caught.value.item or "kept" in caught.value.item
+    return HashingEmbedder(profile=small)
+
+
+def test_chunks_are_split_to_the_profiles_input_limit_instead_of_refused(
+    index: EdgeIndex,
+) -> None:
+    embedder = _small_profile(index, 14)
+    report = run(index, [doc("new")], embedder)
+    lengths = embedder.count_tokens([text for call in embedder.calls for text in call])
+    assert report.embedded > len(P) and max(lengths) <= 14  # more, shorter chunks
+    assert report.split_documents == 1 and report.split_sources == ("new",)
+
+
+def test_a_heading_over_the_input_limit_is_named_and_nothing_is_written(
+    index: EdgeIndex,
+) -> None:
+    run(index, [doc("kept")])
+    before = snapshot(index)
+    embedder = _small_profile(index, 12)
+    long = doc("long", sections=[SourceSection("s", "word " * 14, ("Text.",))])
+    other = doc("other", sections=[SourceSection("s", "more " * 14, ("Text.",))])
+    with pytest.raises(SourceProblems) as caught:
+        run(index, [doc("kept"), long, other], embedder)
+    assert [source for source, _ in caught.value.problems] == ["long", "other"]
+    assert all(r.startswith("chunking: section 's'") for _, r in caught.value.problems)
+    assert "tokens" in str(caught.value) and "--skip-invalid" in str(caught.value)
     assert embedder.calls == []
-    assert index.count() == before
+    assert snapshot(index) == before
+
+
+def test_skip_invalid_leaves_the_problem_documents_out_and_keeps_their_stored_points(
+    index: EdgeIndex,
+) -> None:
+    run(index, [doc("kept"), doc("long")])
+    stored_long = [p for p in snapshot(index) if '"long"' in p[1]]
+    embedder = _small_profile(index, 12)
+    long = doc("long", sections=[SourceSection("s", "word " * 14, ("Text.",))])
+    report = run(index, [doc("kept"), long], embedder, prune=True, skip_invalid=True)
+    assert [(d.document_id, d.field) for d in report.left_out] == [("long", "chunking")]
+    assert "shorten the heading" in report.left_out[0].reason
+    assert [p for p in snapshot(index) if '"long"' in p[1]] == stored_long  # not pruned
 
 
 def test_chunking_error_loses_nothing_already_stored(index: EdgeIndex) -> None:
     run(index, [doc()])
     before = snapshot(index)
     embedder = HashingEmbedder()
-    with pytest.raises(ChunkingError):
-        run(index, [doc(), doc("huge", paragraphs=["word " * 200])], embedder)
+    with pytest.raises(ChunkingError, match="the heading alone has 90 words"):
+        run(index, [doc(), doc("huge", sections=[SourceSection("s", "word " * 90, ("x",))])])
     assert embedder.calls == []
     assert snapshot(index) == before
 

@@ -18,7 +18,12 @@ from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.core.contracts import contract_for
 from ragwright.core.documents import validate_document
 from ragwright.deadline import Deadline, current_deadline, deadline_bound, deadline_scope
-from ragwright.errors import EmbeddingProviderError, FailureCategory, InputTooLong, ReadBackError
+from ragwright.errors import (
+    ChunkingError,
+    EmbeddingProviderError,
+    FailureCategory,
+    ReadBackError,
+)
 from ragwright.pipeline.ingest import finish_run, in_slices, ingest, prepare_run
 from ragwright.pipeline.planning import document_key
 from ragwright.pipeline.writing import ingest_slice
@@ -35,7 +40,7 @@ from ragwright.types import (
 POLICY = ChunkingPolicy(max_words=30)
 
 
-def doc(number: int, words: int = 12, revision: str = "a") -> SourceDocument:
+def doc(number: int, words: int = 12, revision: str = "a", heading: str = "Body") -> SourceDocument:
     paragraphs = tuple(
         " ".join(f"w{number}x{p}y{i}{revision}" for i in range(words)) for p in range(3)
     )
@@ -44,8 +49,12 @@ def doc(number: int, words: int = 12, revision: str = "a") -> SourceDocument:
         title=f"Document {number}",
         document_type="runbook",
         publication_state="published",
-        sections=[SourceSection("body", "Body", paragraphs)],
+        sections=[SourceSection("body", heading, paragraphs)],
     )
+
+
+# A heading that alone is over a 30-token profile's limit: a document no chunking fits.
+LONG_HEADING = " ".join(f"h{i}" for i in range(40))
 
 
 def corpus(count: int, revision: str = "a") -> list[SourceDocument]:
@@ -179,10 +188,10 @@ def test_bad_input_in_a_later_slice_stops_the_run_before_any_write(open_index: A
         index.contract, profile_id=small.profile_id, profile_digest=small.artifact_digest
     )
     embedder = HashingEmbedder(profile=small)
-    documents = [*corpus(6, revision="b"), doc(99, words=28)]
-    with pytest.raises(InputTooLong) as caught:
+    documents = [*corpus(6, revision="b"), doc(99, heading=LONG_HEADING)]
+    with pytest.raises(ChunkingError) as caught:
         run(index, documents, embedder, slice_size=2)
-    assert "doc-099" in caught.value.item
+    assert caught.value.document_id == "doc-099"
     assert embedder.calls == []
     assert snapshot(index) == before
 

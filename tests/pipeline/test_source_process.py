@@ -18,7 +18,7 @@ import pytest
 
 from ragwright.adapters.edge.index import EdgeIndex
 from ragwright.core.contracts import contract_for
-from ragwright.errors import DocumentError, InputTooLong, SourceError
+from ragwright.errors import ChunkingError, DocumentError, InputTooLong, SourceError
 from ragwright.pipeline import planning_process, source_process, validation
 from ragwright.processes import alive
 from ragwright.testing.fakes import HASHING_PROFILE, HashingEmbedder
@@ -31,7 +31,7 @@ from tests.pipeline.forking import (
     record_starts,
     summary,
 )
-from tests.pipeline.test_ingest_stream import POLICY, corpus, doc
+from tests.pipeline.test_ingest_stream import LONG_HEADING, POLICY, corpus, doc
 from tests.pipeline.test_ingest_stream import run as ingest_run
 
 SLICE = 8
@@ -123,14 +123,14 @@ class iter_again:  # noqa: N801 (reads as the plain iterable it stands for)
 def _outcome(index: EdgeIndex, documents: Any, **kw: Any) -> str:
     try:
         run(index, documents, embedder=HashingEmbedder(profile=SMALL), **kw)
-    except (DocumentError, InputTooLong, SourceError) as error:
+    except (ChunkingError, DocumentError, InputTooLong, SourceError) as error:
         return f"{type(error).__name__}: {error}"
     return "written"
 
 
 def _long(position: int) -> Callable[[list[SourceDocument]], None]:
     def change(documents: list[SourceDocument]) -> None:
-        documents[position] = doc(90 + position, words=28)
+        documents[position] = doc(90 + position, heading=LONG_HEADING)
 
     return change
 

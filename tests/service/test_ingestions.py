@@ -115,14 +115,14 @@ def test_ingest_server_needs_the_ingest_scope_and_refuses_what_the_service_decid
 def test_ingest_server_names_the_file_the_service_refused(
     make_service: Callable[..., Service], tmp_path: Path
 ) -> None:
-    """A Markdown file the server's run refuses (a paragraph over the policy's word
+    """A Markdown file the server's run refuses (a heading over the policy's word
     budget): one line naming the request field, the document and its file; exit 1."""
     service = make_service(ingest=False)
     writer = service.key("writer", scopes=("ingest",))
     corpus = write_corpus(tmp_path / "corpus", "r1")
     (corpus / "long.md").write_text(
         "---\ndocument_id: long\ndocument_type: runbook\npublication_state: published\n"
-        "---\n# Long\n\n## Steps\n\n" + " ".join(["drain"] * 200) + "\n"
+        "---\n# Long\n\n## " + " ".join(["w"] * 90) + "\n\nSteps.\n"
     )
     with LiveServer(service.app) as url:
         result = ragwright(
@@ -131,7 +131,7 @@ def test_ingest_server_names_the_file_the_service_refused(
     assert result.returncode == 1, result.stderr
     message = result.stderr.strip()
     assert len(message.splitlines()) == 1, message
-    assert "answered 422" in message and "paragraph of 200 words" in message, message
+    assert "answered 422" in message and "the heading alone has 90 words" in message, message
     assert "document 'long'" in message and "long.md" in message, message
     assert service.application.index_state().points == 0  # the other 30 not written either
 
@@ -185,10 +185,10 @@ def _section(paragraph: str) -> dict[str, Any]:
     [
         # The same new document twice: refused where it repeats.
         ("duplicate", "documents[2].document_id", "duplicate document id"),
-        # A paragraph over the chunking policy's 80 words.
-        ("oversize", "documents[1].sections[0]", "paragraph 0: paragraph of 120 words"),
-        # Within the word budget but over the embedding profile's 512 tokens.
-        ("too-many-tokens", "documents[1]", "the embedding profile allows 512"),
+        # A heading over the chunking policy's 80 words (a long paragraph is split).
+        ("oversize", "documents[1].sections[0]", "the heading alone has 120 words"),
+        # A heading within the word budget but alone over the profile's 512 tokens.
+        ("too-many-tokens", "documents[1].sections[0]", "tokens as embedded"),
     ],
 )
 def test_a_document_the_run_refuses_is_422_naming_it_and_nothing_is_written(
@@ -216,9 +216,11 @@ def test_a_document_the_run_refuses_is_422_naming_it_and_nothing_is_written(
     if change == "duplicate":
         documents = [fine, bad, {**bad, "title": "Again"}]
     elif change == "oversize":
-        documents = [fine, {**bad, "sections": [_section(" ".join(["drain"] * 120))]}]
+        heading = " ".join(["drain"] * 120)
+        documents = [fine, {**bad, "sections": [{**_section("Text."), "heading": heading}]}]
     else:
-        documents = [fine, {**bad, "sections": [_section(" ".join(["a-b-c-d"] * 79))]}]
+        heading = " ".join(["a-b-c-d"] * 76)
+        documents = [fine, {**bad, "sections": [{**_section("Text."), "heading": heading}]}]
     response = client_for(service).post(
         "/v1/ingestions", json={"documents": documents}, headers=bearer(writer)
     )

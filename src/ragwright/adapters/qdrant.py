@@ -123,7 +123,10 @@ class QdrantIndex:
             info = self._client.get_collection(self.collection)
             stored = contract_from_metadata(info.config.metadata or {})
             contract = reconcile_contract(
-                expected, stored, add_chunking_version=add_chunking_version
+                expected,
+                stored,
+                add_chunking_version=add_chunking_version,
+                empty=not info.points_count,
             )
             vectors = info.config.params.vectors
             params = vectors.get(contract.vector_name) if isinstance(vectors, dict) else None

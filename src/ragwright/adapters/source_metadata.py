@@ -14,9 +14,10 @@ field                  origins, first wins
                        file name without its extension (``index`` for ``docs/index.md``)
 ``document_type``,     front matter; else the first rule of the folder's rules file
 ``publication_state``, whose glob matches the file's path and gives the field; else the
-``tenant``             command line (``--type``, ``--state``, ``--tenant``); a missing
-                       type or state is a problem naming both fixes, a missing tenant
-                       leaves the document untenanted
+``tenant``             command line (``--type``, ``--state``, ``--tenant``); else the
+                       default (``runbook``, ``published``: what the default
+                       eligibility searches, reported as ``default``); a missing
+                       tenant leaves the document untenanted
 =====================  =============================================================
 
 The rules file is ``ragwright-sources.toml`` at the top of a source folder (for a file
@@ -48,11 +49,18 @@ from typing import Any
 from ragwright.adapters.formats.converted import ConvertedDocument, build_sections
 from ragwright.core.documents import validate_document
 from ragwright.errors import DocumentError, SourceError
-from ragwright.types import DEFAULT_DOCUMENT_TYPES, DocumentOrigin, SourceDocument
+from ragwright.types import (
+    DEFAULT_DOCUMENT_TYPES,
+    UNLABELLED_STATE,
+    UNLABELLED_TYPE,
+    DocumentOrigin,
+    SourceDocument,
+)
 
 RULES_FILE = "ragwright-sources.toml"
 RULE_FIELDS = ("document_type", "publication_state", "tenant")
 _OPTIONS = {"document_type": "--type", "publication_state": "--state", "tenant": "--tenant"}
+_UNLABELLED = {"document_type": UNLABELLED_TYPE, "publication_state": UNLABELLED_STATE}
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +71,16 @@ class SourceDefaults:
     publication_state: str | None = None
     tenant: str | None = None
     document_types: tuple[str, ...] = DEFAULT_DOCUMENT_TYPES
+
+    @property
+    def type_or_default(self) -> str:
+        """``--type``, else the type of documents nothing labels."""
+        return self.document_type or UNLABELLED_TYPE
+
+    @property
+    def state_or_default(self) -> str:
+        """``--state``, else the state of documents nothing labels."""
+        return self.publication_state or UNLABELLED_STATE
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +158,8 @@ def _field(
     given = getattr(defaults, name)
     if given is not None:
         return given, _OPTIONS[name]
-    return None, "none"
+    unlabelled = _UNLABELLED.get(name)
+    return (unlabelled, "default") if unlabelled is not None else (None, "none")
 
 
 def build_document(
@@ -151,7 +170,6 @@ def build_document(
     rules: SourceRules,
     *,
     document_id: str,
-    markdown: bool = False,
 ) -> tuple[SourceDocument, DocumentOrigin]:
     """The validated document and where its metadata came from.
 
@@ -159,23 +177,13 @@ def build_document(
     ``document_id`` the id the path gives.
 
     Raises:
-        SourceError: the file gives no type or state, every missing field named with
-            the option or rule that gives it.
         DocumentError: the document breaks a validation rule.
     """
     front = converted.front_matter
     values = {name: _field(name, front, rules, relative, defaults) for name in RULE_FIELDS}
-    missing = [name for name in ("document_type", "publication_state") if values[name][0] is None]
-    problems = [
-        f"{name} missing: pass {_OPTIONS[name]} or add a rule in {rules.path}"
-        + (" (or front matter)" if markdown else "")
-        for name in missing
-    ]
     title, title_from = converted.title, converted.title_from
     if title is None:
         title, title_from = path.stem, "file name"
-    if problems:
-        raise SourceError(str(path), "; ".join(problems))
     doc_id, id_from = (
         (front["document_id"], "front matter") if "document_id" in front else (document_id, "path")
     )

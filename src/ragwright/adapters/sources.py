@@ -8,18 +8,19 @@ front matter, then the folder's ``ragwright-sources.toml`` rules, then ``--type`
 ``--state``, ``--tenant``; where each field came from is reported per document
 (:class:`~ragwright.types.DocumentOrigin`).
 
-**Every problem of every file in one pass.** A file that cannot be read (a password,
-no text layer, corrupt, garbled), lacks metadata or breaks a validation rule does not
-stop the pass: the pass goes on and, at its end, raises the problem (one file's error
-as it is; several as one :class:`~ragwright.errors.SourceProblems` naming every file
-with its problem and the option that fixes it) — before anything is written. With
-``skip_invalid`` unreadable files are left out instead and listed with their reason and
-kind (like files of other types, README and LICENSE files, which are always left out
-and listed), as are invalid BEIR documents; authored files (Markdown, JSON, a
-converted file's metadata) are never skipped: their author, or ``--type``/``--state``,
-fixes them. A path that
-does not exist, and a folder holding no document file, stop at once: they are almost
-always a wrong path, and "0 documents" would read as success.
+**Unreadable files in a folder are left out; problems stop the run.** A folder of real
+files always holds some whose text cannot be read (a password, a scan with no OCR
+installed, a garbled text layer, over a conversion limit, JSON that is not ragwright's
+document shape): found by walking a folder, such a file is left out and listed with its
+reason and kind, like files of other types and README and LICENSE files; given by name,
+it is a problem. A file that breaks a rule its author can fix (metadata, front matter,
+validation) does not stop the pass either: the pass goes on and, at its end, raises the
+problem (one file's error as it is; several as one
+:class:`~ragwright.errors.SourceProblems` naming every file with its problem and the
+option that fixes it) — before anything is written. With ``skip_invalid`` every such
+file is left out instead and listed with its reason (kind ``invalid``), as are invalid
+BEIR documents. A path that does not exist, and a folder holding no document file, stop
+at once: they are almost always a wrong path, and "0 documents" would read as success.
 """
 
 from __future__ import annotations
@@ -249,7 +250,8 @@ def _read_documents(
                     yield document
             except _FileProblem as problem:
                 reason, kind = _problem(problem.error, path, rules)
-                if skip_invalid and isinstance(problem.error, UnreadableSource):
+                walked = root.is_dir() and isinstance(problem.error, UnreadableSource)
+                if skip_invalid or walked:
                     skip(str(path), reason, kind)
                 else:
                     problems.append((str(path), reason))
@@ -319,7 +321,6 @@ def _documents(
             defaults,
             rules,
             document_id=document_id,
-            markdown=markdown,
         )
     except DocumentError as error:
         if error.source is not None:
@@ -382,7 +383,6 @@ def load_markdown(
         defaults,
         read_rules(path.parent),
         document_id=document_id or path.stem,
-        markdown=True,
     )
     return document
 

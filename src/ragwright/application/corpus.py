@@ -31,11 +31,10 @@ from ragwright.application.requests.corpus import (
 from ragwright.application.requests.evidence import CalibrationStamp
 from ragwright.application.sources import Sources
 from ragwright.core.assembly import cite_location
-from ragwright.core.chunking import build_chunks
 from ragwright.core.points import LIVE, read_payload
 from ragwright.deadline import Deadline, deadline_bound
 from ragwright.pipeline.ingest import ingest
-from ragwright.pipeline.planning import ProgressCallback, token_counter
+from ragwright.pipeline.planning import ProgressCallback, chunk_document
 from ragwright.protocols import Embedder, SparseEncoder, VectorIndex
 from ragwright.settings import Settings
 from ragwright.types import ChunkingPolicy, IngestReport
@@ -80,11 +79,11 @@ class Corpus:
             publication_state=request.publication_state,
             skip_invalid=request.skip_invalid,
         )
-        embedder = self.parts.embedder() if policy.max_tokens is not None else None
+        # The embedder's tokenizer: every window is held to the profile's input limit.
+        embedder = self.parts.embedder()
         rows = []
         for document in loaded.documents:
-            counter = token_counter(embedder, document) if embedder is not None else None
-            for chunk in build_chunks(document, policy, count_tokens=counter):
+            for chunk in chunk_document(document, policy, embedder):
                 rows.append(
                     ChunkRow(
                         document_id=chunk.document_id,
@@ -102,6 +101,7 @@ class Corpus:
                         location=cite_location(
                             document.source_uri, chunk.pages, document.document_id
                         ),
+                        split=chunk.split,
                     )
                 )
         return ChunksResult(
@@ -149,6 +149,7 @@ class Corpus:
                     # Drafts citing a changed document go as each slice is verified.
                     on_changed=self.parts.purge_drafts,
                     planning_process=planning_process,
+                    skip_invalid=request.skip_invalid,
                 )
         finally:
             index.close()
@@ -256,7 +257,7 @@ def ingest_result(
     """The use case's result: the pipeline's report with the run's sources and profile,
     and what the ``stream`` the documents came from (if any) skipped."""
     skipped = () if stream is None else tuple(SkippedFile(*s) for s in stream.skipped)
-    invalid = () if stream is None else stream.invalid
+    invalid = (() if stream is None else stream.invalid) + report.left_out
     return IngestResult.of_report(
         report,
         chunking_version=policy.version,

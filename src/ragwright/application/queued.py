@@ -207,6 +207,7 @@ class _QueuedRun:
                 prune=request.prune,
                 tenants=() if request.tenant is None else (request.tenant,),
                 progress=self.progress,
+                skip_invalid=request.skip_invalid,
             )
             run_id = uuid.uuid4().hex
             self.queue.open_run(run_id)

@@ -151,10 +151,13 @@ SkipInvalid = Annotated[
     bool,
     typer.Option(
         "--skip-invalid",
-        help="Leave out files whose text cannot be read (password, no text layer, corrupt, "
-        "garbled) and BEIR corpus documents that break a rule (e.g. empty text); each is "
-        "listed with its reason. Without it they stop the run before anything is written. "
-        "Authored sources (Markdown, JSON, missing metadata) always fail.",
+        help="Leave out every file and document with a problem of its own (front matter, "
+        "metadata, a validation rule, a heading over the chunk budget, an embedding input "
+        "over the model's limit; a file named on the command line that cannot be read) and "
+        "write the rest; each is listed with its reason. Without it they stop the run, all "
+        "of them named, before anything is written. Files found in a folder whose text "
+        "cannot be read (password, no text layer, garbled, over a conversion limit) are "
+        "always left out and listed.",
     ),
 ]
 ShowProgress = Annotated[

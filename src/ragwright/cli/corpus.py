@@ -49,6 +49,15 @@ def _chunking(
     )
 
 
+def split_note(split: Sequence[str], more: int = 0) -> str:
+    """The documents with a paragraph split at sentence boundaries to fit the budget."""
+    named = ", ".join(split) + (f" and {more} more" if more else "")
+    return (
+        f"split at sentences to fit the budget: long paragraphs of "
+        f"{plural(len(split) + more, 'document')} ({named}); the rest as written"
+    )
+
+
 def _print_skipped(skipped: Sequence[SkippedFile], invalid: Sequence[SkippedDocument] = ()) -> None:
     _print_skipped_forms([asdict(s) for s in skipped], [asdict(d) for d in invalid])
 
@@ -108,8 +117,9 @@ def chunks(
     as_json: AsJson = False,
 ) -> None:
     """Preview the chunks SOURCES produce (with the pages of PDF chunks), and where each
-    file's metadata came from. Needs no index and no embedding provider (with
-    --max-tokens it loads the bundled model's tokenizer to count)."""
+    file's metadata came from. Needs no index; it loads the embedding model's tokenizer
+    to hold every chunk to the model's input limit. Chunks marked "split" hold a
+    paragraph cut at sentence boundaries to fit."""
     from ragwright.application import ChunksRequest
 
     result = application().chunks(
@@ -128,12 +138,16 @@ def chunks(
         print(
             f"{row.document_id}/{row.chunk_id} ({plural(row.word_count, 'word')}) "
             f"[{row.document_type}, {row.publication_state}] {row.chunking_version}"
+            + (", split at sentences" if row.split else "")
             + (f" ({row.location})" if row.location else "")
         )
         print(f"point {row.point_id}")
         print(row.text)
         print()
     print(f"{plural(len(result.chunks), 'chunk')}, {result.chunking_version}")
+    split = sorted({row.document_id for row in result.chunks if row.split})
+    if split:
+        print(split_note(split))
     data = result.to_dict()
     _print_metadata(data["metadata"], data["metadata_left_out"])
     _print_skipped(result.skipped_files, result.skipped_documents)
@@ -302,6 +316,9 @@ def ingest(
             f"for {others}: left as it is (a document is its tenant and id; ingest that "
             "tenant with --prune to remove it)"
         )
+    if data.get("split_documents"):
+        named = data["split_sources"]
+        print(split_note(named, data["split_documents"] - len(named)))
     _print_metadata(data.get("metadata", []), data.get("metadata_left_out", 0), limit=20)
     _print_skipped_forms(data["skipped_files"], data["skipped_documents"])
 

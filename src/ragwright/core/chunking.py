@@ -1,6 +1,7 @@
 """Chunking policies, windows, chunk ids and deterministic point ids.
 
-The default policy is the seeds' ``section-paragraphs`` policy, reproduced exactly:
+The default policy is the seeds' ``section-paragraphs`` policy, reproduced exactly on
+every document it could chunk:
 
 * complete paragraphs are grouped within one section under a word budget that
   **includes the heading**; words are whitespace-separated tokens;
@@ -9,23 +10,32 @@ The default policy is the seeds' ``section-paragraphs`` policy, reproduced exact
 * with overlap on, the next window starts at the previous window's last paragraph,
   but only when that window held at least two paragraphs (so a lone paragraph never
   repeats and the loop always advances);
-* windows never cross sections;
-* a paragraph that cannot fit beside its heading raises :class:`ChunkingError` naming
-  the document, section and paragraph index: nothing is cut silently.
+* windows never cross sections.
+
+Where the seeds raise (a paragraph that cannot fit beside its heading), this policy
+splits that paragraph the way ``sentence-blocks`` does (below) and marks its chunks
+``split``: the seeds refused such a document, so no chunk the seed rules produce
+changes, every seed id is kept, and the version string stays the seeds'. Nothing is cut
+silently: ``chunks`` and ``ingest`` name the documents whose paragraphs were split
+(docs/decisions.md, 2026-12-08).
 
 ``sentence-blocks`` is a separately versioned policy for prose without usable paragraph
 structure (BEIR abstracts, long single-paragraph passages, long procedure lists). Before
 windowing it splits every block that cannot fit beside its heading into budget-sized
 blocks: prose at sentence ends, lists and tables at line starts, fenced code at line
 boundaries with each piece re-fenced so it stays valid Markdown. Only a single sentence
-longer than the budget is cut between words. Its block indexes (chunk ids, positions)
-count the split blocks.
+longer than the budget is cut between words, and a single word longer than the budget
+(a table's separator row, a long URL) between characters. Block indexes (chunk ids,
+positions) count the split blocks, under both policies.
 
-Token ceiling (optional, ``max_tokens``): word budgets cannot bound model tokens (code
-and scientific notation run to three tokens a word), and the embedding stage refuses
-over-long inputs rather than truncating them. With ``max_tokens`` set, every window must
-also fit that many tokens as measured by the caller's counter on the exact embedding
-input; ``sentence-blocks`` splits blocks until they fit, ``section-paragraphs`` raises.
+Token ceiling: word budgets cannot bound model tokens (code and scientific notation run
+to three tokens a word), and the embedding stage refuses over-long inputs rather than
+truncating them. Every window must fit the embedding profile's input limit
+(``token_limit``, given by the caller with its counter), and ``max_tokens`` when the
+policy sets a lower one, as measured on the exact embedding input; blocks are split until
+they fit. The profile's own limit is not part of the version: it is part of the
+collection's embedding profile, and it only ever changes what the embedding stage used to
+refuse. Only a heading that alone exceeds a budget raises :class:`ChunkingError`.
 
 Chunk identity: SHA-256 of an identity string, first 16 bytes read as a big-endian UUID.
 For an untenanted chunk whose parts hold no control character the string is the seeds'
@@ -97,7 +107,11 @@ TokenCounter = Callable[[str], int]
 
 
 def build_chunks(
-    document: SourceDocument, policy: ChunkingPolicy, *, count_tokens: TokenCounter | None = None
+    document: SourceDocument,
+    policy: ChunkingPolicy,
+    *,
+    count_tokens: TokenCounter | None = None,
+    token_limit: int | None = None,
 ) -> list[Chunk]:
     """Cut a validated document into chunks under ``policy``.
 
@@ -113,52 +127,47 @@ def build_chunks(
         policy: the chunking policy.
         count_tokens: model tokens of a chunk text *as embedded* (profile formatting
             included); required when ``policy.max_tokens`` is set.
+        token_limit: the embedding profile's input limit, enforced with ``count_tokens``.
 
     Raises:
-        ChunkingError: a block cannot fit beside its heading (seed policy), or a heading
-            alone exhausts the budget.
+        ChunkingError: a heading alone exhausts the word budget or the token ceiling.
     """
     if policy.max_words <= 0:
         raise DocumentError(document.document_id, "max_words", "the word budget must be positive")
     if policy.max_tokens is not None and count_tokens is None:
         raise ConfigError("max_tokens", "a token ceiling needs the embedding model's token counter")
     version = policy.version
+    ceilings = [c for c in (policy.max_tokens, token_limit) if c is not None]
+    ceiling = min(ceilings) if ceilings and count_tokens is not None else None
 
     def fits_tokens(text: str) -> bool:
-        return (
-            policy.max_tokens is None
-            or count_tokens is None
-            or count_tokens(text) <= policy.max_tokens
-        )
+        return ceiling is None or count_tokens is None or count_tokens(text) <= ceiling
 
     chunks: list[Chunk] = []
     for section_index, section in enumerate(document.sections):
         heading_words = word_count(section.heading)
-        if policy.kind == "sentence-blocks":
-            budget = policy.max_words - heading_words
-            if budget <= 0:
-                raise ChunkingError(
-                    document.document_id,
-                    section.section_id,
-                    0,
-                    f"the heading alone has {heading_words} words; budget is {policy.max_words}",
-                )
-            prefix = section.heading + "\n\n" if section.heading else ""
+        budget = policy.max_words - heading_words
+        if budget <= 0:
+            raise ChunkingError(
+                document.document_id,
+                section.section_id,
+                0,
+                f"the heading alone has {heading_words} words; the budget of {version} is "
+                f"{policy.max_words} words with the heading",
+            )
+        prefix = section.heading + "\n\n" if section.heading else ""
 
-            def fits(piece: str, prefix: str = prefix) -> bool:
-                return fits_tokens(prefix + piece)
+        def fits(piece: str, prefix: str = prefix) -> bool:
+            return fits_tokens(prefix + piece)
 
-            pieces = [
-                (piece, index)
-                for index, paragraph in enumerate(section.paragraphs)
-                for piece in split_block(paragraph, budget, fits=fits)
-            ]
-            blocks: Sequence[str] = [piece for piece, _ in pieces]
-            # Each split block keeps the page of the paragraph it was cut from.
-            block_pages = None if section.pages is None else [section.pages[i] for _, i in pieces]
-        else:
-            blocks = section.paragraphs
-            block_pages = None if section.pages is None else list(section.pages)
+        # (block, paragraph it came from, whether it is a piece of a split paragraph)
+        pieces: list[tuple[str, int, bool]] = []
+        for index, paragraph in enumerate(section.paragraphs):
+            parts = split_block(paragraph, budget, fits=fits)
+            pieces.extend((part, index, len(parts) > 1) for part in parts)
+        blocks: Sequence[str] = [piece for piece, _, _ in pieces]
+        # Each split block keeps the page of the paragraph it was cut from.
+        block_pages = None if section.pages is None else [section.pages[i] for _, i, _ in pieces]
         start = 0
         while start < len(blocks):
             end = start
@@ -171,12 +180,14 @@ def build_chunks(
                 words += word_count(blocks[end])
                 end += 1
             if end == start:
+                # Every block was split until it fits: only the heading can be in the way.
+                tokens = count_tokens(prefix) if count_tokens is not None else 0
                 raise ChunkingError(
                     document.document_id,
                     section.section_id,
                     start,
-                    f"paragraph of {word_count(blocks[start])} words cannot fit with its "
-                    f"{heading_words}-word heading under the budget of {version}",
+                    f"the heading alone is {tokens} tokens as embedded; with any text it "
+                    f"exceeds the ceiling of {ceiling} tokens",
                 )
             chunk_id = f"{section.section_id}/p{start}"
             chunks.append(
@@ -197,6 +208,7 @@ def build_chunks(
                         if block_pages is None
                         else (min(block_pages[start:end]), max(block_pages[start:end]))
                     ),
+                    split=any(cut for _, _, cut in pieces[start:end]),
                 )
             )
             start = end - 1 if policy.overlap and end < len(blocks) and end - start > 1 else end
@@ -308,18 +320,37 @@ def _split_fence(block: str, marker: str, ok: Callable[[str], bool]) -> list[str
 
 
 def _cut_words(text: str, ok: Callable[[str], bool]) -> list[str]:
-    """Last resort for one sentence or line over the budget: cut between words, greedily.
-
-    A single word that fails ``ok`` alone still becomes a piece; the window check then
-    reports it instead of looping.
-    """
+    """Last resort for one sentence or line over the budget: cut between words, greedily;
+    a single word that fails ``ok`` alone is cut between characters."""
     pieces: list[str] = []
     current: list[str] = []
     for word in text.split():
         if current and not ok(" ".join([*current, word])):
             pieces.append(" ".join(current))
             current = []
+        if not current and not ok(word):
+            pieces.extend(_cut_characters(word, ok))
+            continue
         current.append(word)
     if current:
         pieces.append(" ".join(current))
+    return pieces
+
+
+def _cut_characters(word: str, ok: Callable[[str], bool]) -> list[str]:
+    """A word longer than the budget (a table's separator row, a long URL) as the longest
+    prefixes that pass ``ok``, found by binary search; a character that fails alone still
+    becomes a piece, so the loop always advances."""
+    pieces: list[str] = []
+    first = 0
+    while first < len(word):
+        low, high = first + 1, len(word)
+        while low < high:
+            middle = (low + high + 1) // 2
+            if ok(word[first:middle]):
+                low = middle
+            else:
+                high = middle - 1
+        pieces.append(word[first:low])
+        first = low
     return pieces

@@ -84,15 +84,21 @@ def contract_from_metadata(metadata: Mapping[str, Any]) -> CollectionContract:
 
 
 def reconcile_contract(
-    expected: CollectionContract, stored: CollectionContract, *, add_chunking_version: bool
+    expected: CollectionContract,
+    stored: CollectionContract,
+    *,
+    add_chunking_version: bool,
+    empty: bool = False,
 ) -> CollectionContract:
     """Check ``stored`` against ``expected``; return the contract to keep.
 
     Every field but ``lexical_stats`` must match (the stored statistics are kept), except
     that a chunking version missing from the stored list is appended when
     ``add_chunking_version`` is true (an explicit decision, so a typo in a budget never
-    silently starts a second index inside the collection). An expected
-    contract with no chunking versions (read-only inspection) accepts the stored ones.
+    silently starts a second index inside the collection). A collection that holds no
+    point (``empty``: a first run that failed before writing) is bound to no chunking
+    version yet: it takes the expected ones. An expected contract with no chunking
+    versions (read-only inspection) accepts the stored ones.
 
     Raises:
         ContractMismatch: naming the first field that differs.
@@ -111,6 +117,8 @@ def reconcile_contract(
     missing = [v for v in expected.chunking_versions if v not in stored.chunking_versions]
     if not missing:
         return stored
+    if empty:
+        return dataclasses.replace(stored, chunking_versions=expected.chunking_versions)
     if not add_chunking_version:
         raise ContractMismatch("chunking_versions", missing[0], list(stored.chunking_versions))
     return dataclasses.replace(stored, chunking_versions=(*stored.chunking_versions, *missing))

@@ -26,6 +26,7 @@ from ragwright.types import (
     IngestReport,
     LexicalStats,
     PointFilter,
+    SkippedDocument,
     SliceReport,
     SparseVector,
     record_fields,
@@ -57,6 +58,11 @@ class RunPlan:
     prune: bool
     shared_in_run: frozenset[str] = frozenset()
     prune_within: tuple[FieldMatch, ...] = ()
+    # Documents left out for a problem of their own (``skip_invalid``), and how many of
+    # the changed documents had a paragraph split to fit (the first named).
+    left_out: tuple[SkippedDocument, ...] = ()
+    split_documents: int = 0
+    split_sources: tuple[str, ...] = ()
 
     @property
     def documents(self) -> int:
@@ -106,6 +112,9 @@ def finish_run(
         bm25_avgdl=bm25_avgdl,
         sparse_reencoded=reencoded,
         tenants=run.scope,
+        left_out=run.left_out,
+        split_documents=run.split_documents,
+        split_sources=run.split_sources,
     )
 
 

@@ -73,7 +73,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
 
-from ragwright.core.chunking import build_chunks
 from ragwright.core.lexical import AVGDL_TOLERANCE
 from ragwright.core.points import DocumentPlan, plan_document
 from ragwright.pipeline.finishing import RunPlan, finish_run
@@ -81,9 +80,9 @@ from ragwright.pipeline.planning import (
     DOCUMENT_SLICE,
     DocumentKey,
     ProgressCallback,
+    chunk_document,
     document_key,
     in_slices,
-    token_counter,
 )
 from ragwright.pipeline.planning_process import wanted as planning_wanted
 from ragwright.pipeline.validation import prepare_run
@@ -121,7 +120,7 @@ def plan_documents(
     return [
         plan_document(
             d,
-            build_chunks(d, policy, count_tokens=token_counter(embedder, d)),
+            chunk_document(d, policy, embedder),
             embedder.profile,
             source=(sources or {}).get(document_key(d), ""),
         )
@@ -146,6 +145,7 @@ def ingest(
     avgdl_tolerance: float = AVGDL_TOLERANCE,
     on_changed: Callable[[Sequence[DocumentKey]], None] | None = None,
     planning_process: bool = False,
+    skip_invalid: bool = False,
 ) -> IngestReport:
     """Bring the index in line with ``documents`` for ``policy``'s chunking version.
 
@@ -186,10 +186,13 @@ def ingest(
             (:mod:`~ragwright.pipeline.source_process`) and the writing pass plans its
             slices in another (:mod:`~ragwright.pipeline.planning_process`); for a
             process that forks safely (the command line, not a threaded service).
+        skip_invalid: leave out (and list in the report's ``left_out``) documents
+            that cannot be chunked or embedded, instead of refusing the run.
 
     Raises:
         DocumentError (duplicate ids), SourceError (``prune`` with no documents),
-        ChunkingError, InputTooLong, ContractMismatch: before any write.
+        SourceProblems (documents that cannot be chunked or embedded, every one named,
+            unless ``skip_invalid``), ContractMismatch: before any write.
         DimensionMismatch, ReadBackError, ProviderError: during the run; everything
             already written stays consistent and the next run resumes.
     """
@@ -208,6 +211,7 @@ def ingest(
         slice_size=slice_size,
         progress=progress,
         source_process=planning_process,
+        skip_invalid=skip_invalid,
     )
     # Nothing changed (a re-run over unchanged sources): the sources are not read again.
     changed = (d for d in documents if document_key(d) in run.changed) if run.changed else ()

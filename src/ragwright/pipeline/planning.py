@@ -55,6 +55,7 @@ __all__ = [
     "check_lengths",
     "check_new_document",
     "chunk_and_plan",
+    "chunk_document",
     "document_key",
     "document_source_digest",
     "encode_lexical",
@@ -155,6 +156,22 @@ def encode_lexical(
     return len(terms), document_vector(terms, sparse_encoder.profile, avgdl)
 
 
+def chunk_document(
+    document: SourceDocument, policy: ChunkingPolicy, embedder: Embedder | None
+) -> list[Chunk]:
+    """``document``'s chunks under ``policy``, every window within the embedding
+    profile's input limit as ``embedder`` counts it (none without an embedder or a
+    tokenizer of its own)."""
+    if embedder is None:
+        return build_chunks(document, policy)
+    return build_chunks(
+        document,
+        policy,
+        count_tokens=token_counter(embedder, document),
+        token_limit=embedder.profile.max_input_tokens if embedder.counts_tokens else None,
+    )
+
+
 def token_counter(embedder: Embedder, document: SourceDocument) -> TokenCounter | None:
     """Counts the model tokens of a chunk text as it will be embedded for ``document``."""
     if not embedder.counts_tokens:
@@ -193,7 +210,7 @@ def chunk_and_plan(
 ) -> DocumentPlan:
     """Chunk ``document`` (counting tokens with the embedder's tokenizer) and plan its
     stored ids, payloads and digest."""
-    chunks = build_chunks(document, policy, count_tokens=token_counter(embedder, document))
+    chunks = chunk_document(document, policy, embedder)
     return plan_document(document, chunks, embedder.profile, source=source)
 
 
@@ -204,21 +221,22 @@ def check_new_document(
     sparse_encoder: SparseEncoder,
     *,
     count_terms: bool,
-) -> tuple[int, int]:
+) -> tuple[int, int, bool]:
     """The validation pass's check of a document nothing is stored under: chunk it and
     measure its embedding inputs (the first over the limit raises); its number of
-    chunks and, with ``count_terms``, of BM25 terms (0 otherwise).
+    chunks, with ``count_terms`` of BM25 terms (0 otherwise), and whether a paragraph
+    of it was split to fit.
 
     Every chunk of such a document is new, so no stored id or digest is compared and
     :func:`chunk_and_plan`'s payloads, ids and digest are left to the writing pass:
     planning them here too was about half of the pass's cost on a first ingestion
     (docs/ingestion.md, "The validation pass of new documents").
     """
-    chunks = build_chunks(document, policy, count_tokens=token_counter(embedder, document))
+    chunks = chunk_document(document, policy, embedder)
     inputs = [chunk_inputs(document, chunk, embedder.profile) for chunk in chunks]
     check_input_lengths(embedder, [text for text, _ in inputs], chunks)
     terms = sum(sparse_encoder.count_terms(lexical) for _, lexical in inputs) if count_terms else 0
-    return len(chunks), terms
+    return len(chunks), terms, any(chunk.split for chunk in chunks)
 
 
 def plan_slice(

@@ -59,12 +59,12 @@ class CountedSource(Protocol):
 class ReadSlice:
     """A slice of documents as read, with what the child worked out for it (``None``:
     the parent works it out): each document's source digest and, speculatively, each
-    document's (chunks, BM25 terms) from :func:`check_new_document` (``None`` for one
+    document's (chunks, BM25 terms, split) from :func:`check_new_document` (``None`` for one
     whose check raised)."""
 
     documents: list[SourceDocument]
     digests: list[str] | None = None
-    checks: list[tuple[int, int] | None] | None = None
+    checks: list[tuple[int, int, bool] | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +84,8 @@ class ReadingWork:
             for d in documents
         ]
 
-    def checks(self, documents: Sequence[SourceDocument]) -> list[tuple[int, int] | None]:
-        checked: list[tuple[int, int] | None] = []
+    def checks(self, documents: Sequence[SourceDocument]) -> list[tuple[int, int, bool] | None]:
+        checked: list[tuple[int, int, bool] | None] = []
         for document in documents:
             try:
                 checked.append(

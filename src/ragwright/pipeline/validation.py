@@ -18,7 +18,14 @@ from ragwright.core.contracts import require_compatible
 from ragwright.core.documents import SeenDocuments
 from ragwright.core.keysets import KeySet
 from ragwright.core.points import LIVE
-from ragwright.errors import SourceError
+from ragwright.errors import (
+    ChunkingError,
+    DocumentError,
+    DocumentProblems,
+    InputTooLong,
+    SourceError,
+    SourceProblems,
+)
 from ragwright.pipeline.finishing import RunPlan
 from ragwright.pipeline.planning import (
     DOCUMENT_SLICE,
@@ -38,7 +45,10 @@ from ragwright.pipeline.source_process import ReadingWork, read_slices
 from ragwright.pipeline.source_process import wanted as source_process_wanted
 from ragwright.pipeline.unchanged import proven_unchanged
 from ragwright.protocols import Embedder, SparseEncoder, VectorIndex
-from ragwright.types import ChunkingPolicy, FieldMatch, SourceDocument
+from ragwright.types import ChunkingPolicy, FieldMatch, SkippedDocument, SourceDocument
+
+SPLIT_EXAMPLES = 20
+"""Documents with split paragraphs a run names (the rest are counted)."""
 
 
 def prepare_run(
@@ -54,16 +64,22 @@ def prepare_run(
     slice_size: int = DOCUMENT_SLICE,
     progress: ProgressCallback | None = None,
     source_process: bool = False,
+    skip_invalid: bool = False,
 ) -> RunPlan:
     """The validation pass: every document is checked before anything is written.
 
     Streams ``documents`` in slices: unique (tenant, id) pairs, then one filtered scan
     of the stored points of the slice's documents; a changed document is chunked and its
-    embedding inputs measured (``ChunkingError``/``InputTooLong`` stop the run here).
-    Nothing of a slice is kept but its keys and counts. ``source_process``: a run known
-    to be large reads its sources (and digests and, in a new collection, checks its
-    documents) in a forked child (:mod:`~ragwright.pipeline.source_process`), with the
-    same outcome and errors.
+    embedding inputs measured. A document that cannot be chunked or embedded (a heading
+    over the budget, an input over the profile's limit) is a problem of that document:
+    the pass goes on, and at its end raises every such problem in one
+    :class:`~ragwright.errors.SourceProblems`, or with ``skip_invalid`` leaves those
+    documents out of the writing pass (their stored points, if any, are kept and not
+    pruned) and lists them in ``RunPlan.left_out``. Nothing of a slice is kept but its
+    keys and counts, and the names of the first documents whose paragraphs were split.
+    ``source_process``: a run known to be large reads its sources (and digests and, in
+    a new collection, checks its documents) in a forked child
+    (:mod:`~ragwright.pipeline.source_process`), with the same outcome and errors.
     """
     notify = progress or (lambda _event, _count: None)
     require_compatible(
@@ -86,6 +102,17 @@ def prepare_run(
     shared_in_run: set[str] = set()
     unchanged = planned = 0
     terms = pending_chunks = 0
+    problems: list[SkippedDocument] = []
+    errors: list[ChunkingError | InputTooLong] = []
+    split = 0
+    split_names: list[str] = []
+
+    def split_seen(document: SourceDocument) -> None:
+        nonlocal split
+        split += 1
+        if len(split_names) < SPLIT_EXAMPLES:
+            split_names.append(document.source_uri or document.document_id)
+
     prefetch = ScanPrefetch(index)
     work = None
     if source_process and source_process_wanted(documents):
@@ -97,59 +124,91 @@ def prepare_run(
             check_new=index.count() == 0,
             count_terms=stats is None,
         )
-    with closing(read_slices(documents, slice_size, work)) as slices:
-        for read in slices:
-            part = read.documents
-            for document in part:
-                seen.add(document)
-                tenants_seen.add(document.tenant)
-                if not ids.add(None, document.document_id):
-                    shared_in_run.add(document.document_id)
-            digests = read.digests or [
-                document_source_digest(d, policy, embedder, sparse_encoder) for d in part
-            ]
-            # Documents proven unchanged by counts are not scanned (pipeline/unchanged.py).
-            proven = proven_unchanged(index, policy.version, part, digests)
-            rest = [
-                (d, s) for d, s in zip(part, digests, strict=True) if document_key(d) not in proven
-            ]
-            existing = scan_documents(index, policy.version, [d for d, _ in rest])
-            prefetch.scanned(existing)
-            candidates = dict(_changed_documents(rest, existing))
-            for position, document in enumerate(part):
-                key = document_key(document)
-                if key in proven:
-                    unchanged += proven[key]
-                    continue
-                source = candidates.get(key)
-                if source is None:  # stored live under the same source digest
-                    unchanged += len(existing[key])
-                    continue
-                stored = existing.get(key, {})
-                if not stored:
-                    checked = read.checks[position] if read.checks else None
-                    chunks, lexical_terms = checked or check_new_document(
-                        document, policy, embedder, sparse_encoder, count_terms=stats is None
-                    )
+    try:
+        with closing(read_slices(documents, slice_size, work)) as slices:
+            for read in slices:
+                part = read.documents
+                for document in part:
+                    seen.add(document)
+                    tenants_seen.add(document.tenant)
+                    if not ids.add(None, document.document_id):
+                        shared_in_run.add(document.document_id)
+                digests = read.digests or [
+                    document_source_digest(d, policy, embedder, sparse_encoder) for d in part
+                ]
+                # Documents proven unchanged by counts are not scanned (pipeline/unchanged.py).
+                proven = proven_unchanged(index, policy.version, part, digests)
+                rest = [
+                    (d, s)
+                    for d, s in zip(part, digests, strict=True)
+                    if document_key(d) not in proven
+                ]
+                existing = scan_documents(index, policy.version, [d for d, _ in rest])
+                prefetch.scanned(existing)
+                candidates = dict(_changed_documents(rest, existing))
+                for position, document in enumerate(part):
+                    key = document_key(document)
+                    if key in proven:
+                        unchanged += proven[key]
+                        continue
+                    source = candidates.get(key)
+                    if source is None:  # stored live under the same source digest
+                        unchanged += len(existing[key])
+                        continue
+                    stored = existing.get(key, {})
+                    try:
+                        if not stored:
+                            checked = read.checks[position] if read.checks else None
+                            chunks, lexical_terms, cut = checked or check_new_document(
+                                document,
+                                policy,
+                                embedder,
+                                sparse_encoder,
+                                count_terms=stats is None,
+                            )
+                            if cut:
+                                split_seen(document)
+                            if stats is None:
+                                terms += lexical_terms
+                                pending_chunks += chunks
+                            planned += chunks
+                            changed.add(*key)
+                            continue
+                        plan = chunk_and_plan(document, policy, embedder, source)
+                        if stored.keys() == {p.stored_id for p in plan.points} and all(
+                            (s.document, s.state) == (plan.digest, LIVE) for s in stored.values()
+                        ):
+                            unchanged += len(stored)
+                            continue
+                        pending = [p for p in plan.points if p.stored_id not in stored]
+                        check_lengths(embedder, pending)
+                    except (ChunkingError, InputTooLong) as error:
+                        problems.append(_problem(document, error))
+                        errors.append(error)
+                        continue
+                    if any(p.chunk.split for p in plan.points):
+                        split_seen(document)
                     if stats is None:
-                        terms += lexical_terms
-                        pending_chunks += chunks
-                    planned += chunks
+                        terms += sum(sparse_encoder.count_terms(p.lexical_text) for p in pending)
+                        pending_chunks += len(pending)
+                    planned += len(plan.points)
                     changed.add(*key)
-                    continue
-                plan = chunk_and_plan(document, policy, embedder, source)
-                if stored.keys() == {p.stored_id for p in plan.points} and all(
-                    (s.document, s.state) == (plan.digest, LIVE) for s in stored.values()
-                ):
-                    unchanged += len(stored)
-                    continue
-                pending = [p for p in plan.points if p.stored_id not in stored]
-                check_lengths(embedder, pending)
-                if stats is None:
-                    terms += sum(sparse_encoder.count_terms(p.lexical_text) for p in pending)
-                    pending_chunks += len(pending)
-                planned += len(plan.points)
-                changed.add(*key)
+    except SourceProblems as error:
+        # The sources' own problems come at the end of their pass: named with ours.
+        if not problems:
+            raise
+        listed = (*error.problems, *_listed(problems))
+        raise DocumentProblems(error.source, listed, tuple(errors)) from error
+    except (SourceError, DocumentError) as error:
+        if not problems:
+            raise
+        where = getattr(error, "source", None) or "sources"
+        listed = ((where, str(error)), *_listed(problems))
+        raise DocumentProblems("sources", listed, tuple(errors)) from error
+    if len(errors) == 1 and not skip_invalid:
+        raise errors[0]  # one problem: its own error, typed and with its fields
+    if problems and not skip_invalid:
+        raise DocumentProblems("sources", _listed(problems), tuple(errors))
     if prune and not seen.keys:
         raise SourceError("sources", "no documents found; refusing to --prune every document")
     scope = tenants_seen | set(tenants)
@@ -176,6 +235,32 @@ def prepare_run(
         prune=prune,
         shared_in_run=frozenset(shared_in_run),
         prune_within=prune_within,
+        left_out=tuple(problems),
+        split_documents=split,
+        split_sources=tuple(split_names),
+    )
+
+
+def _listed(problems: Sequence[SkippedDocument]) -> tuple[tuple[str, str], ...]:
+    return tuple((p.source, f"{p.field}: {p.reason}") for p in problems)
+
+
+def _problem(document: SourceDocument, error: ChunkingError | InputTooLong) -> SkippedDocument:
+    """A document the run cannot write, with its reason and fix."""
+    if isinstance(error, ChunkingError):
+        field = "chunking"
+        reason = (
+            f"section {error.section_id!r}: {error.reason}; shorten the heading, or raise "
+            "--max-words"
+        )
+    else:
+        field = "embedding_input"
+        reason = (
+            f"chunk {error.chunk_id!r} is {error.tokens} tokens as embedded, the embedding "
+            f"profile reads at most {error.limit}; shorten the title or heading"
+        )
+    return SkippedDocument(
+        document.document_id, document.source_uri or document.document_id, field, reason
     )
 
 

@@ -16,7 +16,7 @@ from fastapi import Depends
 from ragwright.application import Application, IngestRequest, IngestResult
 from ragwright.application.grants import OutsideGrant, write_grant_for
 from ragwright.application.keys import ApiKey
-from ragwright.errors import ChunkingError, DocumentError, InputTooLong
+from ragwright.errors import ChunkingError, DocumentError, DocumentProblems, InputTooLong
 from ragwright.service.activity import Activity
 from ragwright.service.dependencies import App, State
 from ragwright.service.guards import guarded
@@ -74,6 +74,8 @@ class Ingesting:
             except (DocumentError, ChunkingError, InputTooLong) as error:
                 # Refused by the validation pass, before anything is written.
                 raise refused(error) from error
+            except DocumentProblems as error:  # several: named by the first
+                raise refused(error.errors[0]) from error
             except OutsideGrant as error:  # it would replace a stored document outside it
                 raise outside_grant_problem(error, place(error.document_id)) from error
 

@@ -21,13 +21,15 @@ the files.
 """
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from fastapi import UploadFile
 
 from ragwright.application.grants import OutsideGrant, check_documents, write_grant_for
 from ragwright.application.keys import ApiKey
-from ragwright.errors import DocumentError, SourceError, SourceProblems
+from ragwright.application.requests.corpus import SkippedFile
+from ragwright.errors import DocumentError, SourceError, SourceProblems, UnreadableKind
 from ragwright.service.ingestions import outside_grant_problem
 from ragwright.service.problems import Problem, invalid_field
 from ragwright.types import SourceDocument
@@ -135,6 +137,17 @@ def owned(
     except OutsideGrant as error:
         raise outside_grant_problem(error, sent_as) from error
     return dataclasses.replace(document, tenant=key.tenant, source_uri=sent_as)
+
+
+def unreadable(skipped: Sequence[SkippedFile], root: Path) -> SourceProblems | None:
+    """The sent files a folder walk left out as unreadable, as the problems they are for
+    an upload (its sender named each file); ``None`` when there are none."""
+    problems = tuple((s.path, s.reason) for s in skipped if s.kind in _UNREADABLE_KINDS)
+    return SourceProblems(str(root), problems) if problems else None
+
+
+# Files of other types stay left out (listed), as a folder walk leaves them.
+_UNREADABLE_KINDS = frozenset(str(k) for k in UnreadableKind) - {UnreadableKind.UNSUPPORTED_TYPE}
 
 
 def refused_files(error: SourceError | DocumentError, root: Path) -> Problem:

@@ -110,13 +110,19 @@ class EdgeIndex(EdgeWrites):
         stored: CollectionContract | None = None
         if contract_path.exists():
             stored = self._stored_contract(contract_path)
-            contract = reconcile_contract(
-                expected, stored, add_chunking_version=add_chunking_version
-            )
-            # The stored vector layout is checked before the engine opens the shard with
-            # our configuration, so a contract mismatch is named as one.
+            # Every field but the chunking versions first (they depend on whether the
+            # shard holds anything): the stored vector layout is checked before the
+            # engine opens the shard with our configuration, so a contract mismatch is
+            # named as one.
+            contract = reconcile_contract(expected, stored, add_chunking_version=True)
             engine.check_vectors(self.path, shard_path, contract)
             self._shard = engine.load_shard(self.path, shard_path, contract)
+            contract = reconcile_contract(
+                expected,
+                stored,
+                add_chunking_version=add_chunking_version,
+                empty=not self._shard.info().points_count,
+            )
         else:
             # First open, or a crash before the contract was written: creating the
             # shard again is safe only if it holds nothing.

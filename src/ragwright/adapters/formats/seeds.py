@@ -23,7 +23,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from ragwright.adapters.source_metadata import SourceDefaults
 from ragwright.core.documents import validate_document
-from ragwright.errors import DocumentError, SourceError
+from ragwright.errors import DocumentError, SourceError, UnreadableKind, UnreadableSource
 from ragwright.types import SkippedDocument, SourceDocument, SourceSection
 
 _DEFAULTED_FIELDS = frozenset({"document_type", "publication_state", "tenant"})
@@ -61,6 +61,15 @@ def load_json(path: Path, defaults: SourceDefaults) -> list[SourceDocument]:
     if isinstance(data, Mapping) and "documents" in data:
         data = data["documents"]
     items = data if isinstance(data, list) else [data]
+    if not any(isinstance(i, Mapping) and {"document_id", "sections"} & set(i) for i in items):
+        # Another tool's JSON in a team's folder (a manifest, a config): not a document
+        # file, so left out of a walked folder like a file of another type.
+        raise UnreadableSource(
+            str(path),
+            UnreadableKind.NOT_DOCUMENTS,
+            "JSON without ragwright's document shape (no record has document_id or "
+            "sections); see docs/ingestion.md for the JSON document format",
+        )
     documents = []
     for index, item in enumerate(items):
         try:
@@ -75,8 +84,8 @@ def load_json(path: Path, defaults: SourceDefaults) -> list[SourceDocument]:
             validate_document(
                 document_id=parsed.document_id,
                 title=parsed.title,
-                document_type=parsed.document_type or defaults.document_type,
-                publication_state=parsed.publication_state or defaults.publication_state,
+                document_type=parsed.document_type or defaults.type_or_default,
+                publication_state=parsed.publication_state or defaults.state_or_default,
                 sections=[
                     SourceSection(s.section_id, s.heading, tuple(s.paragraphs))
                     for s in parsed.sections
@@ -121,8 +130,8 @@ def load_beir_corpus(
                 document = validate_document(
                     document_id=doc_id,
                     title=title,
-                    document_type=defaults.document_type,
-                    publication_state=defaults.publication_state,
+                    document_type=defaults.type_or_default,
+                    publication_state=defaults.state_or_default,
                     sections=[SourceSection("text", title, paragraphs)],
                     source_uri=f"{path.as_posix()}#{doc_id}",
                     tenant=defaults.tenant,

@@ -63,6 +63,8 @@ class ChunkRow:
     pages: tuple[int, int] | None = None
     source_uri: str | None = None
     location: str | None = None
+    # A piece of a paragraph split at sentence boundaries to fit the budget or ceiling.
+    split: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +170,7 @@ class IngestResult(IngestReport):
         out["skipped_documents"] = [asdict(s) for s in self.skipped_documents]
         out["tenants"] = list(self.tenants)
         out["sources"] = list(self.sources)
+        out["split_sources"] = list(self.split_sources)
         out["shared_ids"] = [
             {**asdict(s), "other_tenants": list(s.other_tenants)} for s in self.shared_ids
         ]
@@ -199,6 +202,8 @@ INGEST_RESULT_KEYS = (
     "pruned",
     "metadata",
     "metadata_left_out",
+    "split_documents",
+    "split_sources",
 )
 
 

@@ -54,6 +54,9 @@ async def ingest_files(
             loaded = await converting(request, lambda: application.load_documents(ingest_request))
         except (SourceError, DocumentError) as error:
             raise uploads.refused_files(error, root) from error
+        unreadable = uploads.unreadable(loaded.skipped, root) if not skip_invalid else None
+        if unreadable is not None:  # each file was sent by name: refused, not left out
+            raise uploads.refused_files(unreadable, root)
         documents = tuple(uploads.owned(d, key, root, document_types) for d in loaded.documents)
         if not documents:
             raise invalid_field("files", "no file could be read (see skipped_files)")
