@@ -67,26 +67,29 @@ def test_each_conversion_limit_refuses_a_file_past_it_by_its_setting(
     # grown by other tests) the tree could fit there, so this case runs as a user does,
     # in a process of its own.
     run = ragwright_process if setting == "RAGWRIGHT_CONVERT_MAX_MEMORY" else ragwright
-    refused = run("chunks", str(folder), *DEFAULTS, home=home, **{setting: value})
+    # Found in a folder, the file is left out and listed with the setting; named, refused.
+    listed = run("chunks", str(folder), *DEFAULTS, home=home, **{setting: value})
+    assert listed.returncode == 0, listed.stderr
+    assert f"  {folder / name}: " in listed.stdout and f"({setting})" in listed.stdout
+    refused = run("chunks", str(folder / name), *DEFAULTS, home=home, **{setting: value})
     assert refused.returncode == 1
-    assert f"{folder / name}: " in refused.stderr
-    assert f"({setting})" in refused.stderr
+    assert f"{folder / name}: " in refused.stderr and f"({setting})" in refused.stderr
     # Without the setting that limit does not refuse it (its default is far above).
     allowed = ragwright("chunks", str(folder), *DEFAULTS, home=home)
-    assert f"({setting})" not in allowed.stderr
+    assert f"({setting})" not in allowed.stdout + allowed.stderr
 
 
-def test_the_bare_ingest_refuses_a_word_bomb_and_skip_invalid_lists_it(tmp_path: Path) -> None:
+def test_the_bare_ingest_leaves_a_word_bomb_out_and_lists_it(tmp_path: Path) -> None:
     folder = tmp_path / "docs"
     folder.mkdir()
     docx_bomb(folder / "bomb.docx", 200 * MIB)
     write_docx(folder / "policy.docx", ["Refunds take five days to appear."])
     home = tmp_path / "h"
-    refused = ragwright("ingest", str(folder), *DEFAULTS, home=home)
+    refused = ragwright("ingest", str(folder / "bomb.docx"), home=home)  # named: refused
     assert refused.returncode == 1
     assert "over the limit of 64.0 MiB (RAGWRIGHT_CONVERT_MAX_INFLATED)" in refused.stderr
     assert not (home / "index").exists()
-    done = ragwright("ingest", str(folder), *DEFAULTS, "--skip-invalid", "--json", home=home)
+    done = ragwright("ingest", str(folder), "--json", home=home)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["documents"] == 1

@@ -41,20 +41,18 @@ def test_chunks_shows_pages_and_where_each_documents_metadata_came_from(tmp_path
     assert not (tmp_path / "h").exists()
 
 
-def test_chunks_without_type_names_every_file_that_needs_one_in_one_run(tmp_path: Path) -> None:
+def test_chunks_without_type_gives_unlabelled_files_the_default_and_says_so(
+    tmp_path: Path,
+) -> None:
     result = ragwright("chunks", str(MIXED), "--state", "published", home=tmp_path)
-    assert result.returncode == 1
-    # The rules give the runbooks a type; the two other files are named with the fix.
+    assert result.returncode == 0, result.stderr
+    # The rules give the runbooks a type; the two other files take the default, shown.
     rules = MIXED / "ragwright-sources.toml"
-    assert (
-        f"{MIXED / 'change-freeze.md'}: document_type missing: pass --type or add a rule "
-        f"in {rules} (or front matter)" in result.stderr
-    )
-    assert (
-        f"{MIXED / 'vpn-access.txt'}: document_type missing: pass --type or add a rule in {rules}"
-        in result.stderr
-    )
-    assert "2 problems in the sources" in result.stderr
+    lines = result.stdout.splitlines()
+    (vpn,) = [line for line in lines if line.startswith(f"  {MIXED / 'vpn-access.txt'}: ")]
+    assert "type runbook (default), state published (--state)" in vpn
+    (pdf,) = [line for line in lines if "payment-retries.pdf: " in line]
+    assert f"type runbook (rule 'runbooks/*' in {rules})" in pdf
 
 
 @pytest.mark.slow
@@ -108,13 +106,18 @@ def _unreadable(folder: Path) -> Path:
     return folder
 
 
-def test_unreadable_files_stop_the_run_before_anything_is_written(tmp_path: Path) -> None:
+def test_unreadable_files_of_a_folder_are_left_out_and_a_named_one_is_refused(
+    tmp_path: Path,
+) -> None:
     folder = _unreadable(tmp_path / "docs")
-    result = ragwright("ingest", str(folder), *DEFAULTS, home=tmp_path / "h")
-    assert result.returncode == 1
-    assert f"{folder / 'locked.pdf'}: password-protected" in result.stderr
-    assert f"{folder / 'scan.pdf'}: no text layer" in result.stderr
+    refused = ragwright("ingest", str(folder / "locked.pdf"), home=tmp_path / "h")
+    assert refused.returncode == 1
+    assert f"{folder / 'locked.pdf'}: password-protected" in refused.stderr
     assert not (tmp_path / "h" / "index").exists()
+    result = ragwright("ingest", str(folder), home=tmp_path / "h")
+    assert result.returncode == 0, result.stderr
+    assert f"  {folder / 'locked.pdf'}: password-protected" in result.stdout
+    assert f"  {folder / 'scan.pdf'}: no text layer" in result.stdout
 
 
 @pytest.mark.slow
@@ -157,11 +160,12 @@ def test_chunks_of_a_scan_say_ocr_and_without_tesseract_it_is_refused(tmp_path: 
         "chunks", str(folder), *DEFAULTS, home=tmp_path / "h", PATH=str(empty), check=True
     )
     assert "scan.pdf/page-1/p0 " in without.stdout and "OCR" not in without.stdout
-    # ... and a file of pictures only is refused as before, with the hint.
+    # ... and a file of pictures only, named, is refused as before, with the hint.
     only = tmp_path / "scans"
     only.mkdir()
     write_scan(only, [SCANNED])
-    refused = ragwright("chunks", str(only), *DEFAULTS, home=tmp_path / "h", PATH=str(empty))
+    (scan,) = only.iterdir()
+    refused = ragwright("chunks", str(scan), *DEFAULTS, home=tmp_path / "h", PATH=str(empty))
     assert refused.returncode == 1
     assert "no text layer: 1 page of pictures only (a scan?)" in refused.stderr
     assert "install tesseract-ocr and tesseract-ocr-eng" in refused.stderr

@@ -107,20 +107,17 @@ def test_a_navigation_page_of_only_front_matter_is_left_out_as_a_file_with_no_te
         },
     )
     stub = folder / "alerting" / "index.md"
-    refused = ragwright("chunks", str(folder), *DEFAULTS, home=tmp_path / "h")
+    listed = ragwright("chunks", str(folder), home=tmp_path / "h")  # no flags
+    assert listed.returncode == 0, listed.stderr
+    assert f"  {stub}: holds no text, only front matter" in listed.stdout.splitlines()
+    assert "alerting/overview/intro/p0" in _chunks_skipping(folder, tmp_path / "h")
+    refused = ragwright("chunks", str(stub), home=tmp_path / "h")  # named: refused
     assert refused.returncode == 1
     assert f"{stub}: holds no text, only front matter" in refused.stderr
-    # The refusal's hint holds: --skip-invalid leaves the page out and reads the rest.
-    skipped = ragwright("chunks", str(folder), *DEFAULTS, "--skip-invalid", home=tmp_path / "h")
-    assert skipped.returncode == 0, skipped.stderr
-    assert f"  {stub}: holds no text, only front matter" in skipped.stdout.splitlines()
-    assert "alerting/overview/intro/p0" in _chunks_skipping(folder, tmp_path / "h")
 
 
 def _chunks_skipping(folder: Path, home: Path) -> list[str]:
-    result = ragwright(
-        "chunks", str(folder), *DEFAULTS, "--skip-invalid", "--json", home=home, check=True
-    )
+    result = ragwright("chunks", str(folder), "--json", home=home, check=True)
     return [f"{c['document_id']}/{c['chunk_id']}" for c in json.loads(result.stdout)]
 
 

@@ -36,6 +36,8 @@ PRINTED_KEYS = [
     "pruned",
     "metadata",
     "metadata_left_out",
+    "split_documents",
+    "split_sources",
 ]
 
 

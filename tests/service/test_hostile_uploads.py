@@ -236,13 +236,13 @@ def test_uploads_at_once_take_turns_in_the_conversion_slots(
     [
         ([("a.exe", b"MZ")], FORM, "files", "no document files"),
         (
-            [("note.txt", b"Title\n\nBody")],
+            [("note.md", b"---\npublication_sate: draft\n---\n# Title\n\nBody")],
             {},
-            "files[note.txt]",
-            "pass document_type or add a rule in ragwright-sources.toml",
+            "files[note.md]",
+            "did you mean 'publication_state'",
         ),
     ],
-    ids=["no-document-file", "metadata-missing"],
+    ids=["no-document-file", "front-matter-typo"],
 )
 def test_a_refusal_names_what_was_sent_never_the_servers_folder(
     make_service: Callable[..., Service],

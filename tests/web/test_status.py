@@ -56,13 +56,13 @@ def test_ingesting_a_file_adds_it_and_names_what_a_refused_file_lacks(
     expect(page.locator("#ingestion")).to_contain_text("Ingested pager-handover.md: 1 documents")
     expect(page.locator("#documents")).to_contain_text("page-upload-note")
     expect(page.locator("main")).to_contain_text("Last ingestion through this service:")
-    other = tmp_path / "notes.txt"
-    other.write_text("plain text", encoding="utf-8")
+    other = tmp_path / "notes.md"
+    other.write_text("---\npublication_sate: draft\n---\n# Notes\n\nText.\n", encoding="utf-8")
     page.get_by_label("Document file").set_input_files(str(other))
     page.get_by_role("button", name="Ingest").click()
-    # Read like ragwright ingest reads it, and refused with every missing field named.
-    expect(page.locator("#ingestion")).to_contain_text("notes.txt: document_type missing")
-    expect(page.locator("#ingestion")).to_contain_text("publication_state missing")
+    # Read like ragwright ingest reads it, and refused naming the key it resembles.
+    expect(page.locator("#ingestion")).to_contain_text("notes.md:")
+    expect(page.locator("#ingestion")).to_contain_text("did you mean 'publication_state'")
     expect(page.locator("#ingestion")).not_to_contain_text("/tmp")
 
 

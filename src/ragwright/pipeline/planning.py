@@ -25,7 +25,7 @@ from ragwright.core.points import (
     plan_document,
     source_digest,
 )
-from ragwright.errors import InputTooLong
+from ragwright.errors import DocumentError, InputTooLong, SourceError
 from ragwright.protocols import Embedder, SparseEncoder, VectorIndex
 from ragwright.types import (
     Chunk,
@@ -76,13 +76,23 @@ DOCUMENT_SLICE = 128
 
 
 def in_slices(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    """Consecutive lists of ``size`` items (the last may be shorter)."""
+    """Consecutive lists of ``size`` items (the last may be shorter).
+
+    Sources raise their problems at the end of their pass (adapters/sources.py): the
+    items read before are still handed on, so the validation pass checks them too and
+    names their problems with the sources' in one run.
+    """
     part: list[Any] = []
-    for item in items:
-        part.append(item)
-        if len(part) == size:
+    try:
+        for item in items:
+            part.append(item)
+            if len(part) == size:
+                yield part
+                part = []
+    except (SourceError, DocumentError):
+        if part:
             yield part
-            part = []
+        raise
     if part:
         yield part
 

@@ -183,7 +183,7 @@ def prepare_run(
                         pending = [p for p in plan.points if p.stored_id not in stored]
                         check_lengths(embedder, pending)
                     except (ChunkingError, InputTooLong) as error:
-                        problems.append(_problem(document, error))
+                        problems.append(document_problem(document, error))
                         errors.append(error)
                         continue
                     if any(p.chunk.split for p in plan.points):
@@ -197,18 +197,18 @@ def prepare_run(
         # The sources' own problems come at the end of their pass: named with ours.
         if not problems:
             raise
-        listed = (*error.problems, *_listed(problems))
+        listed = (*error.problems, *listed_problems(problems))
         raise DocumentProblems(error.source, listed, tuple(errors)) from error
     except (SourceError, DocumentError) as error:
         if not problems:
             raise
         where = getattr(error, "source", None) or "sources"
-        listed = ((where, str(error)), *_listed(problems))
+        listed = ((where, str(error)), *listed_problems(problems))
         raise DocumentProblems("sources", listed, tuple(errors)) from error
     if len(errors) == 1 and not skip_invalid:
         raise errors[0]  # one problem: its own error, typed and with its fields
     if problems and not skip_invalid:
-        raise DocumentProblems("sources", _listed(problems), tuple(errors))
+        raise DocumentProblems("sources", listed_problems(problems), tuple(errors))
     if prune and not seen.keys:
         raise SourceError("sources", "no documents found; refusing to --prune every document")
     scope = tenants_seen | set(tenants)
@@ -241,11 +241,14 @@ def prepare_run(
     )
 
 
-def _listed(problems: Sequence[SkippedDocument]) -> tuple[tuple[str, str], ...]:
+def listed_problems(problems: Sequence[SkippedDocument]) -> tuple[tuple[str, str], ...]:
+    """Documents' problems as a refusal lists them: (file, "field: reason")."""
     return tuple((p.source, f"{p.field}: {p.reason}") for p in problems)
 
 
-def _problem(document: SourceDocument, error: ChunkingError | InputTooLong) -> SkippedDocument:
+def document_problem(
+    document: SourceDocument, error: ChunkingError | InputTooLong
+) -> SkippedDocument:
     """A document the run cannot write, with its reason and fix."""
     if isinstance(error, ChunkingError):
         field = "chunking"
