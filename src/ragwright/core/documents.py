@@ -109,7 +109,11 @@ def validate_document(
         raise DocumentError(
             doc_id,
             "document_type",
-            f"{doc_type!r} is not one of {list(document_types)} (exact spelling)",
+            f"{doc_type!r} is not one of {list(document_types)} (exact spelling); a new "
+            "type is added to the controlled list: RAGWRIGHT_DOCUMENT_TYPES="
+            + "'"
+            + json.dumps([*document_types, doc_type])
+            + "' (or document_types in ragwright.toml)",
         )
     state = _require_text(doc_id, "publication_state", publication_state)
     if state not in PUBLICATION_STATES:
