@@ -141,10 +141,12 @@ def test_markdown_written_for_another_tool_goes_in_with_no_flags(tmp_path: Path)
 def test_a_run_that_writes_nothing_leaves_no_collection_bound_to_its_policy(
     tmp_path: Path,
 ) -> None:
-    folder = _write(tmp_path / "docs", {"a.md": "---\ntenat: acme\n---\n# A\n\nText.\n"})
+    # Refused by the validation pass, after the collection was opened for writing.
+    heading = " ".join(f"w{i}" for i in range(90))
+    folder = _write(tmp_path / "docs", {"a.md": f"# A\n\n## {heading}\n\nText.\n"})
     home = tmp_path / "home"
     failed = ragwright("ingest", str(folder), home=home)
-    assert failed.returncode == 1 and "did you mean 'tenant'" in failed.stderr
+    assert failed.returncode == 1 and "the heading alone has 90 words" in failed.stderr
     (folder / "a.md").write_text("# A\n\nText.\n", "utf-8")
     data = _ingest(folder, home, "--policy", "sentence-blocks")
     assert data["chunking_version"].startswith("sentence-blocks") and data["embedded"] == 1
