@@ -149,6 +149,15 @@ def _fresh_process_state() -> Iterator[None]:
         own.setLevel(own_level)
 
 
+def write_tree(folder: Path, files: dict[str, str]) -> Path:
+    """``folder`` with each (relative path, text) of ``files`` written (folders made)."""
+    for name, text in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, "utf-8")
+    return folder
+
+
 def copy_home(source: Path, target: Path) -> Path:
     """A copy of the home ``source`` at ``target`` that a test may write to, without its
     ``models`` (the local model's cache and the state of its background process)."""

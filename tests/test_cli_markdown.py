@@ -9,17 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli import ragwright
+from tests.cli import ragwright, write_tree
 
 DEFAULTS = ("--type", "note", "--state", "published")
-
-
-def _write(folder: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = folder / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, "utf-8")
-    return folder
 
 
 def _chunks(folder: Path, home: Path) -> dict[str, dict[str, object]]:
@@ -28,7 +20,7 @@ def _chunks(folder: Path, home: Path) -> dict[str, dict[str, object]]:
 
 
 def test_markdown_without_a_title_is_named_after_its_file_and_says_so(tmp_path: Path) -> None:
-    folder = _write(
+    folder = write_tree(
         tmp_path / "docs",
         {
             "starts-with-h2.md": "## Install\n\nRun the installer.\n",
@@ -51,7 +43,7 @@ def test_markdown_without_a_title_is_named_after_its_file_and_says_so(tmp_path: 
 
 
 def test_an_empty_section_before_a_sub_heading_is_merged_not_a_failure(tmp_path: Path) -> None:
-    folder = _write(
+    folder = write_tree(
         tmp_path / "docs",
         {
             # An h1 after the title is a section; here it holds only the next heading.
@@ -82,7 +74,7 @@ def test_an_empty_section_before_a_sub_heading_is_merged_not_a_failure(tmp_path:
 def test_another_tools_front_matter_gives_its_title_and_the_rest_is_ignored(
     tmp_path: Path,
 ) -> None:
-    folder = _write(
+    folder = write_tree(
         tmp_path / "docs",
         {
             "alerting.md": "---\ntitle: Alerting overview\nsort_rank: 3\nnav_title: Alerts\n"
@@ -99,7 +91,7 @@ def test_another_tools_front_matter_gives_its_title_and_the_rest_is_ignored(
 def test_a_navigation_page_of_only_front_matter_is_left_out_as_a_file_with_no_text(
     tmp_path: Path,
 ) -> None:
-    folder = _write(
+    folder = write_tree(
         tmp_path / "docs",
         {
             "alerting/index.md": "---\ntitle: Alertmanager\nsort_rank: 7\nnav_icon: bell\n---\n",
@@ -122,7 +114,7 @@ def _chunks_skipping(folder: Path, home: Path) -> list[str]:
 
 
 def test_a_near_miss_of_a_ragwright_key_is_still_refused_as_a_typo(tmp_path: Path) -> None:
-    folder = _write(
+    folder = write_tree(
         tmp_path / "docs",
         {"a.md": "---\npublication_sate: draft\nnav_icon: bell\n---\n# A\n\nText.\n"},
     )
@@ -135,7 +127,7 @@ def test_a_near_miss_of_a_ragwright_key_is_still_refused_as_a_typo(tmp_path: Pat
 
 
 def test_a_location_names_the_path_below_the_ingested_folder(tmp_path: Path) -> None:
-    folder = _write(
+    folder = write_tree(
         tmp_path / "manual",
         {
             "index.md": "# Manual\n\nStart here.\n",
@@ -158,7 +150,7 @@ def test_a_location_names_the_path_below_the_ingested_folder(tmp_path: Path) -> 
 
 @pytest.mark.slow
 def test_ingest_reports_the_file_name_title_and_search_cites_the_path(tmp_path: Path) -> None:
-    folder = _write(
+    folder = write_tree(
         tmp_path / "manual",
         {
             "docs/index.md": "## Rotation\n\nThe signing key is rotated every 90 days.\n",

@@ -10,7 +10,7 @@ from typing import Any
 
 from tests.adapters.formats.pdf_maker import make_pdf
 from tests.adapters.formats.test_converters import PAGE, make_docx
-from tests.cli import ragwright
+from tests.cli import ragwright, write_tree
 from tests.conftest import shared_data
 
 
@@ -30,14 +30,6 @@ def _ask(question: str, home: Path) -> dict[str, Any]:
 
 def _cited(answer: dict[str, Any]) -> set[str]:
     return {c["document_id"] for c in answer["citations"]}
-
-
-def _write(folder: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = folder / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, "utf-8")
-    return folder
 
 
 def test_the_public_pdf_samples_go_in_with_no_flags_and_answer(tmp_path: Path) -> None:
@@ -71,7 +63,7 @@ def test_a_folder_of_every_format_goes_in_with_no_flags(tmp_path: Path) -> None:
     long_paragraph = " ".join(
         f"Step {i} of the failover moves replica {i} to the standby region." for i in range(30)
     )
-    _write(
+    write_tree(
         folder,
         {
             "notes.md": "# Disk alerts\n\nWhen a disk alert fires, check df first.\n",
@@ -113,7 +105,7 @@ def test_a_folder_of_every_format_goes_in_with_no_flags(tmp_path: Path) -> None:
 
 def test_markdown_written_for_another_tool_goes_in_with_no_flags(tmp_path: Path) -> None:
     separator = "|" + "-" * 300 + "|"
-    folder = _write(
+    folder = write_tree(
         tmp_path / "docs",
         {
             # Another site generator's front matter, no ids, a front-matter-only index.
@@ -143,7 +135,7 @@ def test_a_run_that_writes_nothing_leaves_no_collection_bound_to_its_policy(
 ) -> None:
     # Refused by the validation pass, after the collection was opened for writing.
     heading = " ".join(f"w{i}" for i in range(90))
-    folder = _write(tmp_path / "docs", {"a.md": f"# A\n\n## {heading}\n\nText.\n"})
+    folder = write_tree(tmp_path / "docs", {"a.md": f"# A\n\n## {heading}\n\nText.\n"})
     home = tmp_path / "home"
     failed = ragwright("ingest", str(folder), home=home)
     assert failed.returncode == 1 and "the heading alone has 90 words" in failed.stderr
@@ -156,7 +148,7 @@ def test_every_document_problem_is_named_in_one_run_and_skip_invalid_writes_the_
     tmp_path: Path,
 ) -> None:
     heading = " ".join(f"word{i}" for i in range(90))
-    folder = _write(
+    folder = write_tree(
         tmp_path / "docs",
         {
             "good.md": "# Good\n\nThe good page is written.\n",
