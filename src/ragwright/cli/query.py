@@ -268,8 +268,9 @@ def ask(
     Retrieves eligible chunks, assembles them within the token budget, asks the model for
     a schema-constrained answer, validates it and resolves its citations. With no
     eligible evidence, no model is called; when the best evidence sentence is less
-    similar to the question than the calibrated answerability threshold, the answer is
-    [insufficient] without a model call.
+    similar to the question than the answerability threshold (calibrated with `eval
+    calibrate --write`, else the embedding profile's uncalibrated default), the answer is
+    [insufficient] without a model call; the last line says which threshold applied.
 
     After an ask or search run in its own process, a warm command process runs the next
     ones from the same directory and environment (RAGWRIGHT_COMMAND_KEEP_WARM; `ragwright
