@@ -36,14 +36,12 @@ from ragwright.deadline import Deadline, deadline_bound
 from ragwright.errors import (
     ChunkingError,
     DocumentError,
-    DocumentProblems,
     InputTooLong,
     SourceError,
-    SourceProblems,
 )
 from ragwright.pipeline.ingest import ingest
 from ragwright.pipeline.planning import ProgressCallback, check_new_document, chunk_document
-from ragwright.pipeline.validation import document_problem, listed_problems
+from ragwright.pipeline.validation import Findings
 from ragwright.protocols import Embedder, SparseEncoder, VectorIndex
 from ragwright.settings import Settings
 from ragwright.types import ChunkingPolicy, IngestReport
@@ -169,34 +167,22 @@ class Corpus:
 
     def _with_document_problems(
         self, error: SourceError | DocumentError, request: IngestRequest, policy: ChunkingPolicy
-    ) -> SourceError | DocumentError:
+    ) -> Exception:
         """The sources' refusal with the problems of the documents they did read (a
         heading over the budget, an input over the model's limit), so one run names every
         problem: on this failure path only, the sources are read a second time and each
         readable document chunked and measured as the validation pass would."""
         embedder, sparse = self.parts.embedder(), self.parts.sparse_encoder()
-        problems, errors = [], []
+        found = Findings()
         try:
             for document in self.parts.sources.stream_documents(request):
                 try:
                     check_new_document(document, policy, embedder, sparse, count_terms=False)
                 except (ChunkingError, InputTooLong) as problem:
-                    problems.append(document_problem(document, problem))
-                    errors.append(problem)
+                    found.refused(document, problem)
         except (SourceError, DocumentError):
             pass  # the same refusal as the first pass
-        if not problems:
-            return error
-        listed = (
-            error.problems
-            if isinstance(error, SourceProblems)
-            else ((getattr(error, "source", None) or "sources", str(error)),)
-        )
-        return DocumentProblems(
-            getattr(error, "source", None) or "sources",
-            (*listed, *listed_problems(problems)),
-            tuple(errors),
-        )
+        return found.with_sources(error)
 
     def status(self, request: StatusRequest | None = None) -> StatusResult:
         """Documents, chunks, states and chunking versions the collection holds."""

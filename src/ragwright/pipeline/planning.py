@@ -25,7 +25,7 @@ from ragwright.core.points import (
     plan_document,
     source_digest,
 )
-from ragwright.errors import DocumentError, InputTooLong, SourceError
+from ragwright.errors import InputTooLong
 from ragwright.protocols import Embedder, SparseEncoder, VectorIndex
 from ragwright.types import (
     Chunk,
@@ -76,23 +76,13 @@ DOCUMENT_SLICE = 128
 
 
 def in_slices(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    """Consecutive lists of ``size`` items (the last may be shorter).
-
-    Sources raise their problems at the end of their pass (adapters/sources.py): the
-    items read before are still handed on, so the validation pass checks them too and
-    names their problems with the sources' in one run.
-    """
+    """Consecutive lists of ``size`` items (the last may be shorter)."""
     part: list[Any] = []
-    try:
-        for item in items:
-            part.append(item)
-            if len(part) == size:
-                yield part
-                part = []
-    except (SourceError, DocumentError):
-        if part:
+    for item in items:
+        part.append(item)
+        if len(part) == size:
             yield part
-        raise
+            part = []
     if part:
         yield part
 

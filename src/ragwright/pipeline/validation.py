@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import closing
+from dataclasses import dataclass, field
 
 from ragwright.core.contracts import require_compatible
 from ragwright.core.documents import SeenDocuments
@@ -72,8 +73,8 @@ def prepare_run(
     of the stored points of the slice's documents; a changed document is chunked and its
     embedding inputs measured. A document that cannot be chunked or embedded (a heading
     over the budget, an input over the profile's limit) is a problem of that document:
-    the pass goes on, and at its end raises every such problem in one
-    :class:`~ragwright.errors.SourceProblems`, or with ``skip_invalid`` leaves those
+    the pass goes on, and at its end raises it (one as its own error, several in one
+    :class:`~ragwright.errors.DocumentProblems`), or with ``skip_invalid`` leaves those
     documents out of the writing pass (their stored points, if any, are kept and not
     pruned) and lists them in ``RunPlan.left_out``. Nothing of a slice is kept but its
     keys and counts, and the names of the first documents whose paragraphs were split.
@@ -102,17 +103,7 @@ def prepare_run(
     shared_in_run: set[str] = set()
     unchanged = planned = 0
     terms = pending_chunks = 0
-    problems: list[SkippedDocument] = []
-    errors: list[ChunkingError | InputTooLong] = []
-    split = 0
-    split_names: list[str] = []
-
-    def split_seen(document: SourceDocument) -> None:
-        nonlocal split
-        split += 1
-        if len(split_names) < SPLIT_EXAMPLES:
-            split_names.append(document.source_uri or document.document_id)
-
+    found = Findings()
     prefetch = ScanPrefetch(index)
     work = None
     if source_process and source_process_wanted(documents):
@@ -124,91 +115,72 @@ def prepare_run(
             check_new=index.count() == 0,
             count_terms=stats is None,
         )
-    try:
-        with closing(read_slices(documents, slice_size, work)) as slices:
-            for read in slices:
-                part = read.documents
-                for document in part:
-                    seen.add(document)
-                    tenants_seen.add(document.tenant)
-                    if not ids.add(None, document.document_id):
-                        shared_in_run.add(document.document_id)
-                digests = read.digests or [
-                    document_source_digest(d, policy, embedder, sparse_encoder) for d in part
-                ]
-                # Documents proven unchanged by counts are not scanned (pipeline/unchanged.py).
-                proven = proven_unchanged(index, policy.version, part, digests)
-                rest = [
-                    (d, s)
-                    for d, s in zip(part, digests, strict=True)
-                    if document_key(d) not in proven
-                ]
-                existing = scan_documents(index, policy.version, [d for d, _ in rest])
-                prefetch.scanned(existing)
-                candidates = dict(_changed_documents(rest, existing))
-                for position, document in enumerate(part):
-                    key = document_key(document)
-                    if key in proven:
-                        unchanged += proven[key]
+    with closing(read_slices(documents, slice_size, work)) as slices:
+        for read in slices:
+            part = read.documents
+            for document in part:
+                seen.add(document)
+                tenants_seen.add(document.tenant)
+                if not ids.add(None, document.document_id):
+                    shared_in_run.add(document.document_id)
+            digests = read.digests or [
+                document_source_digest(d, policy, embedder, sparse_encoder) for d in part
+            ]
+            # Documents proven unchanged by counts are not scanned (pipeline/unchanged.py).
+            proven = proven_unchanged(index, policy.version, part, digests)
+            rest = [
+                (d, s) for d, s in zip(part, digests, strict=True) if document_key(d) not in proven
+            ]
+            existing = scan_documents(index, policy.version, [d for d, _ in rest])
+            prefetch.scanned(existing)
+            candidates = dict(_changed_documents(rest, existing))
+            for position, document in enumerate(part):
+                key = document_key(document)
+                if key in proven:
+                    unchanged += proven[key]
+                    continue
+                source = candidates.get(key)
+                if source is None:  # stored live under the same source digest
+                    unchanged += len(existing[key])
+                    continue
+                stored = existing.get(key, {})
+                try:
+                    if not stored:
+                        checked = read.checks[position] if read.checks else None
+                        chunks, lexical_terms, cut = checked or check_new_document(
+                            document,
+                            policy,
+                            embedder,
+                            sparse_encoder,
+                            count_terms=stats is None,
+                        )
+                        if cut:
+                            found.split_seen(document)
+                        if stats is None:
+                            terms += lexical_terms
+                            pending_chunks += chunks
+                        planned += chunks
+                        changed.add(*key)
                         continue
-                    source = candidates.get(key)
-                    if source is None:  # stored live under the same source digest
-                        unchanged += len(existing[key])
+                    plan = chunk_and_plan(document, policy, embedder, source)
+                    if stored.keys() == {p.stored_id for p in plan.points} and all(
+                        (s.document, s.state) == (plan.digest, LIVE) for s in stored.values()
+                    ):
+                        unchanged += len(stored)
                         continue
-                    stored = existing.get(key, {})
-                    try:
-                        if not stored:
-                            checked = read.checks[position] if read.checks else None
-                            chunks, lexical_terms, cut = checked or check_new_document(
-                                document,
-                                policy,
-                                embedder,
-                                sparse_encoder,
-                                count_terms=stats is None,
-                            )
-                            if cut:
-                                split_seen(document)
-                            if stats is None:
-                                terms += lexical_terms
-                                pending_chunks += chunks
-                            planned += chunks
-                            changed.add(*key)
-                            continue
-                        plan = chunk_and_plan(document, policy, embedder, source)
-                        if stored.keys() == {p.stored_id for p in plan.points} and all(
-                            (s.document, s.state) == (plan.digest, LIVE) for s in stored.values()
-                        ):
-                            unchanged += len(stored)
-                            continue
-                        pending = [p for p in plan.points if p.stored_id not in stored]
-                        check_lengths(embedder, pending)
-                    except (ChunkingError, InputTooLong) as error:
-                        problems.append(document_problem(document, error))
-                        errors.append(error)
-                        continue
-                    if any(p.chunk.split for p in plan.points):
-                        split_seen(document)
-                    if stats is None:
-                        terms += sum(sparse_encoder.count_terms(p.lexical_text) for p in pending)
-                        pending_chunks += len(pending)
-                    planned += len(plan.points)
-                    changed.add(*key)
-    except SourceProblems as error:
-        # The sources' own problems come at the end of their pass: named with ours.
-        if not problems:
-            raise
-        listed = (*error.problems, *listed_problems(problems))
-        raise DocumentProblems(error.source, listed, tuple(errors)) from error
-    except (SourceError, DocumentError) as error:
-        if not problems:
-            raise
-        where = getattr(error, "source", None) or "sources"
-        listed = ((where, str(error)), *listed_problems(problems))
-        raise DocumentProblems("sources", listed, tuple(errors)) from error
-    if len(errors) == 1 and not skip_invalid:
-        raise errors[0]  # one problem: its own error, typed and with its fields
-    if problems and not skip_invalid:
-        raise DocumentProblems("sources", listed_problems(problems), tuple(errors))
+                    pending = [p for p in plan.points if p.stored_id not in stored]
+                    check_lengths(embedder, pending)
+                except (ChunkingError, InputTooLong) as error:
+                    found.refused(document, error)
+                    continue
+                if any(p.chunk.split for p in plan.points):
+                    found.split_seen(document)
+                if stats is None:
+                    terms += sum(sparse_encoder.count_terms(p.lexical_text) for p in pending)
+                    pending_chunks += len(pending)
+                planned += len(plan.points)
+                changed.add(*key)
+    found.check(skip_invalid)
     if prune and not seen.keys:
         raise SourceError("sources", "no documents found; refusing to --prune every document")
     scope = tenants_seen | set(tenants)
@@ -235,10 +207,53 @@ def prepare_run(
         prune=prune,
         shared_in_run=frozenset(shared_in_run),
         prune_within=prune_within,
-        left_out=tuple(problems),
-        split_documents=split,
-        split_sources=tuple(split_names),
+        left_out=tuple(found.problems),
+        split_documents=found.split,
+        split_sources=tuple(found.split_names),
     )
+
+
+@dataclass
+class Findings:
+    """What the validation pass found of the documents themselves: those it cannot
+    chunk or embed (each with its typed error), and those with split paragraphs (a
+    count and the first :data:`SPLIT_EXAMPLES` names)."""
+
+    problems: list[SkippedDocument] = field(default_factory=list)
+    errors: list[ChunkingError | InputTooLong] = field(default_factory=list)
+    split: int = 0
+    split_names: list[str] = field(default_factory=list)
+
+    def split_seen(self, document: SourceDocument) -> None:
+        self.split += 1
+        if len(self.split_names) < SPLIT_EXAMPLES:
+            self.split_names.append(document.source_uri or document.document_id)
+
+    def refused(self, document: SourceDocument, error: ChunkingError | InputTooLong) -> None:
+        self.problems.append(document_problem(document, error))
+        self.errors.append(error)
+
+    def check(self, skip_invalid: bool) -> None:
+        """Raise the documents' problems unless ``skip_invalid`` leaves them out: one
+        as its own typed error, several in one :class:`DocumentProblems`."""
+        if skip_invalid or not self.problems:
+            return
+        if len(self.errors) == 1:
+            raise self.errors[0]
+        raise DocumentProblems("sources", listed_problems(self.problems), tuple(self.errors))
+
+    def with_sources(self, error: SourceError | DocumentError) -> Exception:
+        """The sources' refusal, with the documents' problems when there are any."""
+        if not self.problems:
+            return error
+        if isinstance(error, SourceProblems):
+            listed = error.problems
+        else:
+            listed = ((getattr(error, "source", None) or "sources", str(error)),)
+        source = getattr(error, "source", None) or "sources"
+        return DocumentProblems(
+            source, (*listed, *listed_problems(self.problems)), tuple(self.errors)
+        )
 
 
 def listed_problems(problems: Sequence[SkippedDocument]) -> tuple[tuple[str, str], ...]:
