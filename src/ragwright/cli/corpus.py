@@ -237,10 +237,12 @@ def ingest(
     """Index SOURCES: chunk, embed what changed, upsert, switch, verify.
 
     A document is its tenant and its id: a run changes, and --prune deletes, only
-    documents of the tenants it ingests. Prints a summary: documents, chunks, embedded,
-    unchanged, payload updated, deleted, verified, the scope (tenants, sources), ids
-    other tenants also hold, where each file's metadata came from, and the files under
-    SOURCES that were skipped and why.
+    documents of the tenants it ingests. Files that give no type or state are published
+    runbooks (shown as "default"), what ask and search read by default. Prints a summary:
+    documents, chunks, embedded, unchanged, payload updated, deleted, verified, the scope
+    (tenants, sources), ids other tenants also hold, the documents whose long paragraphs
+    were split at sentences to fit, where each file's metadata came from, and the files
+    under SOURCES that were left out and why (unreadable files of a folder always are).
     Re-running on unchanged input embeds and writes nothing.
     """
     from ragwright.application import IngestRequest
