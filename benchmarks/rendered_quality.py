@@ -456,17 +456,23 @@ def run_copy(
     dataset = scratch / f"{corpus}-{fmt}.jsonl"
     dataset.write_text("".join(json.dumps(c) + "\n" for c in copy_cases(cases, fmt)))
     home = scratch / f"home-{corpus}-{fmt}"
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(args.pythonpath),
-        "RAGWRIGHT_HOME": str(home),
-        "RAGWRIGHT_CHUNKING": "sentence-blocks",
-        "RAGWRIGHT_MAX_WORDS": str(SETTINGS[corpus]["max_words"]),
-        "RAGWRIGHT_MAX_TOKENS": "256",
-    }
-    types = [arg for kind in SETTINGS[corpus]["types"] for arg in ("--type", kind)]
+    env = {**os.environ, "PYTHONPATH": str(args.pythonpath), "RAGWRIGHT_HOME": str(home)}
     own_metadata = SETTINGS[corpus].get("own_metadata", False)
-    defaults = [] if own_metadata else [*types, "--state", "published"]
+    if args.defaults:
+        # As a newcomer runs it: no chunking settings and no --type/--state at ingest;
+        # unlabelled copies are then published runbooks, which the questions also search.
+        kinds = sorted({*SETTINGS[corpus]["types"], "runbook"})
+        defaults: list[str] = []
+    else:
+        env["RAGWRIGHT_CHUNKING"] = "sentence-blocks"
+        env["RAGWRIGHT_MAX_WORDS"] = str(SETTINGS[corpus]["max_words"])
+        env["RAGWRIGHT_MAX_TOKENS"] = "256"
+        kinds = SETTINGS[corpus]["types"]
+    types = [arg for kind in kinds for arg in ("--type", kind)]
+    if not own_metadata and not args.defaults:
+        defaults = [*types, "--state", "published"]
+    elif not args.defaults:
+        defaults = []
     started = time.perf_counter()
     ingested = ragwright(["ingest", str(source), *defaults], env, args.ragwright_python)
     ingest_s = time.perf_counter() - started
@@ -680,6 +686,12 @@ def main() -> None:
     )
     parser.add_argument("--tolerance", type=float, default=0.03)
     parser.add_argument(
+        "--defaults",
+        action="store_true",
+        help="ingest with no chunking settings and no --type/--state (the bare command); "
+        "without it, sentence-blocks at the corpus's budget and 256 tokens, as before",
+    )
+    parser.add_argument(
         "--sample", type=int, default=0, help="every k-th document, N per corpus (0: all)"
     )
     parser.add_argument(
@@ -711,6 +723,8 @@ def main() -> None:
     result: dict[str, Any] = {
         "benchmark": "rendered_quality",
         "converter": args.converter,
+        "defaults": args.defaults,
+        "load_average_before": list(os.getloadavg()),
         "pythonpath": str(args.pythonpath),
         "tolerance": args.tolerance,
         "sample": args.sample,
@@ -763,7 +777,10 @@ def main() -> None:
                 **compared,
                 "copies": copies,
             }
-    out = args.out or RESULTS / f"rendered_quality_{args.converter}.json"
+    result["load_average_after"] = list(os.getloadavg())
+    out = (
+        args.out or RESULTS / f"rendered_quality_{args.converter}{'_defaults' * args.defaults}.json"
+    )
     if out.exists():  # a run of some corpora keeps the others' figures (each says its sample)
         earlier = json.loads(out.read_text())
         for corpus, figures in earlier.get("corpora", {}).items():
