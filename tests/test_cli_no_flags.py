@@ -170,3 +170,43 @@ def test_every_document_problem_is_named_in_one_run_and_skip_invalid_writes_the_
     assert "the heading alone has 90 words" in data["skipped_documents"][0]["reason"]
     assert [Path(s["path"]).name for s in data["skipped_files"]] == ["typo.md"]
     assert data["documents"] == 2 and data["embedded"] == 1
+
+
+def test_metadata_values_are_named_with_where_they_came_from_and_a_near_spelling(
+    tmp_path: Path,
+) -> None:
+    folder = write_tree(
+        tmp_path / "docs",
+        {
+            "disk.md": "---\ndocument_type: runbok\npublication_state: publised\n---\n# D\n\nT.\n",
+            "hugo.md": "---\ntitle: Deploy\ndraft: true\nweight: 3\n---\n\nWe deploy on Fridays.\n",
+            "LICENSE": "MIT\n",
+        },
+    )
+    home = tmp_path / "home"
+    refused = ragwright("ingest", str(folder), home=home)
+    assert refused.returncode == 1
+    (line,) = refused.stderr.splitlines()  # both fields of the file, in one line
+    assert "'runbok' (from the file's front matter)" in line and "did you mean 'runbook'?" in line
+    assert "'publised'" in line and "did you mean 'published'?" in line
+    assert line.endswith("(nothing was written; --skip-invalid leaves it out)")
+    once = ragwright("ingest", str(folder), "--type", "docs", home=home)
+    (line,) = once.stderr.splitlines()  # one problem of the command line, not one a file
+    assert line.startswith("error: --type: document_type 'docs' is not one of")
+    assert 'RAGWRIGHT_DOCUMENT_TYPES=\'["runbook", "note", "docs"]\'' in line
+    (folder / "disk.md").unlink()
+    data = _ingest(folder, home)
+    (hugo,) = data["metadata"]
+    assert (hugo["publication_state"], hugo["state_from"]) == ("draft", "front matter")
+    assert [(Path(s["path"]).name, s["kind"]) for s in data["skipped_files"]] == [
+        ("LICENSE", "not_a_document")
+    ]
+
+
+def test_a_run_whose_every_file_is_left_out_is_refused_naming_each(tmp_path: Path) -> None:
+    folder = write_tree(tmp_path / "docs", {"bad.md": "---\ntenat: acme\n---\n# B\n\nText.\n"})
+    refused = ragwright("ingest", str(folder), "--skip-invalid", home=tmp_path / "home")
+    assert refused.returncode == 1
+    assert "no document could be read; every file was left out:" in refused.stderr
+    assert f"{folder / 'bad.md'}: front matter key 'tenat'" in refused.stderr
+    assert not (tmp_path / "home" / "index").exists()

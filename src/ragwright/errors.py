@@ -15,6 +15,7 @@ Provider failures of every kind (chat, embedding, rerank) share one base and one
     │   │                                       (password, no text layer, corrupt, garbled,
     │   │                                       over a conversion limit)
     │   └── SourceProblems(source, problems)    every problem of every file of one pass
+    │       ├── NothingReadable(source, problems)  every file left out, each with its reason
     │       └── DocumentProblems(..., errors)    and of every document a run cannot chunk or embed
     ├── ConversionCancelled                     the caller went away while a file converted
     ├── DocumentError(document_id, field, rule) a document breaks a validation rule
@@ -141,6 +142,17 @@ class SourceProblems(SourceError):
             f"{count} problem{'s' if count != 1 else ''} in the sources "
             f"(nothing was written; --skip-invalid leaves these files out):\n{lines}",
         )
+
+
+class NothingReadable(SourceProblems):
+    """Every file of the sources was left out (each with its reason): a run of no
+    document would read as success."""
+
+    def __init__(self, source: str, problems: tuple[tuple[str, str], ...]) -> None:
+        super().__init__(source, problems)
+        lines = "\n".join(f"  {path}: {problem}" for path, problem in problems)
+        self.reason = f"no document could be read; every file was left out:\n{lines}"
+        self.args = (f"{source}: {self.reason}",)
 
 
 class DocumentProblems(SourceProblems):

@@ -39,7 +39,9 @@ naming the file and the rule.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
+import json
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -51,6 +53,7 @@ from ragwright.core.documents import validate_document
 from ragwright.errors import DocumentError, SourceError
 from ragwright.types import (
     DEFAULT_DOCUMENT_TYPES,
+    PUBLICATION_STATES,
     UNLABELLED_STATE,
     UNLABELLED_TYPE,
     DocumentOrigin,
@@ -181,6 +184,9 @@ def build_document(
     """
     front = converted.front_matter
     values = {name: _field(name, front, rules, relative, defaults) for name in RULE_FIELDS}
+    problems = [_value_problem(name, values[name], defaults, rules) for name in _CONTROLLED]
+    if any(problems):
+        raise SourceError(str(path), "; ".join(p for p in problems if p))
     title, title_from = converted.title, converted.title_from
     if title is None:
         title, title_from = path.stem, "file name"
@@ -213,6 +219,50 @@ def build_document(
         tenant_from=values["tenant"][1],
     )
     return document, origin
+
+
+_CONTROLLED = ("document_type", "publication_state")
+
+
+def _value_problem(
+    name: str, given: tuple[Any, str], defaults: SourceDefaults, rules: SourceRules
+) -> str | None:
+    """A type or state that is not one of the controlled values, with the fix where it
+    was given (front matter, a rule, an option), a near spelling if there is one, and
+    for a type, the setting that adds it. ``None`` when the value is fine."""
+    value, origin = given
+    allowed = defaults.document_types if name == "document_type" else PUBLICATION_STATES
+    if not isinstance(value, str) or value in allowed:
+        return None  # a non-string is the validation's to name
+    close = difflib.get_close_matches(value, allowed, n=1, cutoff=0.6)
+    where = {"front matter": "the file's front matter", "default": "the default"}.get(
+        origin, origin
+    )
+    problem = f"{name} {value!r} (from {where}) is not one of {list(allowed)}"
+    if close:
+        problem += f": did you mean {close[0]!r}?"
+    if name == "document_type":
+        added = json.dumps([*allowed, value])
+        problem += (
+            f"{';' if close else ':'} to add {value!r} as a new type, set "
+            f"RAGWRIGHT_DOCUMENT_TYPES='{added}' (or document_types in ./ragwright.toml) "
+            "for every command"
+        )
+    return problem
+
+
+def check_defaults(defaults: SourceDefaults, rules: SourceRules) -> None:
+    """``--type``/``--state`` checked once, before any file: a value every file would
+    take is one problem of the command line, not one per file.
+
+    Raises:
+        SourceError: naming the option, with its fix.
+    """
+    for name in _CONTROLLED:
+        option = _OPTIONS[name]
+        problem = _value_problem(name, (getattr(defaults, name), option), defaults, rules)
+        if problem is not None:
+            raise SourceError(option, problem.replace(f" (from {option})", "", 1))
 
 
 def fix_for(error: DocumentError, rules_file: str) -> str:

@@ -39,14 +39,22 @@ from ragwright.adapters.source_metadata import (
     SourceDefaults,
     SourceRules,
     build_document,
+    check_defaults,
     fix_for,
     read_rules,
 )
 from ragwright.core.documents import SeenDocuments
-from ragwright.errors import DocumentError, SourceError, SourceProblems, UnreadableSource
+from ragwright.errors import (
+    DocumentError,
+    NothingReadable,
+    SourceError,
+    SourceProblems,
+    UnreadableSource,
+)
 from ragwright.types import DocumentOrigin, SkippedDocument, SourceDocument
 
 SEED_SUFFIXES = (".json", ".jsonl")
+_FOLDER_NOTES = frozenset({"readme", "license", "notice", "copying"})
 SUPPORTED_SUFFIXES = (*CONVERTERS, *SEED_SUFFIXES)
 MAX_ORIGINS = 1000
 """Documents whose metadata origins a pass keeps (the rest are counted): a folder a
@@ -211,9 +219,13 @@ def _read_documents(
     problems: list[tuple[str, str]] = []
     errors: list[SourceError | DocumentError] = []
 
+    first_left_out: list[tuple[str, str]] = []
+
     def skip(path: str, reason: str, kind: str) -> None:
         nonlocal left_out
         left_out += 1
+        if len(first_left_out) < MAX_ORIGINS:
+            first_left_out.append((path, reason))
         skipped(path, reason, kind)
 
     def earlier_source(key: tuple[str | None, str]) -> str | None:
@@ -233,6 +245,8 @@ def _read_documents(
         return None
 
     seen = SeenDocuments(earlier_source) if check_unique else None
+    check_defaults(defaults, SourceRules())
+    read = 0
     for given in paths:
         root = Path(given)
         if not root.exists():
@@ -247,6 +261,7 @@ def _read_documents(
                 for document in checked:
                     if seen is not None:
                         seen.add(document)  # a repeat names two files: it stops the pass
+                    read += 1
                     yield document
             except _FileProblem as problem:
                 reason, kind = _problem(problem.error, path, rules)
@@ -267,6 +282,9 @@ def _read_documents(
         raise errors[0]  # one problem: its own error, typed and with its fields
     if problems:
         raise SourceProblems(", ".join(str(p) for p in paths), tuple(problems))
+    if not read and left_out:
+        # Every file left out: "0 documents" would read as success.
+        raise NothingReadable(", ".join(str(p) for p in paths), tuple(first_left_out))
 
 
 class _FileProblem(Exception):
@@ -355,18 +373,19 @@ def _files(root: Path, skipped: Skipped) -> Iterator[tuple[Path, str]]:
         relative = path.relative_to(root).as_posix()
         if relative == RULES_FILE:
             continue
-        if path.suffix.lower() not in SUPPORTED_SUFFIXES:
+        if path.stem.lower() in _FOLDER_NOTES and path.suffix.lower() in ("", ".md", ".txt"):
+            skipped(
+                str(path),
+                "README, LICENSE, NOTICE and COPYING files describe a folder; they are not "
+                "documents",
+                "not_a_document",
+            )
+        elif path.suffix.lower() not in SUPPORTED_SUFFIXES:
             skipped(
                 str(path),
                 f"unsupported file type {path.suffix or '(none)'!r} "
                 f"(read: {', '.join(SUPPORTED_SUFFIXES)})",
                 "unsupported_type",
-            )
-        elif path.name.lower() in ("readme.md", "license.md", "readme.txt", "license.txt"):
-            skipped(
-                str(path),
-                "README and LICENSE files describe a folder; they are not documents",
-                "not_a_document",
             )
         else:
             yield path, relative

@@ -349,12 +349,38 @@ def run(arguments: list[str]) -> int:
         print(done.code, file=sys.stderr)
         return 1
     except RagwrightError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {error}{_skip_hint(arguments, error)}", file=sys.stderr)
         return 1
     except OSError as error:
         print(f"error: {storage_error(error)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _skip_hint(arguments: list[str], error: RagwrightError) -> str:
+    """What a refused ``ingest``/``chunks`` can do about one file's or document's own
+    problem (several are listed with the same hint by ``SourceProblems``)."""
+    from ragwright.errors import (
+        ChunkingError,
+        DocumentError,
+        InputTooLong,
+        SourceError,
+        SourceProblems,
+    )
+
+    if _command(arguments) not in ("ingest", "chunks") or "--skip-invalid" in arguments:
+        return ""
+    if isinstance(error, SourceProblems):
+        return ""
+    own = isinstance(error, ChunkingError | InputTooLong) or (
+        isinstance(error, DocumentError) and error.source is not None
+    )
+    if isinstance(error, SourceError) and Path(error.source).is_file():
+        own = True
+    if not own:
+        return ""
+    written = "nothing was written; " if _command(arguments) == "ingest" else ""
+    return f" ({written}--skip-invalid leaves it out)"
 
 
 LONG_RUNNING = frozenset({"serve", "worker", "ingest-worker", "ingest", "eval"})

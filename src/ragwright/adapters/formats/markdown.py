@@ -156,6 +156,9 @@ def _front_matter(path: Path, source: str) -> tuple[dict[str, Any], str]:
     if typos:
         raise SourceError(str(path), "; ".join(typos))
     ours = {key: value for key, value in meta.items() if key in FRONT_MATTER_KEYS}
+    if meta.get("draft") is True and "publication_state" not in ours:
+        # Hugo's, Jekyll's and Docusaurus's draft marker: never published by default.
+        ours["publication_state"] = "draft"
     # A blank line is kept where the front matter was so line numbers stay meaningful.
     return ours, source[4 + end.end() :].lstrip("\n")
 
