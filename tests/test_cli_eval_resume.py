@@ -64,6 +64,11 @@ def _interrupting_at(call: int) -> Any:
     return reply
 
 
+# These tests are about resuming runs: every question reaches the model (or the evidence
+# stage), so the answerability gate (the profile's uncalibrated default) is off.
+NO_GATE = {"RAGWRIGHT_ANSWERABILITY_THRESHOLD": "-1"}
+
+
 def _eval(home: Path, dataset: Path, reply: Any, *options: str) -> tuple[Any, list[str]]:
     """``eval run DATASET --answers`` against the scripted model; (result, questions
     the model was asked)."""
@@ -82,6 +87,7 @@ def _eval(home: Path, dataset: Path, reply: Any, *options: str) -> tuple[Any, li
             RAGWRIGHT_CHAT_MODEL="scripted",
             RAGWRIGHT_CHAT_BASE_URL=base_url,
             RAGWRIGHT_DRAFT_MAX_AGE="0",
+            **NO_GATE,
         )
     asked = [json.loads(r["body"]["messages"][-1]["content"])["question"] for r in requests]
     return result, asked
@@ -197,6 +203,7 @@ def test_an_evidence_run_records_quotes_and_answerability_and_scores_its_sentenc
         "evidence",
         home=home,
         check=True,
+        **NO_GATE,
     )
     path = Path(result.stdout.splitlines()[-1].removeprefix("saved "))
     run = json.loads(path.read_text("utf-8"))
@@ -243,6 +250,7 @@ def test_a_killed_answer_run_keeps_what_it_answered(home: Path, dataset: Path) -
             "RAGWRIGHT_CHAT_MODEL": "scripted",
             "RAGWRIGHT_CHAT_BASE_URL": base_url,
             "RAGWRIGHT_DRAFT_MAX_AGE": "0",
+            **NO_GATE,
         }
         command = [sys.executable, "-m", "ragwright", "eval", "run", str(dataset), *NOTES]
         log = home.parent / "eval-run.stderr"

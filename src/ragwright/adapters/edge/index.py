@@ -117,12 +117,17 @@ class EdgeIndex(EdgeWrites):
             contract = reconcile_contract(expected, stored, add_chunking_version=True)
             engine.check_vectors(self.path, shard_path, contract)
             self._shard = engine.load_shard(self.path, shard_path, contract)
-            contract = reconcile_contract(
-                expected,
-                stored,
-                add_chunking_version=add_chunking_version,
-                empty=not self._shard.info().points_count,
-            )
+            try:
+                contract = reconcile_contract(
+                    expected,
+                    stored,
+                    add_chunking_version=add_chunking_version,
+                    empty=not self._shard.info().points_count,
+                )
+            except ContractMismatch:
+                self._shard.close()  # its WAL lock would outlive the refusal
+                del self._shard
+                raise
         else:
             # First open, or a crash before the contract was written: creating the
             # shard again is safe only if it holds nothing.

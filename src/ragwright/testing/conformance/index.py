@@ -176,8 +176,22 @@ class VectorIndexConformance:
             self.open_index(location, wide)
         assert caught.value.field == "dimensions"
 
-    def test_new_chunking_version_needs_explicit_consent(self, location: Path) -> None:
+    def test_an_empty_collection_is_bound_to_no_chunking_version(self, location: Path) -> None:
+        """A first run that failed before writing leaves a collection with no point: the
+        next run's version replaces the one it was made with, without consent."""
         self.open_index(location, contract_for(HASHING_PROFILE, VERSION)).close()
+        other = contract_for(HASHING_PROFILE, "sentence-blocks-80w-overlap1-v1")
+        index = self.open_index(location, other)
+        assert index.contract.chunking_versions == ("sentence-blocks-80w-overlap1-v1",)
+        index.close()
+        reopened = self.open_index(location, other)
+        assert reopened.contract.chunking_versions == ("sentence-blocks-80w-overlap1-v1",)
+        reopened.close()
+
+    def test_new_chunking_version_needs_explicit_consent(self, location: Path) -> None:
+        holding = self.open_index(location, contract_for(HASHING_PROFILE, VERSION))
+        holding.upsert([_point(1)])
+        holding.close()
         other = contract_for(HASHING_PROFILE, "section-paragraphs-40w-overlap0-v1")
         with pytest.raises(ContractMismatch) as caught:
             self.open_index(location, other)
