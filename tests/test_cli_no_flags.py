@@ -14,8 +14,8 @@ from tests.cli import ragwright, write_tree
 from tests.conftest import shared_data
 
 
-def _ingest(folder: Path, home: Path, *flags: str) -> dict[str, Any]:
-    result = ragwright("ingest", str(folder), *flags, "--json", home=home)
+def _ingest(folder: Path, home: Path, *flags: str, **env: str) -> dict[str, Any]:
+    result = ragwright("ingest", str(folder), *flags, "--json", home=home, **env)
     assert result.returncode == 0, result.stderr
     data: dict[str, Any] = json.loads(result.stdout)
     return data
@@ -210,3 +210,35 @@ def test_a_run_whose_every_file_is_left_out_is_refused_naming_each(tmp_path: Pat
     assert "no document could be read; every file was left out:" in refused.stderr
     assert f"{folder / 'bad.md'}: front matter key 'tenat'" in refused.stderr
     assert not (tmp_path / "home" / "index").exists()
+
+
+def test_skip_invalid_leaves_out_a_document_a_remote_embedder_refuses(tmp_path: Path) -> None:
+    """A remote model counts no tokens here: the provider refuses an input over its limit
+    (HTTP 400, ``invalid_input``) only when it is sent; --skip-invalid leaves that
+    document out and writes the rest, without it the run stops."""
+    from tests.scripted_openai import scripted_embeddings
+
+    dense = " ".join(["a-b-c-d-e-f-g-h"] * 75)  # 75 words, about 1,100 tokens
+    folder = write_tree(
+        tmp_path / "docs",
+        {"ok.md": "# Ok\n\nShort and fine.\n", "dense.md": f"# Dense\n\n{dense}\n"},
+    )
+    with scripted_embeddings() as server:
+        remote = {
+            "RAGWRIGHT_EMBEDDING_PROVIDER": "openai",
+            "RAGWRIGHT_EMBEDDING_PROFILE_ID": "scripted-v1",
+            "RAGWRIGHT_EMBEDDING_MODEL": "scripted-embed",
+            "RAGWRIGHT_EMBEDDING_DIGEST": "sha256:" + "0" * 64,
+            "RAGWRIGHT_EMBEDDING_DIMENSIONS": "64",
+            "RAGWRIGHT_OPENAI_BASE_URL": server.base_url,
+            "RAGWRIGHT_OPENAI_API_KEY": "k",
+            "RAGWRIGHT_REMOTE_CALL_ATTEMPTS": "1",
+        }
+        home = tmp_path / "home"
+        stopped = ragwright("ingest", str(folder), home=home, **remote)
+        assert stopped.returncode == 1 and "invalid_input" in stopped.stderr, stopped.stderr
+        data = _ingest(folder, home, "--skip-invalid", **remote)
+    assert [(d["document_id"], d["field"]) for d in data["skipped_documents"]] == [
+        ("dense", "embedding_input")
+    ]
+    assert data["documents"] == 2 and data["embedded"] == 1

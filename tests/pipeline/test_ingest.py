@@ -14,7 +14,14 @@ from ragwright.adapters.lexical import Bm25Encoder
 from ragwright.core.contracts import contract_for
 from ragwright.core.documents import validate_document
 from ragwright.core.points import lexical_text, read_payload
-from ragwright.errors import ChunkingError, ContractMismatch, DimensionMismatch, SourceProblems
+from ragwright.errors import (
+    ChunkingError,
+    ContractMismatch,
+    DimensionMismatch,
+    EmbeddingProviderError,
+    FailureCategory,
+    SourceProblems,
+)
 from ragwright.pipeline.ingest import ingest
 from ragwright.pipeline.retrieve import Retriever
 from ragwright.protocols import BULK_EMBEDDING
@@ -557,3 +564,35 @@ def test_ingestion_embeds_as_bulk_and_a_question_after_it_does_not(index: EdgeIn
     Retriever(index, embedder, Bm25Encoder()).embed("how do I drain the queue?")
     assert embedder.bulk == [False]
     assert BULK_EMBEDDING.get() is False
+
+
+class RefusingEmbedder(HashingEmbedder):
+    """Refuses, as a provider does (``invalid_input``), any call holding 'forbidden'."""
+
+    def embed_documents(self, texts):  # type: ignore[no-untyped-def]
+        if any("forbidden" in text for text in texts):
+            raise EmbeddingProviderError("scripted", FailureCategory.INVALID_INPUT, "HTTP 400")
+        return super().embed_documents(texts)
+
+
+def test_an_input_the_provider_refuses_stops_the_run_without_skip_invalid(
+    index: EdgeIndex,
+) -> None:
+    with pytest.raises(EmbeddingProviderError) as caught:
+        run(index, [doc("a"), doc("b", paragraphs=["A forbidden word."])], RefusingEmbedder())
+    assert caught.value.category is FailureCategory.INVALID_INPUT
+
+
+def test_skip_invalid_leaves_out_the_document_whose_input_the_provider_refused(
+    index: EdgeIndex,
+) -> None:
+    run(index, [doc("b")])
+    stored_b = [p for p in snapshot(index) if '"b"' in p[1]]
+    documents = [doc("a"), doc("b", paragraphs=["A forbidden word."]), doc("c")]
+    embedder = RefusingEmbedder()
+    report = run(index, documents, embedder, prune=True, skip_invalid=True)
+    assert [(d.document_id, d.field) for d in report.left_out] == [("b", "embedding_input")]
+    assert "the embedding provider refused a chunk of it" in report.left_out[0].reason
+    assert {json.loads(p)["document_id"] for _, p in snapshot(index)} == {"a", "b", "c"}
+    assert [p for p in snapshot(index) if '"b"' in p[1]] == stored_b  # kept, not pruned
+    assert report.documents == 3

@@ -85,6 +85,7 @@ from ragwright.pipeline.planning import (
     in_slices,
 )
 from ragwright.pipeline.planning_process import wanted as planning_wanted
+from ragwright.pipeline.refusals import LocatingEmbedder, RefusedInputs
 from ragwright.pipeline.validation import prepare_run
 from ragwright.pipeline.writing import write_slices
 from ragwright.protocols import Embedder, SparseEncoder, VectorIndex
@@ -199,41 +200,77 @@ def ingest(
     if iter(documents) is documents:
         # A one-shot iterator would be empty on the writing pass: nothing would be written.
         raise TypeError("ingest reads documents twice: pass a list or a re-iterable source")
-    run = prepare_run(
-        documents,
-        policy=policy,
-        embedder=embedder,
-        sparse_encoder=sparse_encoder,
-        index=index,
-        prune=prune,
-        tenants=tenants,
-        prune_within=prune_within,
-        slice_size=slice_size,
-        progress=progress,
-        source_process=planning_process,
-        skip_invalid=skip_invalid,
+    # Documents whose inputs the provider refused (skip_invalid): left out of the next
+    # pass, which embeds only what the failed one did not write (pipeline/refusals.py).
+    refused: dict[DocumentKey, str] = {}
+    while True:
+        run = prepare_run(
+            documents,
+            policy=policy,
+            embedder=embedder,
+            sparse_encoder=sparse_encoder,
+            index=index,
+            prune=prune,
+            tenants=tenants,
+            prune_within=prune_within,
+            slice_size=slice_size,
+            progress=progress,
+            source_process=planning_process,
+            skip_invalid=skip_invalid,
+            refused=refused,
+        )
+        # Nothing changed (a re-run over unchanged sources): the sources are not read again.
+        changed = (d for d in documents if document_key(d) in run.changed) if run.changed else ()
+        try:
+            reports = write_slices(
+                in_slices(changed, slice_size),
+                run.slice_context(),
+                policy=policy,
+                embedder=LocatingEmbedder(embedder) if skip_invalid else embedder,
+                sparse_encoder=sparse_encoder,
+                index=index,
+                batch_size=batch_size,
+                progress=progress,
+                phase_hook=phase_hook,
+                shared_in_run=run.shared_in_run,
+                on_changed=on_changed,
+                planning_process=planning_process and planning_wanted(run.planned_chunks),
+            )
+            return finish_run(
+                run,
+                reports,
+                index=index,
+                sparse_encoder=sparse_encoder,
+                avgdl_tolerance=avgdl_tolerance,
+                on_changed=on_changed,
+            )
+        except RefusedInputs as refusal:
+            found = _refused_documents(documents, run, refusal, policy, embedder)
+            if not found.keys() - refused.keys():
+                raise refusal.error from refusal  # not narrowed to a new document
+            refused.update(found)
+
+
+def _refused_documents(
+    documents: Iterable[SourceDocument],
+    run: RunPlan,
+    refusal: RefusedInputs,
+    policy: ChunkingPolicy,
+    embedder: Embedder,
+) -> dict[DocumentKey, str]:
+    """The changed documents one of whose embedding inputs the provider refused, each
+    with the reason a run lists (on this failure path their chunks are planned again)."""
+    texts = set(refusal.texts)
+    reason = (
+        f"the embedding provider refused a chunk of it ({refusal.error}); shorten its "
+        "paragraphs, or use --max-tokens with a profile that counts tokens"
     )
-    # Nothing changed (a re-run over unchanged sources): the sources are not read again.
-    changed = (d for d in documents if document_key(d) in run.changed) if run.changed else ()
-    reports = write_slices(
-        in_slices(changed, slice_size),
-        run.slice_context(),
-        policy=policy,
-        embedder=embedder,
-        sparse_encoder=sparse_encoder,
-        index=index,
-        batch_size=batch_size,
-        progress=progress,
-        phase_hook=phase_hook,
-        shared_in_run=run.shared_in_run,
-        on_changed=on_changed,
-        planning_process=planning_process and planning_wanted(run.planned_chunks),
-    )
-    return finish_run(
-        run,
-        reports,
-        index=index,
-        sparse_encoder=sparse_encoder,
-        avgdl_tolerance=avgdl_tolerance,
-        on_changed=on_changed,
-    )
+    found: dict[DocumentKey, str] = {}
+    for document in documents:
+        key = document_key(document)
+        if key not in run.changed:
+            continue
+        plan = plan_document(document, chunk_document(document, policy, embedder), embedder.profile)
+        if any(p.embedding_input in texts for p in plan.points):
+            found[key] = reason
+    return found

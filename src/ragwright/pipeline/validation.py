@@ -11,9 +11,10 @@ from the command line reads its sources in a forked child
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from ragwright.core.contracts import require_compatible
 from ragwright.core.documents import SeenDocuments
@@ -66,6 +67,7 @@ def prepare_run(
     progress: ProgressCallback | None = None,
     source_process: bool = False,
     skip_invalid: bool = False,
+    refused: Mapping[DocumentKey, str] = MappingProxyType({}),
 ) -> RunPlan:
     """The validation pass: every document is checked before anything is written.
 
@@ -76,8 +78,10 @@ def prepare_run(
     the pass goes on, and at its end raises it (one as its own error, several in one
     :class:`~ragwright.errors.DocumentProblems`), or with ``skip_invalid`` leaves those
     documents out of the writing pass (their stored points, if any, are kept and not
-    pruned) and lists them in ``RunPlan.left_out``. Nothing of a slice is kept but its
-    keys and counts, and the names of the first documents whose paragraphs were split.
+    pruned) and lists them in ``RunPlan.left_out``, as it does the documents in
+    ``refused`` (those whose inputs the embedding provider refused in an earlier pass).
+    Nothing of a slice is kept but its keys and counts, and the names of the first
+    documents whose paragraphs were split.
     ``source_process``: a run known to be large reads its sources (and digests and, in
     a new collection, checks its documents) in a forked child
     (:mod:`~ragwright.pipeline.source_process`), with the same outcome and errors.
@@ -136,6 +140,9 @@ def prepare_run(
             candidates = dict(_changed_documents(rest, existing))
             for position, document in enumerate(part):
                 key = document_key(document)
+                if key in refused:
+                    found.provider_refused(document, refused[key])
+                    continue
                 if key in proven:
                     unchanged += proven[key]
                     continue
@@ -232,6 +239,16 @@ class Findings:
     def refused(self, document: SourceDocument, error: ChunkingError | InputTooLong) -> None:
         self.problems.append(document_problem(document, error))
         self.errors.append(error)
+
+    def provider_refused(self, document: SourceDocument, reason: str) -> None:
+        self.problems.append(
+            SkippedDocument(
+                document.document_id,
+                document.source_uri or document.document_id,
+                "embedding_input",
+                reason,
+            )
+        )
 
     def check(self, skip_invalid: bool) -> None:
         """Raise the documents' problems unless ``skip_invalid`` leaves them out: one
