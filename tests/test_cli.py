@@ -110,7 +110,8 @@ def test_invalid_input_exits_non_zero_with_the_error_on_stderr(tmp_path: Path) -
     )
     result = ragwright("ingest", str(bad), home=tmp_path / "h")
     assert result.returncode == 1
-    assert "publication_state" in result.stderr and "exact spelling" in result.stderr
+    assert "publication_state 'Published'" in result.stderr
+    assert "did you mean 'published'?" in result.stderr
     assert result.stdout == ""
 
 

@@ -209,6 +209,7 @@ def test_a_five_megabyte_word_is_refused_before_embedding(tmp_path: Path) -> Non
     )
     assert line == (
         f"error: {source}: document 'huge', field 'sections[0].paragraphs[0]': has 5,000,000 "
-        "characters, at most 100,000 are allowed: split it into paragraphs (blank lines)"
+        "characters, at most 100,000 are allowed: split it into paragraphs (blank lines) "
+        "(nothing was written; --skip-invalid leaves it out)"
     )
     assert not os.path.exists(tmp_path / "index")
