@@ -21,6 +21,7 @@ SAMPLES = REPO / "samples" / "corpus"
 # at the end while the other processes sit idle.
 LONGEST_FIRST = (
     "tests/test_cli_answers.py",
+    "tests/test_cli_no_flags.py",
     "tests/service/test_replicas.py",
     "tests/test_cli.py",
     "tests/test_ingest_workers.py",
