@@ -103,6 +103,20 @@ class EmbeddingServer:
     active: int = 0
     working: int = 0
 
+    def env(self, **more: str) -> dict[str, str]:
+        """The ``RAGWRIGHT_*`` environment of a remote embedder served by this server
+        (the hashing embedder's 64 dimensions, profile ``scripted-v1``), and ``more``."""
+        return {
+            "RAGWRIGHT_EMBEDDING_PROVIDER": "openai",
+            "RAGWRIGHT_EMBEDDING_PROFILE_ID": "scripted-v1",
+            "RAGWRIGHT_EMBEDDING_MODEL": "scripted-embed",
+            "RAGWRIGHT_EMBEDDING_DIGEST": "sha256:" + "0" * 64,
+            "RAGWRIGHT_EMBEDDING_DIMENSIONS": "64",
+            "RAGWRIGHT_OPENAI_BASE_URL": self.base_url,
+            "RAGWRIGHT_OPENAI_API_KEY": "unused",
+            **more,
+        }
+
 
 Failure = tuple[int, dict[str, str]]
 

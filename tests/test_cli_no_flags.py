@@ -224,16 +224,7 @@ def test_skip_invalid_leaves_out_a_document_a_remote_embedder_refuses(tmp_path: 
         {"ok.md": "# Ok\n\nShort and fine.\n", "dense.md": f"# Dense\n\n{dense}\n"},
     )
     with scripted_embeddings() as server:
-        remote = {
-            "RAGWRIGHT_EMBEDDING_PROVIDER": "openai",
-            "RAGWRIGHT_EMBEDDING_PROFILE_ID": "scripted-v1",
-            "RAGWRIGHT_EMBEDDING_MODEL": "scripted-embed",
-            "RAGWRIGHT_EMBEDDING_DIGEST": "sha256:" + "0" * 64,
-            "RAGWRIGHT_EMBEDDING_DIMENSIONS": "64",
-            "RAGWRIGHT_OPENAI_BASE_URL": server.base_url,
-            "RAGWRIGHT_OPENAI_API_KEY": "k",
-            "RAGWRIGHT_REMOTE_CALL_ATTEMPTS": "1",
-        }
+        remote = server.env(RAGWRIGHT_REMOTE_CALL_ATTEMPTS="1")
         home = tmp_path / "home"
         stopped = ragwright("ingest", str(folder), home=home, **remote)
         assert stopped.returncode == 1 and "invalid_input" in stopped.stderr, stopped.stderr

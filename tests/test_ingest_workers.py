@@ -288,16 +288,11 @@ def test_a_queued_runs_deadline_bounds_its_items_retries_on_the_workers(tmp_path
     ):
         env = {
             **server_env(tmp_path / "home", qdrant_url, "bounded", database),
-            "RAGWRIGHT_EMBEDDING_PROVIDER": "openai",
-            "RAGWRIGHT_EMBEDDING_PROFILE_ID": "scripted-v1",
-            "RAGWRIGHT_EMBEDDING_MODEL": "scripted-embed",
-            "RAGWRIGHT_EMBEDDING_DIGEST": "sha256:" + "0" * 64,
-            "RAGWRIGHT_EMBEDDING_DIMENSIONS": "64",
-            "RAGWRIGHT_EMBEDDING_IN_FLIGHT": "1",
-            "RAGWRIGHT_OPENAI_BASE_URL": embeddings.base_url,
-            "RAGWRIGHT_OPENAI_API_KEY": "unused",
-            "RAGWRIGHT_REMOTE_CALL_ATTEMPTS": str(attempts),
-            "RAGWRIGHT_REMOTE_CALL_BUDGET": "600",
+            **embeddings.env(
+                RAGWRIGHT_EMBEDDING_IN_FLIGHT="1",
+                RAGWRIGHT_REMOTE_CALL_ATTEMPTS=str(attempts),
+                RAGWRIGHT_REMOTE_CALL_BUDGET="600",
+            ),
         }
         worker = Process(
             "worker", ("ingest-worker", "--name", "w", "--until-idle", "5"), env, tmp_path / "w.log"

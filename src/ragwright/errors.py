@@ -133,15 +133,17 @@ class SourceProblems(SourceError):
     Raised at the end of the pass, before anything is written, so one run names them
     all (``--skip-invalid`` leaves those files out instead)."""
 
-    def __init__(self, source: str, problems: tuple[tuple[str, str], ...]) -> None:
+    def __init__(
+        self, source: str, problems: tuple[tuple[str, str], ...], lead: str | None = None
+    ) -> None:
         self.problems = problems
         lines = "\n".join(f"  {path}: {problem}" for path, problem in problems)
         count = len(problems)
-        super().__init__(
-            source,
+        lead = lead or (
             f"{count} problem{'s' if count != 1 else ''} in the sources "
-            f"(nothing was written; --skip-invalid leaves these files out):\n{lines}",
+            "(nothing was written; --skip-invalid leaves these files out)"
         )
+        super().__init__(source, f"{lead}:\n{lines}")
 
 
 class NothingReadable(SourceProblems):
@@ -149,10 +151,7 @@ class NothingReadable(SourceProblems):
     document would read as success."""
 
     def __init__(self, source: str, problems: tuple[tuple[str, str], ...]) -> None:
-        super().__init__(source, problems)
-        lines = "\n".join(f"  {path}: {problem}" for path, problem in problems)
-        self.reason = f"no document could be read; every file was left out:\n{lines}"
-        self.args = (f"{source}: {self.reason}",)
+        super().__init__(source, problems, "no document could be read; every file was left out")
 
 
 class DocumentProblems(SourceProblems):

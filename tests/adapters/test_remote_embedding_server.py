@@ -216,17 +216,7 @@ def test_cli_ingest_keeps_the_setting_in_flight_at_the_server(tmp_path: Path) ->
     """``ragwright ingest`` (a subprocess) against the scripted server: the pipeline's
     concurrent path, the gate and the adapter together hold 3 requests open at once."""
     with scripted_embeddings(delay=0.3) as server:
-        env = {
-            "RAGWRIGHT_EMBEDDING_PROVIDER": "openai",
-            "RAGWRIGHT_EMBEDDING_PROFILE_ID": "scripted-v1",
-            "RAGWRIGHT_EMBEDDING_MODEL": "scripted-embed",
-            "RAGWRIGHT_EMBEDDING_DIGEST": "sha256:" + "0" * 64,
-            "RAGWRIGHT_EMBEDDING_DIMENSIONS": "64",
-            "RAGWRIGHT_EMBEDDING_IN_FLIGHT": "3",
-            "RAGWRIGHT_BATCH_SIZE": "4",
-            "RAGWRIGHT_OPENAI_BASE_URL": server.base_url,
-            "RAGWRIGHT_OPENAI_API_KEY": "unused",
-        }
+        env = server.env(RAGWRIGHT_EMBEDDING_IN_FLIGHT="3", RAGWRIGHT_BATCH_SIZE="4")
         report = json.loads(
             ragwright("ingest", str(SAMPLES), "--json", home=tmp_path, check=True, **env).stdout
         )

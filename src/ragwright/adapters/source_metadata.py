@@ -184,7 +184,7 @@ def build_document(
     """
     front = converted.front_matter
     values = {name: _field(name, front, rules, relative, defaults) for name in RULE_FIELDS}
-    problems = [_value_problem(name, values[name], defaults, rules) for name in _CONTROLLED]
+    problems = [_value_problem(name, values[name], defaults) for name in _CONTROLLED]
     if any(problems):
         raise SourceError(str(path), "; ".join(p for p in problems if p))
     title, title_from = converted.title, converted.title_from
@@ -224,9 +224,7 @@ def build_document(
 _CONTROLLED = ("document_type", "publication_state")
 
 
-def _value_problem(
-    name: str, given: tuple[Any, str], defaults: SourceDefaults, rules: SourceRules
-) -> str | None:
+def _value_problem(name: str, given: tuple[Any, str], defaults: SourceDefaults) -> str | None:
     """A type or state that is not one of the controlled values, with the fix where it
     was given (front matter, a rule, an option), a near spelling if there is one, and
     for a type, the setting that adds it. ``None`` when the value is fine."""
@@ -251,7 +249,7 @@ def _value_problem(
     return problem
 
 
-def check_defaults(defaults: SourceDefaults, rules: SourceRules) -> None:
+def check_defaults(defaults: SourceDefaults) -> None:
     """``--type``/``--state`` checked once, before any file: a value every file would
     take is one problem of the command line, not one per file.
 
@@ -260,7 +258,7 @@ def check_defaults(defaults: SourceDefaults, rules: SourceRules) -> None:
     """
     for name in _CONTROLLED:
         option = _OPTIONS[name]
-        problem = _value_problem(name, (getattr(defaults, name), option), defaults, rules)
+        problem = _value_problem(name, (getattr(defaults, name), option), defaults)
         if problem is not None:
             raise SourceError(option, problem.replace(f" (from {option})", "", 1))
 

@@ -245,7 +245,7 @@ def _read_documents(
         return None
 
     seen = SeenDocuments(earlier_source) if check_unique else None
-    check_defaults(defaults, SourceRules())
+    check_defaults(defaults)
     read = 0
     for given in paths:
         root = Path(given)

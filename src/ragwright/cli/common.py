@@ -19,7 +19,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ragwright import __version__
-from ragwright.errors import RagwrightError, StorageError
+from ragwright.errors import (
+    ChunkingError,
+    DocumentError,
+    InputTooLong,
+    RagwrightError,
+    SourceError,
+    SourceProblems,
+    StorageError,
+)
 from ragwright.heap import fix_malloc_thresholds
 
 if TYPE_CHECKING:
@@ -360,14 +368,6 @@ def run(arguments: list[str]) -> int:
 def _skip_hint(arguments: list[str], error: RagwrightError) -> str:
     """What a refused ``ingest``/``chunks`` can do about one file's or document's own
     problem (several are listed with the same hint by ``SourceProblems``)."""
-    from ragwright.errors import (
-        ChunkingError,
-        DocumentError,
-        InputTooLong,
-        SourceError,
-        SourceProblems,
-    )
-
     if _command(arguments) not in ("ingest", "chunks") or "--skip-invalid" in arguments:
         return ""
     if isinstance(error, SourceProblems):

@@ -263,11 +263,8 @@ class Findings:
         """The sources' refusal, with the documents' problems when there are any."""
         if not self.problems:
             return error
-        if isinstance(error, SourceProblems):
-            listed = error.problems
-        else:
-            listed = ((getattr(error, "source", None) or "sources", str(error)),)
-        source = getattr(error, "source", None) or "sources"
+        source = error.source or "sources"  # a DocumentError's file, when it has one
+        listed = error.problems if isinstance(error, SourceProblems) else ((source, str(error)),)
         return DocumentProblems(
             source, (*listed, *listed_problems(self.problems)), tuple(self.errors)
         )
